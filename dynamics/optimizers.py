@@ -1,0 +1,35 @@
+"""Optimisers: any optax optimiser, with frozen parameter groups masked out (KF, EF, ...)."""
+from typing import Mapping
+
+import optax
+
+from tasks.errors import check
+
+# ``gd`` is full-batch gradient descent (the paper); ``sgd`` the same update on minibatches.
+OPTIMIZERS = ("gd", "sgd", "momentum", "nesterov", "adam", "adamw", "adagrad", "rmsprop",
+              "lion", "adabelief", "lamb", "lars", "novograd", "radam", "sm3", "yogi")
+
+
+def base_optimizer(name: str, lr, **kwargs) -> optax.GradientTransformation:
+  """The optax transformation called ``name`` with learning rate ``lr`` (may be traced)."""
+  check(name in OPTIMIZERS, "train.optimizer", name, f"one of {', '.join(OPTIMIZERS)}")
+  if name in ("gd", "sgd"):
+    return optax.sgd(lr, **kwargs)
+  if name == "momentum":
+    return optax.sgd(lr, momentum=kwargs.pop("momentum", 0.9), **kwargs)
+  if name == "nesterov":
+    return optax.sgd(lr, momentum=kwargs.pop("momentum", 0.9), nesterov=True, **kwargs)
+  return getattr(optax, name)(lr, **kwargs)
+
+
+def masked_optimizer(inner: optax.GradientTransformation,
+                     trainable: Mapping[str, bool]) -> optax.GradientTransformation:
+  """Apply ``inner`` to the trainable top-level groups; frozen groups get zero updates.
+
+  Args:
+    inner: the optimiser of the trainable parameters.
+    trainable: group name (top-level key of the params dict) -> trainable.
+  """
+  labels = {group: ("train" if flag else "freeze") for group, flag in trainable.items()}
+  return optax.multi_transform({"train": inner, "freeze": optax.set_to_zero()},
+                               lambda params: {k: labels[k] for k in params})

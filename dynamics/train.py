@@ -1,0 +1,148 @@
+"""Training as one compiled program: ``jax.jit`` + ``lax.scan`` over steps.
+
+An outer scan over recorded times and an inner scan of ``record_every`` steps;
+only the caller's observables are stored, never the parameter trajectory unless
+``record_params=True``.
+"""
+import dataclasses
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from dynamics.optimizers import OPTIMIZERS, base_optimizer, masked_optimizer
+from dynamics.trajectory import Trajectory
+from tasks.batch import Batch
+from tasks.errors import check, is_concrete_number
+
+SAMPLING = ("shuffle", "replacement")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """How to train.
+
+  Attributes:
+    optimizer: ``gd`` (full-batch gradient descent, the paper), ``sgd``
+      (minibatches) or another optax optimiser name.
+    lr: learning rate τ (may be traced inside a sweep).
+    steps: number of optimiser steps (epochs for full-batch GD).
+    record_every: record observables every this many steps (and at step 0).
+    batch_size: minibatch size; ``None`` or 0 means the full batch.
+    sampling: minibatches drawn by reshuffling every epoch (``shuffle``,
+      without replacement; a final partial batch is dropped) or independently
+      each step (``replacement``).
+  """
+  optimizer: str = "gd"
+  lr: float = 0.1
+  steps: int = 5000
+  record_every: int = 50
+  batch_size: Optional[int] = None
+  sampling: str = "shuffle"
+
+  def __post_init__(self):
+    check(self.optimizer in OPTIMIZERS, "train.optimizer", self.optimizer,
+          f"one of {', '.join(OPTIMIZERS)}")
+    if is_concrete_number(self.lr):
+      check(self.lr > 0 and self.lr < float("inf"), "train.lr", self.lr, "a finite number > 0")
+    for name in ("steps", "record_every"):
+      value = getattr(self, name)
+      check(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+            f"train.{name}", value, "a positive integer")
+    check(self.steps % self.record_every == 0, "train.steps", self.steps,
+          f"a multiple of train.record_every = {self.record_every}")
+    if self.batch_size is not None:
+      check(isinstance(self.batch_size, int) and not isinstance(self.batch_size, bool)
+            and self.batch_size >= 0, "train.batch_size", self.batch_size,
+            "a positive integer, or 0 / unset for the full batch")
+    check(self.sampling in SAMPLING, "train.sampling", self.sampling, f"one of {', '.join(SAMPLING)}")
+    if self.optimizer == "gd":
+      check(not self.batch_size, "train.batch_size", self.batch_size,
+            "0 or unset with optimizer 'gd' (full batch); use optimizer 'sgd' for minibatches")
+
+  @property
+  def n_records(self) -> int:
+    return self.steps // self.record_every + 1
+
+  def record_steps(self):
+    """The recorded step numbers ``0, k, 2k, ..., steps``."""
+    return jnp.arange(self.n_records) * self.record_every
+
+
+class TrainState(NamedTuple):
+  params: Any
+  opt_state: Any
+  step: jax.Array       # shape=(), int32
+  failed_at: jax.Array  # shape=(), int32; -1 while finite
+
+
+def _all_finite(tree) -> jax.Array:
+  leaves = jax.tree.leaves(tree)
+  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
+
+
+def minibatch(batch: Batch, key: jax.Array, step: jax.Array, batch_size: int, sampling: str) -> Batch:
+  """The minibatch of ``step``: a slice of this epoch's permutation, or an i.i.d. draw."""
+  n = batch.tokens.shape[0]
+  if sampling == "replacement":
+    idx = jax.random.randint(jax.random.fold_in(key, step), (batch_size,), 0, n)
+  else:
+    per_epoch = n // batch_size
+    perm = jax.random.permutation(jax.random.fold_in(key, step // per_epoch), n)
+    idx = jax.lax.dynamic_slice(perm, ((step % per_epoch) * batch_size,), (batch_size,))
+  return jax.tree.map(lambda x: x[idx], batch)
+
+
+def make_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: TrainConfig,
+               trainable: dict, *, record_params: bool = False):
+  """Build ``train(params0, key, lr=cfg.lr) -> Trajectory`` (pure; jit/vmap it).
+
+  Args:
+    loss_fn: ``loss_fn(params, batch) -> (loss, aux)``.
+    batch: the training set (minibatches are drawn from it).
+    record: ``record(params, params0) -> pytree`` of observables; called at
+      step 0 and every ``cfg.record_every`` steps.
+    cfg: training configuration.
+    trainable: parameter group -> trainable (frozen groups are masked in optax).
+    record_params: also store the full parameters at every recorded step.
+
+  Returns:
+    ``train(params0, key, lr=None)``: ``key`` drives minibatch order only;
+    ``lr`` (traced or not) overrides ``cfg.lr``.
+  """
+  grad_fn = jax.value_and_grad(lambda p, b: loss_fn(p, b)[0])
+  full = not cfg.batch_size or cfg.batch_size >= batch.tokens.shape[0]
+
+  def train(params0, key, lr=None):
+    lr = cfg.lr if lr is None else lr
+    opt = masked_optimizer(base_optimizer(cfg.optimizer, lr), trainable)
+
+    def step_fn(state: TrainState, _):
+      b = batch if full else minibatch(batch, key, state.step, cfg.batch_size, cfg.sampling)
+      loss, grads = grad_fn(state.params, b)
+      updates, opt_state = opt.update(grads, state.opt_state, state.params)
+      params = optax.apply_updates(state.params, updates)
+      ok = (state.failed_at < 0) & jnp.isfinite(loss) & _all_finite(params)
+      keep = lambda new, old: jax.tree.map(lambda a, b_: jnp.where(ok, a, b_), new, old)
+      failed_at = jnp.where((state.failed_at < 0) & ~ok, state.step, state.failed_at)
+      return TrainState(keep(params, state.params), keep(opt_state, state.opt_state),
+                        state.step + 1, failed_at), None
+
+    def observe(params):
+      return (record(params, params0), params if record_params else None)
+
+    def record_fn(state: TrainState, _):
+      state, _ = jax.lax.scan(step_fn, state, None, length=cfg.record_every)
+      return state, observe(state.params)
+
+    state0 = TrainState(params0, opt.init(params0), jnp.zeros((), jnp.int32),
+                        -jnp.ones((), jnp.int32))
+    state, recs = jax.lax.scan(record_fn, state0, None, length=cfg.n_records - 1)
+    obs, params_t = jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]),
+                                 observe(params0), recs)
+    t = cfg.record_steps().astype(jax.dtypes.canonicalize_dtype(jnp.float64))
+    return Trajectory(t=t, observables=obs, final_params=state.params,
+                      failed_at=state.failed_at.astype(t.dtype), params=params_t)
+
+  return train

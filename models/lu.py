@@ -1,0 +1,166 @@
+"""The attention model of Lu et al. (2021), Section 3, as a pure init/apply pair.
+
+Each word ``w`` has an embedding ``ν_w ∈ R^d`` and a key ``κ_w ∈ R^{d'}``; a global
+query ``q ∈ R^{d'}`` gives the score ``s_w = qᵀκ_w``; the context vector
+``ν̄(χ) = Σ_w ν_w exp(s_w)/Z(χ)`` is classified by FC, TC or TL.
+
+References:
+  Lu, Mao & Nayak, "On the Dynamics of Training Attention Models", ICLR 2021.
+  https://arxiv.org/abs/2011.10036
+"""
+import dataclasses
+from typing import Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+
+from models.attention import attend, softmax_attention
+from models.classifiers import CLASSIFIERS, FC_INITS, apply_classifier, init_classifier
+from tasks.batch import Batch
+from tasks.errors import check, is_concrete_number
+
+PARAM_GROUPS = ("embeddings", "keys", "query", "classifier")
+
+
+@dataclasses.dataclass(frozen=True)
+class LuModelConfig:
+  """Architecture and initialisation.
+
+  Float fields (``embed_std``, ``key_std``, ``query_std``) may be traced values
+  inside a sweep; they are validated only when they are Python numbers.
+
+  Attributes:
+    n_words: vocabulary size V (topic + non-topic words).
+    n_classes: number of topics J.
+    embed_dim: d.
+    key_dim: d'.
+    classifier: ``"fc"``, ``"tc"`` or ``"tl"``.
+    fc_init: FC's fixed U: ``"orthonormal"`` (paper text) or ``"randn_unit_diag"``
+      (authors' code).
+    hidden_dim: TL hidden width.
+    embed_std: standard deviation of each embedding entry, ``ν ~ N(0, embed_std²)``;
+      the paper's ``σ²/d`` is ``embed_std**2``.
+    key_std: standard deviation of each key entry (0: all scores start at 0).
+    query_std: standard deviation of each query entry, ``q ~ N(0, query_std²)``.
+    query_norm: if set, the drawn query is rescaled to this Euclidean norm.
+    train_query: whether the query is trained (Appendix B).
+    freeze: parameter groups held fixed: any of ``embeddings`` (EF), ``keys``
+      (KF), ``query``, ``classifier``. FC's classifier is always fixed.
+  """
+  n_words: int
+  n_classes: int
+  embed_dim: int = 15
+  key_dim: int = 15
+  classifier: str = "tc"
+  fc_init: str = "orthonormal"
+  hidden_dim: int = 10
+  embed_std: float = 1e-3
+  key_std: float = 0.0
+  query_std: float = 1.0
+  query_norm: Optional[float] = None
+  train_query: bool = False
+  freeze: tuple = ()
+
+  def __post_init__(self):
+    for name in ("n_words", "n_classes", "embed_dim", "key_dim", "hidden_dim"):
+      value = getattr(self, name)
+      check(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+            f"model.{name}", value, "a positive integer")
+    check(self.classifier in CLASSIFIERS, "model.classifier", self.classifier,
+          f"one of {', '.join(CLASSIFIERS)}")
+    check(self.fc_init in FC_INITS, "model.fc_init", self.fc_init, f"one of {', '.join(FC_INITS)}")
+    if self.classifier == "fc" and self.fc_init == "orthonormal":
+      check(self.n_classes <= self.embed_dim, "model.embed_dim", self.embed_dim,
+            f"at least n_classes = {self.n_classes} for an FC classifier with orthonormal columns")
+    for name in ("embed_std", "key_std", "query_std"):
+      value = getattr(self, name)
+      if is_concrete_number(value):
+        check(value == value and value >= 0 and value != float("inf"), f"model.{name}", value,
+              "a finite number >= 0")
+    if is_concrete_number(self.query_norm):
+      check(0 < self.query_norm < float("inf"), "model.query_norm", self.query_norm,
+            "a finite number > 0, or unset")
+    if is_concrete_number(self.query_std) and self.query_std == 0:
+      check(False, "model.query_std", self.query_std,
+            "a number > 0: a zero query gives every word score 0 forever (Lemma 1 needs q ≠ 0)")
+    check(isinstance(self.train_query, bool), "model.train_query", self.train_query, "true or false")
+    check(isinstance(self.freeze, tuple) and all(g in PARAM_GROUPS for g in self.freeze),
+          "model.freeze", self.freeze, f"a list drawn from {', '.join(PARAM_GROUPS)}")
+
+  def trainable(self) -> dict:
+    """Which parameter groups gradient descent updates."""
+    return {
+        "embeddings": "embeddings" not in self.freeze,
+        "keys": "keys" not in self.freeze,
+        "query": self.train_query and "query" not in self.freeze,
+        "classifier": self.classifier != "fc" and "classifier" not in self.freeze,
+    }
+
+
+class LuOutput(NamedTuple):
+  """What the model computes for a batch of n sentences of length L.
+
+  Attributes:
+    logits: ``[n, J]``.
+    attention: ``[n, L]`` weights ``exp(s_w)/Z(χ)``.
+    scores: ``[n, L]`` scores ``s_w = qᵀκ_w``.
+    context: ``[n, d]`` the context vector ``ν̄(χ)``.
+  """
+  logits: jax.Array
+  attention: jax.Array
+  scores: jax.Array
+  context: jax.Array
+
+
+class Model(NamedTuple):
+  """A model as a pair of pure functions (optax style).
+
+  Attributes:
+    init: ``init(key) -> params``.
+    apply: ``apply(params, batch) -> LuOutput``.
+    config: the configuration both close over.
+  """
+  init: Callable
+  apply: Callable
+  config: LuModelConfig
+
+
+def word_scores(params: dict) -> jax.Array:
+  """``[V]`` scores ``s_w = qᵀκ_w`` of every word of the vocabulary."""
+  return params["keys"] @ params["query"]
+
+
+def init(key: jax.Array, cfg: LuModelConfig, dtype=jnp.float32) -> dict:
+  """Initial parameters as in Section 5.1.
+
+  Embeddings ``N(0, embed_std²)``, keys ``N(0, key_std²)`` (zero by default, so
+  every score starts at 0), query ``N(0, query_std²)`` optionally rescaled to
+  ``query_norm``, classifier by :func:`models.classifiers.init_classifier`.
+
+  Returns:
+    ``{"embeddings": [V, d], "keys": [V, d'], "query": [d'], "classifier": {...}}``.
+  """
+  k_emb, k_key, k_query, k_cls = jax.random.split(key, 4)
+  query = cfg.query_std * jax.random.normal(k_query, (cfg.key_dim,), dtype)
+  if cfg.query_norm is not None:
+    query = query * (cfg.query_norm / jnp.linalg.norm(query))
+  return {
+      "embeddings": cfg.embed_std * jax.random.normal(k_emb, (cfg.n_words, cfg.embed_dim), dtype),
+      "keys": cfg.key_std * jax.random.normal(k_key, (cfg.n_words, cfg.key_dim), dtype),
+      "query": query,
+      "classifier": init_classifier(k_cls, cfg.classifier, cfg.embed_dim, cfg.n_classes,
+                                    hidden_dim=cfg.hidden_dim, fc_init=cfg.fc_init, dtype=dtype),
+  }
+
+
+def apply(params: dict, batch: Batch) -> LuOutput:
+  """Forward pass: scores, attention, context vector, logits."""
+  scores = word_scores(params)[batch.tokens]
+  attention = softmax_attention(scores, batch.mask)
+  context = attend(params["embeddings"][batch.tokens], attention)
+  return LuOutput(apply_classifier(params["classifier"], context), attention, scores, context)
+
+
+def lu_attention(cfg: LuModelConfig, dtype=jnp.float32) -> Model:
+  """The Lu et al. attention model: ``Model(init, apply, cfg)``."""
+  return Model(init=lambda key: init(key, cfg, dtype), apply=apply, config=cfg)
