@@ -1,0 +1,54 @@
+"""What to record during a topic-task run: the ``record`` function passed to dynamics."""
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+from analysis.invariant import invariant
+from analysis.sen import sen_norm
+from models.lu import word_scores
+from models.objective import accuracy, cross_entropy
+from tasks.topic import TopicDataset
+
+
+def embedding_norms(params: dict) -> jax.Array:
+  """``[V]`` ``‖v_w‖ = ‖q‖·‖ν_w‖`` for every word (the paper's v = ‖q‖ν)."""
+  return jnp.linalg.norm(params["query"]) * jnp.linalg.norm(params["embeddings"], axis=-1)
+
+
+def topic_observables(apply_fn: Callable, dataset: TopicDataset) -> Callable:
+  """Build ``record(params, params0) -> dict`` for the topic-word task.
+
+  Recorded (``T`` topic words):
+    ``loss``, ``train_acc``, ``test_acc``: scalars;
+    ``score`` ``[T]``: ``s_t``; ``emb_norm`` ``[T]``: ``‖v_t‖``;
+    ``sen_norm`` ``[T]``: Corollary 1's ``‖v_t‖`` for the current ``s_t``;
+    ``invariant`` ``[T]``: Theorem 1's ``Q_t``;
+    ``topic_attention``: mean over training sentences of the attention on the topic word;
+    ``nontopic_max_abs_score_change``, ``nontopic_max_abs_norm_change``:
+    ``max_w |s_w − s_w(0)|`` and ``max_w |‖v_w‖ − ‖v_w(0)‖|`` over non-topic words.
+  """
+  n_topic = dataset.n_topic_words
+  m = dataset.train.tokens.shape[-1] - 1
+  is_topic_pos = dataset.train.tokens == dataset.train_topic_word[:, None]
+
+  def record(params, params0):
+    out = apply_fn(params, dataset.train)
+    test_logits = apply_fn(params, dataset.test).logits
+    s, s0 = word_scores(params), word_scores(params0)
+    norms, norms0 = embedding_norms(params), embedding_norms(params0)
+    score = s[:n_topic]
+    return {
+        "loss": cross_entropy(out.logits, dataset.train.labels),
+        "train_acc": accuracy(out.logits, dataset.train.labels),
+        "test_acc": accuracy(test_logits, dataset.test.labels),
+        "score": score,
+        "emb_norm": norms[:n_topic],
+        "sen_norm": sen_norm(score, m),
+        "invariant": invariant(params, dataset),
+        "topic_attention": jnp.mean(jnp.sum(jnp.where(is_topic_pos, out.attention, 0.0), axis=-1)),
+        "nontopic_max_abs_score_change": jnp.max(jnp.abs(s - s0)[n_topic:]),
+        "nontopic_max_abs_norm_change": jnp.max(jnp.abs(norms - norms0)[n_topic:]),
+    }
+
+  return record
