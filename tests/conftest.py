@@ -1,0 +1,70 @@
+"""Shared test setup: float64, a deterministic hypothesis profile, a PRNG key fixture,
+and one tiny task and sweep compiled once per session."""
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import pytest
+from hypothesis import HealthCheck, settings
+
+import analysis
+import dynamics
+import models
+import tasks
+
+jax.config.update("jax_enable_x64", True)
+
+# Small, derandomized and without deadlines: JAX compiles on first use, so
+# example timings vary wildly; 2 shared cores in CI.
+settings.register_profile(
+    "ci", deadline=None, max_examples=10, derandomize=True, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+settings.load_profile("ci")
+
+
+@pytest.fixture
+def key():
+  """A fixed PRNG key; tests split it rather than reuse it."""
+  return jax.random.PRNGKey(0)
+
+
+# One tiny topic task shared by the tests that train (J=2, m=3, T=4 topic words).
+TINY_TASK = tasks.TopicTaskConfig(n_topics=2, words_per_topic=2, vocab_size=20, n_nontopic=3,
+                                  n_train=48, n_test=16)
+
+
+@pytest.fixture(scope="session")
+def tiny_data():
+  """``(TopicTaskConfig, TopicDataset)`` of :data:`TINY_TASK`, generated once (jitted)."""
+  make = jax.jit(tasks.make_topic_dataset, static_argnums=1)
+  return TINY_TASK, make(jax.random.PRNGKey(0), TINY_TASK)
+
+
+class TinyRun(NamedTuple):
+  """A Attn-TC setup on :data:`TINY_TASK` and one 3-point sweep of it (seeds × lr)."""
+  model: Any               # models.Model
+  record: Callable         # topic_observables(model.apply, data)
+  train_cfg: Any           # dynamics.TrainConfig
+  run: Callable            # run(point) -> Trajectory; point = {"key", "lr"}
+  points: dict             # {"key": [3, 2], "lr": [3]}
+  sweep: Any               # Trajectory of NumPy arrays with a leading axis of 3
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tiny_data):
+  """Compiled once per session: ``dynamics.run_sweep`` of 3 GD runs (20 steps, 5 records)."""
+  task, data = tiny_data
+  cfg = models.LuModelConfig(n_words=task.n_words, n_classes=task.n_topics, embed_dim=3,
+                             key_dim=2, classifier="tc", embed_std=0.1, key_std=0.1)
+  model = models.lu_attention(cfg, jnp.float64)
+  record = analysis.topic_observables(model.apply, data)
+  train_cfg = dynamics.TrainConfig(optimizer="gd", lr=0.5, steps=20, record_every=5)
+  train = dynamics.make_train(models.make_loss(model.apply), data.train, record, train_cfg,
+                              cfg.trainable())
+
+  def run(point):
+    """One sweep point: its seed key and learning rate are the only inputs."""
+    return train(model.init(point["key"]), point["key"], lr=point["lr"])
+
+  points = {"key": jax.random.split(jax.random.PRNGKey(3), 3), "lr": jnp.array([0.2, 0.4, 0.6])}
+  return TinyRun(model, record, train_cfg, run, points, dynamics.run_sweep(run, points))

@@ -1,0 +1,229 @@
+"""Theory quantities and the analysis layer: SEN curve, invariant, deviation metrics,
+JSON summaries and figures."""
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import analysis
+import models
+import tasks
+from analysis import figures
+from dynamics import Trajectory
+
+
+# --- Corollary 1 (eq 10) ------------------------------------------------------------------
+
+@given(m=st.integers(1, 50),
+       scores=st.lists(st.floats(1e-6, 20.0), min_size=6, max_size=6, unique=True))
+def test_sen_norm_is_zero_at_zero_and_increasing(m, scores):
+  s = np.sort(np.asarray(scores))
+  predicted = np.asarray(analysis.sen_norm(jnp.asarray(s), m))
+  assert float(analysis.sen_norm(jnp.zeros(()), m)) == 0.0
+  assert np.all(predicted > 0)
+  assert np.all(np.diff(predicted) > 0)
+  np.testing.assert_allclose(predicted ** 2, 2 * (s + (np.exp(s) - 1) / m), rtol=1e-10)
+
+
+# --- Theorem 1 (eq 9) ---------------------------------------------------------------------
+
+def _invariant_by_hand(params, data):
+  """Q_t at zero scores from its definition, one sentence at a time."""
+  qn = np.linalg.norm(np.asarray(params["query"]))
+  emb = np.asarray(params["embeddings"])
+  tokens, topic = np.asarray(data.train.tokens), np.asarray(data.train_topic_word)
+  q = {}
+  for t in np.unique(topic):
+    rest = [emb[row[row != t]].mean(axis=0) for row in tokens[topic == t]]   # v̄(χ∖t)/‖q‖
+    m = tokens.shape[1] - 1
+    q[int(t)] = 1.0 / m - 0.5 * np.sum((qn * emb[t] - qn * np.mean(rest, axis=0)) ** 2)
+  return q
+
+
+@pytest.fixture(scope="module")
+def zero_key_invariant(tiny_data):
+  task, data = tiny_data
+  def init(embed_std):
+    cfg = models.LuModelConfig(n_words=task.n_words, n_classes=task.n_topics, embed_dim=3,
+                               key_dim=2, classifier="tc", embed_std=embed_std, key_std=0.0)
+    return models.lu_attention(cfg, jnp.float64).init(jax.random.PRNGKey(5))
+  return task, data, init, jax.jit(analysis.invariant)
+
+
+def test_invariant_at_init_with_zero_keys(zero_key_invariant):
+  task, data, init, invariant = zero_key_invariant
+  params = init(0.3)
+  q = np.asarray(invariant(params, data))
+  by_hand = _invariant_by_hand(params, data)
+  assert len(by_hand) == task.n_topic_words                # every topic word occurs
+  for t, value in by_hand.items():
+    np.testing.assert_allclose(q[t], value, rtol=1e-12)
+  assert np.all(q < 1.0 / task.n_nontopic)                 # the embeddings are not tiny here
+  # With tiny embeddings Q_t(0) ≈ 1/m: Corollary 1's starting point.
+  tiny = np.asarray(invariant(init(1e-6), data))
+  np.testing.assert_allclose(tiny, 1.0 / task.n_nontopic, atol=1e-10)
+
+
+def test_invariant_drift_shape_and_value():
+  time = np.linspace(0.0, 1.0, 5)
+  score = np.broadcast_to((4.0 * time)[None, :, None], (2, 5, 3)).copy()   # s grows 0 → 4
+  q = np.ones((2, 5, 3))
+  q[1, :, 2] += 0.2 * np.sin(np.pi * time)                  # largest change 0.2, at τ = 0.5
+  drift = np.asarray(analysis.invariant_drift(q, score))
+  assert drift.shape == (2, 3)
+  np.testing.assert_allclose(drift, [[0, 0, 0], [0, 0, 0.05]], atol=1e-15)
+
+
+# --- GD vs ODE deviation --------------------------------------------------------------------
+
+def _traj(score, t=None):
+  score = np.asarray(score, dtype=float)
+  t = np.broadcast_to(np.arange(score.shape[1], dtype=float), score.shape[:2]) if t is None else t
+  return Trajectory(t=t, observables={"score": score, "loss": score.sum(-1)},
+                    final_params=None, failed_at=-np.ones(score.shape[0]))
+
+
+def test_deviation_metrics():
+  rng = np.random.default_rng(0)
+  a = _traj(rng.normal(size=(2, 5, 3)))
+  for fn in (analysis.max_abs_deviation, analysis.final_abs_deviation):
+    assert np.array_equal(fn(a, a), np.zeros(2))
+  assert np.array_equal(analysis.deviation_curve(a, a, "score"), np.zeros((2, 5)))
+  shifted = np.array(a.observables["score"])
+  shifted[1, 2, 1] += 0.5
+  shifted[0, 4, 0] -= 0.25
+  b = _traj(shifted)
+  np.testing.assert_allclose(analysis.max_abs_deviation(a, b), [0.25, 0.5])
+  np.testing.assert_allclose(analysis.final_abs_deviation(a, b), [0.25, 0.0])
+  curve = analysis.deviation_curve(a, b, "score")
+  assert curve.shape == (2, 5)
+  np.testing.assert_allclose(curve[1], [0, 0, 0.5, 0, 0])
+  np.testing.assert_allclose(analysis.max_abs_deviation(a, b, "loss"), [0.25, 0.5])
+  # A failed ODE (NaN) shows as NaN for that run only.
+  broken = np.array(shifted)
+  broken[0, 3, 2] = np.nan
+  assert np.isnan(analysis.max_abs_deviation(a, _traj(broken))[0])
+  # A single run (no run axis) works too.
+  single = Trajectory(t=a.t[1], observables={"score": a.observables["score"][1]},
+                      final_params=None, failed_at=-1.0)
+  assert analysis.max_abs_deviation(single, single).shape == ()
+
+
+def test_deviation_needs_the_same_times():
+  a = _traj(np.zeros((2, 5, 3)))
+  later = _traj(np.zeros((2, 5, 3)), t=a.t * 2)
+  shorter = _traj(np.zeros((2, 4, 3)))
+  for fn in (analysis.max_abs_deviation, analysis.final_abs_deviation,
+             analysis.deviation_curve):
+    with pytest.raises(tasks.ConfigError, match="same times"):
+      fn(a, later, "score")
+    with pytest.raises(tasks.ConfigError, match="same times"):
+      fn(a, shorter, "score")
+  with pytest.raises(tasks.ConfigError, match="not recorded"):
+    analysis.max_abs_deviation(a, a, "invariant")
+
+
+# --- JSON summaries -------------------------------------------------------------------------
+
+def _stand_in_ode(gd, failed_run):
+  """An 'ODE' on the GD grid: scores off by a known amount, one run failed at step 10."""
+  obs = dict(gd.observables)
+  obs["score"] = gd.observables["score"] + 1e-3 * np.arange(gd.t.shape[1])[None, :, None]
+  failed = -np.ones(gd.t.shape[0])
+  failed[failed_run] = 10.0
+  return gd._replace(observables=obs, failed_at=failed)
+
+
+def test_run_summaries_are_strict_json(tiny_run, tiny_data):
+  task, _ = tiny_data
+  gd = tiny_run.sweep
+  lrs = [float(x) for x in tiny_run.points["lr"]]
+  points = [{"seed": i, "data_seed": 0, "train.lr": np.float32(lr)} for i, lr in enumerate(lrs)]
+  broken = _stand_in_ode(gd, failed_run=2)
+  broken.observables["score"][1, 3, 0] = np.nan              # a run whose 'ODE' blew up
+  odes = {"reduced": _stand_in_ode(gd, failed_run=1), "flow": broken}
+  summaries = analysis.run_summaries(points, gd, odes, m=task.n_nontopic)
+  text = json.dumps({"runs": summaries, "aggregate": analysis.aggregate(summaries)},
+                    allow_nan=False)
+  back = json.loads(text)["runs"]
+  assert len(back) == 3
+  for i, record in enumerate(back):
+    assert record["seed"] == i and record["data_seed"] == 0
+    assert record["train.lr"] == pytest.approx(lrs[i], rel=1e-6)
+    assert record["final_train_loss"] == pytest.approx(float(gd.observables["loss"][i, -1]))
+    assert record["failed_at"] is None
+    assert [w["word"] for w in record["topic_words"]] == list(range(task.n_topic_words))
+    for w in record["topic_words"]:
+      score = float(gd.observables["score"][i, -1, w["word"]])
+      assert w["score"] == pytest.approx(score)
+      assert w["sen_norm"] == pytest.approx(float(analysis.sen_norm(score, task.n_nontopic)))
+    # The stand-in is off by 1e-3 per record: largest (and final) deviation 1e-3 × (T−1).
+    expected = 1e-3 * (gd.t.shape[1] - 1)
+    assert record["ode_max_abs_score_dev"]["reduced"] == pytest.approx(expected)
+    assert record["ode_final_abs_score_dev"]["reduced"] == pytest.approx(expected)
+  assert back[1]["ode_max_abs_score_dev"]["flow"] is None     # NaN → null
+  assert back[1]["ode_final_abs_score_dev"]["flow"] == pytest.approx(1e-3 * (gd.t.shape[1] - 1))
+  assert [r["ode_failed_at"] for r in back] == [
+      {"reduced": None, "flow": None}, {"reduced": 10, "flow": None},
+      {"reduced": None, "flow": 10}]
+  agg = analysis.aggregate(summaries)
+  assert agg["n_runs"] == 3 and agg["n_failed"] == 0
+  assert agg["ode_max_abs_score_dev"]["flow"]["n"] == 2
+  assert agg["ode_n_failed"] == {"flow": 1, "reduced": 1}
+  losses = [float(x) for x in gd.observables["loss"][:, -1]]
+  assert agg["final_train_loss"]["max"] == pytest.approx(max(losses))
+  assert agg["final_train_loss"]["mean"] == pytest.approx(np.mean(losses))
+
+
+def test_run_summaries_replace_nan_and_report_failures(tiny_run, tiny_data):
+  task, _ = tiny_data
+  gd = tiny_run.sweep
+  obs = {k: np.array(v) for k, v in gd.observables.items()}
+  obs["loss"][0, -1] = np.inf
+  obs["score"][0, -1, 1] = np.nan
+  bad = gd._replace(observables=obs, failed_at=np.array([15.0, -1.0, -1.0]))
+  summaries = analysis.run_summaries([{"seed": i} for i in range(3)], bad, {}, m=task.n_nontopic)
+  json.dumps(summaries, allow_nan=False)
+  assert summaries[0]["final_train_loss"] is None
+  assert summaries[0]["topic_words"][1]["score"] is None
+  assert summaries[0]["failed_at"] == 15 and isinstance(summaries[0]["failed_at"], int)
+  assert summaries[0]["ode_max_abs_score_dev"] == {}
+  agg = analysis.aggregate(summaries)
+  json.dumps(agg, allow_nan=False)
+  assert agg["n_failed"] == 1 and agg["final_train_loss"]["n"] == 2
+  with pytest.raises(ValueError):
+    analysis.run_summaries([{"seed": 0}], bad, {}, m=task.n_nontopic)
+
+
+# --- Figures --------------------------------------------------------------------------------
+
+def _is_png(path):
+  with open(path, "rb") as f:
+    head = f.read(8)
+  return head == b"\x89PNG\r\n\x1a\n"
+
+
+def test_each_figure_writes_a_png(tiny_run, tiny_data, tmp_path):
+  task, _ = tiny_data
+  gd = tiny_run.sweep
+  one = jax.tree.map(lambda x: x[:1], gd)                  # P = 1
+  unbatched = jax.tree.map(lambda x: x[0], gd)             # no run axis
+  ode = _stand_in_ode(gd, failed_run=0)
+  paths = [
+      figures.sen_figure({"GD": gd, "one run": one}, task.n_nontopic, tmp_path / "sen.png",
+                         word=1),
+      figures.dynamics_figure({"GD": gd, "reduced ODE": ode, "single": unbatched},
+                              tmp_path / "dyn.png", run=0, word=2),
+      figures.loss_figure({"GD": gd, "P=1": one}, tmp_path / "sub" / "loss.png"),
+      figures.invariant_figure({"GD": gd, "P=1": one}, tmp_path / "inv.png"),
+      figures.invariant_figure({"GD": unbatched}, tmp_path / "inv1.png", word=0),
+  ]
+  for path in paths:
+    assert isinstance(path, str)
+    assert _is_png(path)
+  sizes = [len(open(p, "rb").read()) for p in paths]
+  assert min(sizes) > 5000, sizes

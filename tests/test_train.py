@@ -1,0 +1,107 @@
+"""The training loop: freezing by optax masks, minibatches, divergence, chunked sweeps."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import analysis
+import dynamics
+import models
+import tasks
+
+TASK = tasks.TopicTaskConfig(n_topics=2, words_per_topic=2, vocab_size=30, n_nontopic=4,
+                             n_train=24, n_test=8)
+
+
+def _setup(classifier="tc", freeze=(), train_query=False, **train_kwargs):
+  ds = tasks.make_topic_dataset(jax.random.PRNGKey(0), TASK)
+  mc = models.LuModelConfig(n_words=TASK.n_words, n_classes=TASK.n_topics, embed_dim=3, key_dim=3,
+                            classifier=classifier, embed_std=0.1, query_norm=1.0,
+                            freeze=tuple(freeze), train_query=train_query)
+  model = models.lu_attention(mc, dtype=jnp.float64)
+  cfg = dynamics.TrainConfig(**{"steps": 20, "record_every": 5, "lr": 0.5, **train_kwargs})
+  train = dynamics.make_train(models.make_loss(model.apply), ds.train,
+                              analysis.topic_observables(model.apply, ds), cfg, mc.trainable(),
+                              record_params=True)
+  return model, train
+
+
+@pytest.mark.parametrize("classifier,freeze,train_query,frozen", [
+    ("tc", ("keys",), False, ("keys", "query")),                 # Attn-TC-KF
+    ("tc", ("embeddings",), False, ("embeddings", "query")),     # Attn-TC-EF
+    ("fc", (), False, ("classifier", "query")),                  # FC: U fixed
+    ("tl", ("classifier",), True, ("classifier",)),              # trainable query, frozen MLP
+])
+def test_frozen_groups_never_move_and_the_rest_do(classifier, freeze, train_query, frozen):
+  model, train = _setup(classifier, freeze, train_query)
+  params0 = model.init(jax.random.PRNGKey(1))
+  traj = jax.jit(train)(params0, jax.random.PRNGKey(2))
+  for group in models.PARAM_GROUPS:
+    moved = max(float(jnp.max(jnp.abs(a - b))) for a, b in
+                zip(jax.tree.leaves(traj.final_params[group]), jax.tree.leaves(params0[group])))
+    if group in frozen:
+      assert moved == 0.0, group
+    else:
+      assert moved > 0.0, group
+
+
+def test_recorded_times_and_first_record_is_the_initial_state():
+  model, train = _setup()
+  params0 = model.init(jax.random.PRNGKey(1))
+  traj = jax.jit(train)(params0, jax.random.PRNGKey(2))
+  np.testing.assert_array_equal(traj.t, [0, 5, 10, 15, 20])
+  assert traj.observables["loss"].shape == (5,)
+  for a, b in zip(jax.tree.leaves(jax.tree.map(lambda x: x[0], traj.params)), jax.tree.leaves(params0)):
+    np.testing.assert_array_equal(a, b)
+  assert float(traj.failed_at) == -1
+
+
+def test_shuffled_minibatches_visit_every_sample_once_per_epoch():
+  batch = tasks.Batch(jnp.arange(12)[:, None], jnp.ones((12, 1), bool), jnp.arange(12))
+  key = jax.random.PRNGKey(3)
+  for epoch in range(3):
+    seen = np.concatenate([np.asarray(dynamics.minibatch(batch, key, jnp.asarray(epoch * 4 + i), 3,
+                                                         "shuffle").labels) for i in range(4)])
+    np.testing.assert_array_equal(np.sort(seen), np.arange(12))
+  first = [np.asarray(dynamics.minibatch(batch, key, jnp.asarray(i), 3, "shuffle").labels)
+           for i in (0, 4)]
+  assert not np.array_equal(first[0], first[1]), "each epoch should draw a new permutation"
+
+
+def test_minibatch_order_depends_only_on_the_key():
+  model, train = _setup(optimizer="sgd", batch_size=6, sampling="replacement")
+  params0 = model.init(jax.random.PRNGKey(1))
+  a = jax.jit(train)(params0, jax.random.PRNGKey(5)).observables["loss"]
+  b = jax.jit(train)(params0, jax.random.PRNGKey(5)).observables["loss"]
+  c = jax.jit(train)(params0, jax.random.PRNGKey(6)).observables["loss"]
+  np.testing.assert_array_equal(a, b)
+  assert not np.array_equal(a, c)
+
+
+def test_a_diverging_run_is_frozen_and_flagged_while_others_finish():
+  model, train = _setup(steps=40)
+  params0 = model.init(jax.random.PRNGKey(1))
+  lrs = jnp.array([0.5, 1e30])
+  traj = jax.jit(jax.vmap(lambda lr: train(params0, jax.random.PRNGKey(0), lr)))(lrs)
+  assert float(traj.failed_at[0]) == -1
+  assert float(traj.failed_at[1]) >= 0
+  assert np.all(np.isfinite(np.asarray(traj.observables["score"][1])))
+  assert np.all(np.isfinite(jax.tree.leaves(traj.final_params)[0][1]))
+
+
+@pytest.mark.parametrize("chunk_size", [None, 1, 2, 5])
+def test_run_sweep_chunks_give_the_same_result(chunk_size):
+  fn = lambda x: {"y": jnp.sin(x) * 2, "z": jnp.stack([x, x ** 2])}
+  xs = jnp.linspace(0.0, 1.0, 5)
+  out = dynamics.run_sweep(fn, xs, chunk_size=chunk_size)
+  np.testing.assert_allclose(out["y"], 2 * np.sin(np.asarray(xs)))
+  assert out["z"].shape == (5, 2)
+
+
+def test_config_errors_name_the_field():
+  with pytest.raises(tasks.ConfigError, match="train.lr"):
+    dynamics.TrainConfig(lr=-1.0)
+  with pytest.raises(tasks.ConfigError, match="train.batch_size"):
+    dynamics.TrainConfig(optimizer="gd", batch_size=4)
+  with pytest.raises(tasks.ConfigError, match="model.freeze"):
+    models.LuModelConfig(n_words=10, n_classes=2, freeze=("everything",))
