@@ -1,0 +1,1 @@
+"""The attndyn command line: configs, presets, the run pipeline and its outputs."""

@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 SWEEP_AXIS = "sweep"
@@ -33,6 +34,13 @@ def _pad(tree, size: int):
       return x
     return jnp.concatenate([x, jnp.repeat(x[-1:], size - n, axis=0)])
   return jax.tree.map(pad, tree)
+
+
+def _to_host(x) -> np.ndarray:
+  """A NumPy copy of ``x``; across hosts, first gather the slices other processes hold."""
+  if isinstance(x, jax.Array) and not x.is_fully_addressable:
+    x = multihost_utils.process_allgather(x, tiled=True)
+  return np.asarray(x)
 
 
 def run_sweep(fn: Callable, inputs: Any, *, chunk_size: Optional[int] = None,
@@ -68,7 +76,7 @@ def run_sweep(fn: Callable, inputs: Any, *, chunk_size: Optional[int] = None,
     part = jax.tree.map(lambda x: x[start:stop], inputs)
     part = jax.device_put(_pad(part, chunk), sharding)
     out = compiled(part)
-    out = jax.tree.map(lambda x: np.asarray(x)[: stop - start], out)
+    out = jax.tree.map(lambda x: _to_host(x)[: stop - start], out)
     outputs.append(out)
     if on_chunk is not None:
       on_chunk(stop, total, out)

@@ -1,0 +1,169 @@
+"""``attndyn``: the command line. A thin layer: parse, validate, call the pipeline, write outputs.
+
+Every bad input ends in one line ``attndyn: error: ...`` on stderr and exit
+code 2, before anything is computed; a failure after gradient descent finished
+still writes what was computed (exit code 1).
+"""
+import argparse
+import importlib
+import os
+import sys
+import tomllib
+
+from tasks.errors import ConfigError
+
+_RUN_EPILOG = """examples:
+  attndyn run --preset quick --out results/quick
+  attndyn run --preset lu2021-text-tc --out results/text-tc --set sweep.seeds=10
+  attndyn run my.toml --out results/lr --set 'sweep.grid={"train.lr"=[0.05,0.1,0.2]}'
+  attndyn run --preset quick --out results/f64 --set precision=float64 --set model.classifier=fc
+  attndyn run --preset quick --out results/kf --set 'model.freeze=["keys"]' --set ode.form=exact
+
+--set takes section.key=value with a TOML value; a bare word is a string
+(fc, float64) and `none` unsets an optional key. Tables nest with dots:
+--set sweep.grid.train.lr=[0.05,0.1] adds one grid axis. See README.md for
+every key. --distributed calls jax.distributed.initialize() first
+(docs/multihost.md); only process 0 writes DIR.
+"""
+
+_MAIN_EPILOG = """examples:
+  attndyn presets
+  attndyn presets --show lu2021-code-tc > code-tc.toml
+  attndyn run --preset quick --out results/quick
+  attndyn run code-tc.toml --out results/code-tc --set sweep.seeds=3
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(
+      prog="attndyn", epilog=_MAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+      description="Train Lu et al. (2021) attention models over vmapped sweeps and compare "
+                  "gradient descent with the paper's ODEs.")
+  sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+  run = sub.add_parser("run", help="run a sweep and write summary.json, trajectories.npz, figures",
+                       epilog=_RUN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Run gradient descent (and the configured ODEs) over a sweep.")
+  run.add_argument("config", nargs="?", metavar="CONFIG.toml", help="a TOML config file")
+  run.add_argument("--preset", metavar="NAME", help="a named preset instead of CONFIG.toml "
+                   "(see `attndyn presets`)")
+  run.add_argument("--out", required=True, metavar="DIR", help="output directory (new or empty)")
+  run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one config value, e.g. train.lr=0.05 (repeatable)")
+  run.add_argument("--chunk-size", type=int, metavar="N",
+                   help="sweep points per compiled call (default: from a memory estimate)")
+  run.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+  run.add_argument("--force", action="store_true",
+                   help="write into a non-empty DIR, replacing only attndyn's own files")
+  run.add_argument("--distributed", action="store_true",
+                   help="call jax.distributed.initialize() first (multi-host; docs/multihost.md)")
+
+  presets = sub.add_parser("presets", help="list the named presets",
+                           description="List the named presets, or print one as TOML.")
+  presets.add_argument("--show", metavar="NAME", help="print this preset as a TOML config")
+
+  bench = sub.add_parser("bench", help="run the benchmarks (benchmarks.run)", add_help=False,
+                         description="Pass all arguments to benchmarks.run.main.")
+  bench.add_argument("args", nargs=argparse.REMAINDER)
+  return parser
+
+
+def _initialize_distributed():
+  """``jax.distributed.initialize`` with JAX_NUM_PROCESSES / JAX_PROCESS_ID from the environment."""
+  import jax
+  kwargs = {}
+  for env, name in (("JAX_NUM_PROCESSES", "num_processes"), ("JAX_PROCESS_ID", "process_id")):
+    if os.environ.get(env):
+      try:
+        kwargs[name] = int(os.environ[env])
+      except ValueError:
+        raise ConfigError(f"{env} = {os.environ[env]!r} is not allowed: an integer.") from None
+  try:
+    jax.distributed.initialize(**kwargs)
+  except (RuntimeError, ValueError) as err:
+    raise ConfigError(
+        f"--distributed: jax.distributed.initialize() failed: {str(err).rstrip('.')}. "
+        f"Set JAX_COORDINATOR_ADDRESS "
+        f"(host:port of process 0), JAX_NUM_PROCESSES and JAX_PROCESS_ID, or run under a "
+        f"cluster JAX detects (SLURM, Open MPI, TPU); see docs/multihost.md.") from None
+
+
+def _load_config(args):
+  from attndyn import config, overrides, presets
+  if (args.config is None) == (args.preset is None):
+    raise ConfigError("give exactly one of CONFIG.toml or --preset NAME "
+                      "(see `attndyn presets` for the names).")
+  raw = config.read_toml(args.config) if args.config else presets.preset(args.preset)
+  if args.chunk_size is not None:
+    raw = overrides.apply(raw, [f"sweep.chunk_size={args.chunk_size}"])
+  return config.RunConfig.from_dict(overrides.apply(raw, args.overrides))
+
+
+def _run(args) -> int:
+  if args.distributed:
+    _initialize_distributed()
+  cfg = _load_config(args)
+  from attndyn import outputs, pipeline, report
+  out = outputs.prepare_out_dir(args.out, force=args.force)
+  with pipeline.precision_scope(cfg.precision):
+    result = pipeline.run(cfg, progress=not args.no_progress)
+    doc = outputs.write_all(out, result, command=["attndyn"] + list(args.argv))
+  if outputs.is_writer():
+    print(report.table([(report.label(doc["config"]), doc["aggregate"])]))
+    figs = doc["files"].get("figures", [])
+    print(f"wrote {out}/: {outputs.SUMMARY}, {outputs.TRAJECTORIES}, {outputs.CONFIG}"
+          + (f", {', '.join(figs)}" if figs else ""))
+    for name, message in doc["files"].get("figure_errors", {}).items():
+      print(f"attndyn: warning: figure {name} failed: {message}", file=sys.stderr)
+  for stage, message in result.errors.items():
+    print(f"attndyn: error: the {stage} stage failed ({message}); everything else was written.",
+          file=sys.stderr)
+  return 1 if result.errors else 0
+
+
+def _presets(args) -> int:
+  from attndyn import presets, tomlwrite
+  if args.show:
+    sys.stdout.write(tomlwrite.dumps(presets.preset(args.show)))
+    return 0
+  width = max(len(n) for n in presets.names())
+  for name in presets.names():
+    print(f"{name:<{width}}  {presets.describe(name)}")
+  return 0
+
+
+def _bench(args) -> int:
+  try:
+    bench = importlib.import_module("benchmarks.run")
+  except ModuleNotFoundError as err:
+    if err.name not in ("benchmarks.run", "benchmarks"):
+      raise
+    raise ConfigError("`attndyn bench` needs benchmarks/run.py, which this checkout does not "
+                      "have.") from None
+  return bench.main(args.args) or 0
+
+
+def main(argv=None) -> int:
+  """Entry point of the ``attndyn`` console script; returns the exit code."""
+  argv = sys.argv[1:] if argv is None else list(argv)
+  args = _parser().parse_args(argv)
+  args.argv = argv
+  commands = {"run": _run, "presets": _presets, "bench": _bench}
+  try:
+    return commands[args.command](args)
+  except (ConfigError, FileNotFoundError, tomllib.TOMLDecodeError) as err:
+    print(f"attndyn: error: {err}", file=sys.stderr)
+    return 2
+  except KeyboardInterrupt:
+    print("attndyn: interrupted", file=sys.stderr)
+    return 130
+  except Exception as err:
+    if not isinstance(err, MemoryError) and "RESOURCE_EXHAUSTED" not in str(err):
+      raise
+    print("attndyn: error: out of memory; run the sweep in smaller chunks (--chunk-size N) "
+          "or with fewer points.", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())

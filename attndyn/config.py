@@ -1,0 +1,249 @@
+"""One run of attndyn as a frozen, validated dataclass, read from TOML and written to JSON.
+
+A run is the topic task, the Lu model, how to train it, which sweep of seeds
+and hyperparameters to vmap over, which ODEs to compare with, and the float
+precision. ``RunConfig.from_dict`` takes the TOML shape (sections ``[task]``,
+``[model]``, ``[train]``, ``[sweep]``, ``[ode]`` and a top-level ``precision``)
+and ``to_dict`` gives it back, exactly: ``from_dict(c.to_dict()) == c``.
+"""
+import dataclasses
+import itertools
+import math
+import tomllib
+from pathlib import Path
+from typing import Optional
+
+from attndyn import schema
+from dynamics.gradient_flow import SOLVERS
+from dynamics.reduced_ode import FORMS, check_reduced_config
+from dynamics.train import TrainConfig
+from models.lu import LuModelConfig
+from tasks.errors import ConfigError, check
+from tasks.topic import TopicTaskConfig
+
+TASK_KINDS = ("topic",)
+PRECISIONS = ("float32", "float64")
+ODE_KINDS = ("none", "reduced", "gradient_flow", "both")
+# Continuous hyperparameters a sweep may vmap over (dotted TOML names).
+GRID_FIELDS = ("train.lr", "model.embed_std", "model.key_std", "model.query_std",
+               "model.query_norm")
+MAX_POINTS = 1_000_000
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepConfig:
+  """Which runs to vmap over: every combination of data seed, grid point and init seed.
+
+  Attributes:
+    seeds: init seeds; run ``i`` initialises from ``jax.random.PRNGKey(seed)``.
+      In TOML an integer ``n`` means ``0..n-1``.
+    data_seeds: dataset seeds; the dataset is
+      ``tasks.make_topic_dataset(jax.random.PRNGKey(data_seed), task)``.
+    grid: ``((field, values), ...)``: continuous hyperparameters to sweep, from
+      :data:`GRID_FIELDS`; the sweep is their Cartesian product.
+    chunk_size: sweep points per compiled call; ``None`` picks one from a
+      memory estimate (everything at once when it fits).
+  """
+  seeds: tuple = (0,)
+  data_seeds: tuple = (0,)
+  grid: tuple = ()
+  chunk_size: Optional[int] = None
+
+  def __post_init__(self):
+    for name in ("seeds", "data_seeds"):
+      value = getattr(self, name)
+      check(isinstance(value, tuple), f"sweep.{name}", value, "a tuple of distinct integers >= 0")
+      schema.coerce(f"sweep.{name}", value, "seeds")
+    grid = schema.coerce("sweep.grid", self.grid, "grid", GRID_FIELDS)
+    check(grid == self.grid, "sweep.grid", self.grid,
+          "a tuple of (field name, tuple of floats) pairs")
+    if self.chunk_size is not None:
+      check(isinstance(self.chunk_size, int) and not isinstance(self.chunk_size, bool)
+            and self.chunk_size >= 1, "sweep.chunk_size", self.chunk_size,
+            "a positive integer, or unset for automatic chunking")
+    check(self.n_points <= MAX_POINTS, "sweep", f"{self.n_points} points", f"at most {MAX_POINTS}")
+
+  @property
+  def n_points(self) -> int:
+    """P = len(data_seeds) * prod(len(values) for the grid) * len(seeds)."""
+    return len(self.data_seeds) * math.prod(len(v) for _, v in self.grid) * len(self.seeds)
+
+  def points(self) -> list:
+    """The P sweep points in order (data seed outermost, init seed innermost).
+
+    Returns:
+      ``[{"seed": int, "data_seed": int, <grid field>: float, ...}, ...]``.
+    """
+    names = [name for name, _ in self.grid]
+    out = []
+    for data_seed, values, seed in itertools.product(
+        self.data_seeds, itertools.product(*(v for _, v in self.grid)), self.seeds):
+      out.append({"seed": seed, "data_seed": data_seed, **dict(zip(names, values))})
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class ODEConfig:
+  """Which continuous-time dynamics to solve next to gradient descent, and how.
+
+  Attributes:
+    kind: ``none``, ``reduced`` (Lemma 2, :func:`dynamics.reduced_sen_ode`),
+      ``gradient_flow`` (the full model, :func:`dynamics.gradient_flow`) or ``both``.
+    form: the reduced ODE's form: ``lemma2`` (eqs 7-8) or ``exact`` (eqs 5-6).
+    solver: diffrax solver name.
+    rtol: relative tolerance of the adaptive step-size controller.
+    atol: absolute tolerance of the adaptive step-size controller.
+    max_steps: most solver steps per run before it is reported as failed.
+  """
+  kind: str = "none"
+  form: str = "lemma2"
+  solver: str = "tsit5"
+  rtol: float = 1e-6
+  atol: float = 1e-9
+  max_steps: int = 100_000
+
+  def __post_init__(self):
+    check(self.kind in ODE_KINDS, "ode.kind", self.kind, f"one of {', '.join(ODE_KINDS)}")
+    check(self.form in FORMS, "ode.form", self.form, f"one of {', '.join(FORMS)}")
+    check(self.solver in SOLVERS, "ode.solver", self.solver, f"one of {', '.join(SOLVERS)}")
+    for name in ("rtol", "atol"):
+      value = getattr(self, name)
+      check(schema.is_number(value) and 0 < value < float("inf"), f"ode.{name}", value,
+            "a finite number > 0")
+    check(schema.is_int(self.max_steps) and self.max_steps >= 1, "ode.max_steps",
+          self.max_steps, "a positive integer")
+
+  @property
+  def kinds(self) -> tuple:
+    """The ODEs to solve: a subset of ``("reduced", "gradient_flow")``."""
+    return {"none": (), "both": ("reduced", "gradient_flow")}.get(self.kind, (self.kind,))
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+  """Everything one ``attndyn run`` needs.
+
+  Attributes:
+    task: the synthetic topic task.
+    model: the Lu attention model; ``n_words`` and ``n_classes`` follow the task.
+    train: how gradient descent (or another optimiser) trains it.
+    sweep: the seeds and hyperparameters vmapped over.
+    ode: the continuous-time dynamics compared with it.
+    precision: ``float32`` or ``float64`` (parameters and time).
+  """
+  task: TopicTaskConfig
+  model: LuModelConfig
+  train: TrainConfig
+  sweep: SweepConfig = SweepConfig()
+  ode: ODEConfig = ODEConfig()
+  precision: str = "float32"
+
+  def __post_init__(self):
+    check(self.precision in PRECISIONS, "precision", self.precision,
+          f"one of {', '.join(PRECISIONS)}")
+    check(self.model.n_words == self.task.n_words, "model.n_words", self.model.n_words,
+          f"the task's vocabulary size {self.task.n_words}")
+    check(self.model.n_classes == self.task.n_topics, "model.n_classes", self.model.n_classes,
+          f"the task's n_topics = {self.task.n_topics}")
+    t = self.task.n_topic_words
+    check(self.task.n_train >= t, "task.n_train", self.task.n_train,
+          f"at least n_topics*words_per_topic = {t}, so every topic word can occur")
+    if self.train.batch_size:
+      check(self.train.batch_size <= self.task.n_train, "train.batch_size",
+            self.train.batch_size, f"at most task.n_train = {self.task.n_train}")
+    self._check_grid()
+    self._check_ode()
+
+  def _check_grid(self):
+    for name, values in self.sweep.grid:
+      section, key = name.split(".")
+      for value in values:
+        try:
+          dataclasses.replace(getattr(self, section), **{key: value})
+        except ConfigError as err:
+          raise ConfigError(f'sweep.grid["{name}"] holds {value!r}: {err}') from None
+
+  def _check_ode(self):
+    if not self.ode.kinds:
+      return
+    check(self.train.optimizer == "gd", "ode.kind", self.ode.kind,
+          f'"none" when train.optimizer = "{self.train.optimizer}" (the ODEs are the '
+          f'continuous limit of full-batch gradient descent, train.optimizer = "gd")')
+    if "reduced" in self.ode.kinds:
+      try:
+        check_reduced_config(self.ode.form, self.model.trainable())
+      except ConfigError as err:
+        raise ConfigError(f'ode.kind = "{self.ode.kind}" (reduced ODE): {err}') from None
+
+  def to_dict(self) -> dict:
+    """The TOML-shaped dict (lists for tuples, ``None`` for unset); JSON-serialisable."""
+    model = dataclasses.asdict(self.model)
+    del model["n_words"], model["n_classes"]
+    model["freeze"] = list(self.model.freeze)
+    return {
+        "precision": self.precision,
+        "task": {"kind": "topic", **dataclasses.asdict(self.task)},
+        "model": model,
+        "train": dataclasses.asdict(self.train),
+        "sweep": {"seeds": list(self.sweep.seeds), "data_seeds": list(self.sweep.data_seeds),
+                  "grid": {name: list(values) for name, values in self.sweep.grid},
+                  "chunk_size": self.sweep.chunk_size},
+        "ode": dataclasses.asdict(self.ode),
+    }
+
+  @classmethod
+  def from_dict(cls, raw: dict) -> "RunConfig":
+    """Build and validate a config from the TOML shape (missing keys take defaults).
+
+    Raises:
+      ConfigError: an unknown section or key, a wrong type or a bad value.
+    """
+    check(isinstance(raw, dict), "config", raw, "a table of sections")
+    allowed = list(schema.SECTIONS) + list(schema.TOP_LEVEL)
+    for key in raw:
+      if key not in allowed:
+        if key in schema.SECTIONS or isinstance(raw[key], dict):
+          raise ConfigError(f'unknown section [{key}].{schema.suggest(key, schema.SECTIONS)} '
+                            f"Allowed sections: {', '.join(schema.SECTIONS)}.")
+        raise schema.unknown_key(key, allowed)
+    sections = {}
+    for section, kinds in schema.SECTIONS.items():
+      table = raw.get(section, {})
+      schema.check_section(section, table)
+      sections[section] = {k: schema.coerce(f"{section}.{k}", v, kinds[k], GRID_FIELDS)
+                           for k, v in table.items()}
+    kind = sections["task"].pop("kind", "topic")
+    check(kind in TASK_KINDS, "task.kind", kind, f"one of {', '.join(TASK_KINDS)}")
+    precision = schema.coerce("precision", raw.get("precision", "float32"), "str")
+    task = TopicTaskConfig(**sections["task"])
+    return cls(
+        task=task,
+        model=LuModelConfig(n_words=task.n_words, n_classes=task.n_topics, **sections["model"]),
+        train=TrainConfig(**sections["train"]),
+        sweep=SweepConfig(**sections["sweep"]),
+        ode=ODEConfig(**sections["ode"]),
+        precision=precision,
+    )
+
+
+def read_toml(path) -> dict:
+  """The raw dict of a TOML file.
+
+  Raises:
+    ConfigError: the file is missing, unreadable or not valid TOML.
+  """
+  path = Path(path)
+  if not path.is_file():
+    raise ConfigError(f"config file {str(path)!r} does not exist (or is not a file).")
+  try:
+    with path.open("rb") as f:
+      return tomllib.load(f)
+  except tomllib.TOMLDecodeError as err:
+    raise ConfigError(f"config file {str(path)!r} is not valid TOML: {err}.") from None
+  except (OSError, UnicodeDecodeError) as err:
+    raise ConfigError(f"config file {str(path)!r} cannot be read: {err}.") from None
+
+
+def load(path) -> RunConfig:
+  """Read and validate a TOML config file."""
+  return RunConfig.from_dict(read_toml(path))

@@ -1,0 +1,189 @@
+"""One ``attndyn run``: gradient descent and the ODEs over a sweep, as compiled vmapped calls.
+
+Orchestration only: the data come from :mod:`tasks`, the model from
+:mod:`models`, training, ODEs and sweeping from :mod:`dynamics`, what is
+recorded from :mod:`analysis`. Each sweep point is ``(data seed, grid values,
+init seed)``; the GD run and every ODE of a point start from the same
+parameters, ``models.lu.init(jax.random.PRNGKey(seed), ...)``, and are recorded
+at the same times (steps ``0, record_every, ..., steps``).
+"""
+import dataclasses
+import time
+from typing import Any, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import analysis
+import dynamics
+import models
+import tasks
+from attndyn.chunking import auto_chunk_size
+from attndyn.config import RunConfig
+from attndyn.progress import ProgressBar
+
+# Minibatch order (sgd) comes from the init key folded with this constant.
+_MINIBATCH_STREAM = 1
+
+
+class RunResult(NamedTuple):
+  """What a run computed, on the host.
+
+  Attributes:
+    config: the run's configuration.
+    points: ``P`` dicts ``{"seed", "data_seed", <grid field>: value}``.
+    gd: gradient descent, a :class:`dynamics.Trajectory` with a leading ``P`` axis.
+    odes: ODE kind (``"reduced"``, ``"gradient_flow"``) -> Trajectory, same times.
+    m: non-topic words per sentence (Corollary 1's ``m``).
+    seconds: stage -> wall-clock seconds (compilation included).
+    errors: stage -> message, for ODE stages that raised (their results are absent).
+  """
+  config: RunConfig
+  points: list
+  gd: dynamics.Trajectory
+  odes: dict
+  m: int
+  seconds: dict
+  errors: dict
+
+
+def precision_scope(precision: str):
+  """Context in which JAX's default float is ``precision`` (``float64`` enables x64)."""
+  enable = getattr(jax, "enable_x64", None)
+  if enable is None:  # older JAX
+    from jax.experimental import enable_x64 as enable
+  return enable(precision == "float64")
+
+
+def sweep_inputs(cfg: RunConfig) -> dict:
+  """The sweep points as arrays with a leading axis ``P`` (what ``run_sweep`` maps over)."""
+  points = cfg.sweep.points()
+  inputs = {"seed": np.array([p["seed"] for p in points], np.uint32),
+            "data_seed": np.array([p["data_seed"] for p in points], np.uint32)}
+  for name, _ in cfg.sweep.grid:
+    inputs[name] = np.array([p[name] for p in points], cfg.precision)
+  return inputs
+
+
+class _Point(NamedTuple):
+  dataset: tasks.TopicDataset
+  params0: Any
+  lr: Any
+  record: Any
+  key: jax.Array
+
+
+def _point_setup(cfg: RunConfig, dataset: Optional[tasks.TopicDataset]):
+  """``setup(inputs) -> _Point``: data, initial parameters, lr and recorder of one point."""
+  model_grid = {name.split(".")[1]: name for name, _ in cfg.sweep.grid if name.startswith("model.")}
+
+  def setup(inp) -> _Point:
+    ds = dataset
+    if ds is None:
+      ds = tasks.make_topic_dataset(jax.random.PRNGKey(inp["data_seed"]), cfg.task)
+    model_cfg = dataclasses.replace(cfg.model, **{k: inp[n] for k, n in model_grid.items()})
+    key = jax.random.PRNGKey(inp["seed"])
+    params0 = models.lu.init(key, model_cfg, jnp.dtype(cfg.precision))
+    lr = inp.get("train.lr", cfg.train.lr)
+    return _Point(ds, params0, lr, analysis.topic_observables(models.lu.apply, ds), key)
+
+  return setup
+
+
+def gd_fn(cfg: RunConfig, setup):
+  """Gradient descent (or the configured optimiser) of one sweep point."""
+  loss = models.make_loss(models.lu.apply)
+  trainable = cfg.model.trainable()
+
+  def fn(inp):
+    p = setup(inp)
+    train = dynamics.make_train(loss, p.dataset.train, p.record, cfg.train, trainable)
+    return train(p.params0, jax.random.fold_in(p.key, _MINIBATCH_STREAM), lr=p.lr)
+
+  return fn
+
+
+def reduced_fn(cfg: RunConfig, setup):
+  """Lemma 2's reduced SEN ODE of one sweep point."""
+  trainable, ode = cfg.model.trainable(), cfg.ode
+
+  def fn(inp):
+    p = setup(inp)
+    return dynamics.reduced_sen_ode(
+        p.params0, p.dataset.train, p.dataset.train_topic_word,
+        jnp.arange(cfg.task.n_topic_words), p.record, lr=p.lr, ts=cfg.train.record_steps(),
+        trainable=trainable, form=ode.form, solver=ode.solver, rtol=ode.rtol, atol=ode.atol,
+        max_steps=ode.max_steps)
+
+  return fn
+
+
+def flow_fn(cfg: RunConfig, setup):
+  """The full model's gradient flow of one sweep point."""
+  loss = models.make_loss(models.lu.apply)
+  trainable, ode = cfg.model.trainable(), cfg.ode
+
+  def fn(inp):
+    p = setup(inp)
+    return dynamics.gradient_flow(
+        loss, p.params0, p.dataset.train, p.record, lr=p.lr, ts=cfg.train.record_steps(),
+        trainable=trainable, solver=ode.solver, rtol=ode.rtol, atol=ode.atol,
+        max_steps=ode.max_steps)
+
+  return fn
+
+
+ODE_FNS = {"reduced": reduced_fn, "gradient_flow": flow_fn}
+
+
+def _stage(label: str, fn, inputs, cfg: RunConfig, chunk_size, progress: bool, devices):
+  bar = ProgressBar(label, cfg.sweep.n_points, steps_per_point=cfg.train.steps,
+                    enabled=progress and jax.process_index() == 0)
+  try:
+    return dynamics.run_sweep(fn, inputs, chunk_size=chunk_size, devices=devices,
+                              on_chunk=bar.update)
+  finally:
+    bar.close()
+
+
+def run(cfg: RunConfig, *, progress: bool = True, devices=None) -> RunResult:
+  """Run gradient descent and the configured ODEs over the sweep.
+
+  Args:
+    cfg: a validated configuration.
+    progress: draw a progress bar per stage on stderr (process 0 only).
+    devices: devices to shard the sweep over (default: all visible, across
+      hosts after ``jax.distributed.initialize()``).
+
+  Returns:
+    A :class:`RunResult`. An ODE stage that raises is reported in
+    ``errors`` and the rest (GD, the other ODE) is still returned; Ctrl-C
+    during an ODE stage keeps what is finished and skips the remaining stages.
+  """
+  with precision_scope(cfg.precision):
+    dataset = None
+    if len(cfg.sweep.data_seeds) == 1:
+      dataset = jax.jit(tasks.make_topic_dataset, static_argnums=1)(
+          jax.random.PRNGKey(cfg.sweep.data_seeds[0]), cfg.task)
+    setup = _point_setup(cfg, dataset)
+    inputs = sweep_inputs(cfg)
+    chunk = cfg.sweep.chunk_size or auto_chunk_size(cfg, devices)
+    seconds, errors, odes = {}, {}, {}
+    start = time.perf_counter()
+    gd = _stage("gd", gd_fn(cfg, setup), inputs, cfg, chunk, progress, devices)
+    seconds["gd"] = time.perf_counter() - start
+    for kind in cfg.ode.kinds:
+      start = time.perf_counter()
+      try:
+        odes[kind] = _stage(kind, ODE_FNS[kind](cfg, setup), inputs, cfg, chunk, progress,
+                            devices)
+      except Exception as err:  # keep what is computed; report the stage that failed
+        errors[kind] = f"{type(err).__name__}: {err}"
+      except KeyboardInterrupt:  # Ctrl-C: keep GD and the finished ODEs, skip the rest
+        errors[kind] = "KeyboardInterrupt: interrupted, later stages skipped"
+        seconds[kind] = time.perf_counter() - start
+        break
+      seconds[kind] = time.perf_counter() - start
+  return RunResult(config=cfg, points=cfg.sweep.points(), gd=gd, odes=odes,
+                   m=cfg.task.n_nontopic, seconds=seconds, errors=errors)

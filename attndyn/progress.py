@@ -1,0 +1,83 @@
+"""A tiny progress bar on stderr for sweeps: points done, steps/s, elapsed time and ETA.
+
+It is updated after each chunk of a sweep (``dynamics.run_sweep``'s
+``on_chunk``); on a terminal a background thread also redraws the elapsed time
+while a chunk (and its compilation) runs. Not on a terminal, it prints one line
+per chunk instead of redrawing.
+"""
+import sys
+import threading
+import time
+
+
+def _clock(seconds: float) -> str:
+  seconds = int(round(seconds))
+  return f"{seconds // 60}:{seconds % 60:02d}" if seconds >= 60 else f"{seconds}s"
+
+
+class ProgressBar:
+  """``label [#####-----] done/total points  rate steps/s  elapsed  ETA``.
+
+  Args:
+    label: what is running (``"gd"``, ``"reduced"``, ...).
+    total: number of sweep points.
+    steps_per_point: optimiser steps (or ODE time) per point, for the rate.
+    enabled: draw nothing when False.
+    stream: where to draw (default ``sys.stderr``).
+    width: characters of the bar itself.
+  """
+
+  def __init__(self, label: str, total: int, *, steps_per_point: int = 1, enabled: bool = True,
+               stream=None, width: int = 24):
+    self.label, self.total, self.steps = label, total, steps_per_point
+    self.enabled, self.width = enabled, width
+    self.stream = sys.stderr if stream is None else stream
+    self.done, self.start = 0, time.perf_counter()
+    self._tty = enabled and getattr(self.stream, "isatty", lambda: False)()
+    self._lock, self._stop = threading.Lock(), threading.Event()
+    self._ticker = None
+    if self._tty:
+      self._ticker = threading.Thread(target=self._tick, daemon=True)
+      self._ticker.start()
+    self._draw(final=False)
+
+  def _line(self) -> str:
+    elapsed = time.perf_counter() - self.start
+    filled = self.width * self.done // max(self.total, 1)
+    bar = "#" * filled + "-" * (self.width - filled)
+    text = f"{self.label:<14} [{bar}] {self.done}/{self.total} points  {_clock(elapsed)}"
+    if self.done:
+      rate = self.done * self.steps / max(elapsed, 1e-9)
+      text += f"  {rate:,.0f} steps/s"
+      if self.done < self.total:
+        text += f"  ETA {_clock(elapsed * (self.total - self.done) / self.done)}"
+    elif elapsed > 0.5:
+      text += "  (compiling and running the first chunk)"
+    return text
+
+  def _draw(self, final: bool):
+    if not self.enabled:
+      return
+    with self._lock:
+      if self._tty:
+        self.stream.write("\r\033[K" + self._line() + ("\n" if final else ""))
+      elif final or self.done:
+        self.stream.write(self._line() + "\n")
+      self.stream.flush()
+
+  def _tick(self):
+    while not self._stop.wait(0.5):
+      self._draw(final=False)
+
+  def update(self, done: int, total: int = None, *_):
+    """Record that ``done`` points are finished (``on_chunk`` signature)."""
+    self.done = done
+    if done < self.total:
+      self._draw(final=False)
+
+  def close(self):
+    """Stop redrawing and finish the line."""
+    self._stop.set()
+    if self._ticker is not None:
+      self._ticker.join()
+    self._draw(final=True)

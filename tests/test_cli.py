@@ -1,0 +1,165 @@
+"""The ``attndyn`` command: a tiny run end to end, its files, and one-line errors."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from unittest import mock
+
+import numpy as np
+import pytest
+
+from attndyn import cli, config, pipeline, presets
+
+# The quick preset shrunk so a run takes seconds: 2 seeds, 40 steps, a 12-word vocabulary.
+TINY = ["--set", "task.vocab_size=12", "--set", "task.n_nontopic=3", "--set", "task.n_train=16",
+        "--set", "task.n_test=8", "--set", "model.embed_dim=4", "--set", "model.key_dim=4",
+        "--set", "train.steps=40", "--set", "train.record_every=10", "--set", "sweep.seeds=2",
+        "--set", "train.lr=0.5", "--set", "model.embed_std=0.1"]
+RUN_KEYS = {"seed", "data_seed", "final_train_loss", "test_acc", "topic_words",
+            "nontopic_max_abs_score_change", "ode_max_abs_score_dev"}
+WORD_KEYS = {"word", "score", "emb_norm", "sen_norm", "invariant_drift"}
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _console_script() -> str:
+  return str(Path(sys.executable).with_name("attndyn"))
+
+
+@pytest.fixture(scope="module")
+def script_run(tmp_path_factory):
+  """The console script run in a subprocess (GD only), started first so it overlaps the
+  in-process run below (compilation is single-threaded; CI has 2 cores)."""
+  out = tmp_path_factory.mktemp("script") / "out"
+  out.mkdir()
+  (out / "notes.txt").write_text("mine")
+  proc = subprocess.Popen([_console_script(), "run", "--preset", "quick", "--out", str(out),
+                           "--force", "--set", "ode.kind=none", *TINY],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env={**os.environ, "JAX_PLATFORMS": "cpu"})
+  yield proc, out
+  if proc.poll() is None:
+    proc.kill()
+    proc.communicate()
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, script_run):
+  """One in-process ``attndyn run --preset quick`` (both ODEs) shared by the tests below.
+
+  Returns:
+    ``(exit code, output directory, the pipeline's RunResult)``.
+  """
+  out = tmp_path_factory.mktemp("run") / "out"
+  results, real_run = [], pipeline.run
+  with mock.patch.object(pipeline, "run", lambda *a, **k: results.append(real_run(*a, **k))
+                         or results[-1]):
+    code = cli.main(["run", "--preset", "quick", "--out", str(out), "--no-progress", *TINY])
+  return code, out, results[0]
+
+
+def test_run_writes_summary_with_every_required_key(tiny_run):
+  code, out, _ = tiny_run
+  assert code == 0
+  doc = json.loads((out / "summary.json").read_text())
+  assert doc["schema_version"] == 1 and doc["errors"] == {}
+  assert doc["environment"]["versions"]["jax"] and doc["environment"]["device_count"] >= 1
+  cfg = config.RunConfig.from_dict(doc["config"])
+  assert (cfg.train.steps, cfg.task.vocab_size, cfg.ode.kind) == (40, 12, "both")
+  assert [r["seed"] for r in doc["runs"]] == [0, 1]
+  for run in doc["runs"]:
+    assert RUN_KEYS <= set(run)
+    assert len(run["topic_words"]) == cfg.task.n_topic_words
+    for word in run["topic_words"]:
+      assert WORD_KEYS <= set(word)
+    assert set(run["ode_max_abs_score_dev"]) == {"reduced", "gradient_flow"}
+    assert all(np.isfinite(v) for v in run["ode_max_abs_score_dev"].values())
+  assert config.load(out / "config.toml") == cfg
+
+
+def test_run_writes_plain_npz_and_png_figures(tiny_run):
+  _, out, _ = tiny_run
+  with np.load(out / "trajectories.npz", allow_pickle=False) as z:
+    np.testing.assert_array_equal(z["points/seed"], [0, 1])
+    assert z["gd/score"].shape == (2, 5, 8) and z["gd/loss"].shape == (2, 5)
+    for kind in ("reduced", "gradient_flow"):
+      np.testing.assert_array_equal(z[f"{kind}/t"], z["gd/t"])
+      assert z[f"{kind}/score"].shape == z["gd/score"].shape
+    assert z["gd/final_word_score"].shape == (2, 8 + 12)
+  for name in ("sen.png", "dynamics.png", "loss.png", "invariant.png"):
+    assert (out / name).read_bytes()[:8] == PNG
+  assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_failed_ode_stage_keeps_everything_else(tiny_run, tmp_path, monkeypatch, capsys):
+  gd = tiny_run[2].gd
+
+  def stage(label, *args):
+    if label == "gd":
+      return gd
+    raise RuntimeError(f"{label} solver exploded")
+
+  monkeypatch.setattr(pipeline, "_stage", stage)
+  out = tmp_path / "out"
+  code = cli.main(["run", "--preset", "quick", "--out", str(out), "--no-progress", *TINY])
+  err = capsys.readouterr().err
+  assert code == 1
+  assert "the reduced stage failed (RuntimeError: reduced solver exploded)" in err
+  doc = json.loads((out / "summary.json").read_text())
+  assert set(doc["errors"]) == {"reduced", "gradient_flow"}
+  assert doc["runs"][0]["final_train_loss"] is not None
+  with np.load(out / "trajectories.npz", allow_pickle=False) as z:
+    assert "gd/score" in z.files and "reduced/score" not in z.files
+
+
+def test_refuses_a_non_empty_out_dir_and_touches_nothing(tmp_path, capsys):
+  (tmp_path / "notes.txt").write_text("mine")
+  code = cli.main(["run", "--preset", "quick", "--out", str(tmp_path), *TINY])
+  err = capsys.readouterr().err
+  assert code == 2 and "not empty" in err and "--force" in err
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--preset", "quick", "--set", "train.lr=-1"], "train.lr = -1.0 is not allowed"),
+    (["--preset", "quick", "--set", "model.clasifier=fc"], 'Did you mean "classifier"'),
+    (["--preset", "quikc"], 'Did you mean "quick"'),
+    (["--preset", "quick", "--set", "train.lr"], "section.key=value"),
+    (["missing.toml"], "does not exist"),
+    (["bad.toml"], "not valid TOML"),
+    (["bad.toml", "--preset", "quick"], "exactly one of CONFIG.toml or --preset"),
+    ([], "exactly one of CONFIG.toml or --preset"),
+])
+def test_bad_input_exits_2_with_one_line_and_no_traceback(args, expected, tmp_path, capsys,
+                                                          monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  Path("bad.toml").write_text("[train\nlr = 0.1\n")
+  code = cli.main(["run", *args, "--out", str(tmp_path / "out")])
+  err = capsys.readouterr().err
+  assert code == 2
+  assert err.startswith("attndyn: error: ") and err.count("\n") == 1, err
+  assert expected in err and "Traceback" not in err
+  assert not (tmp_path / "out").exists()
+
+
+def test_presets_lists_every_preset_and_shows_toml(capsys):
+  assert cli.main(["presets"]) == 0
+  listed = capsys.readouterr().out
+  assert all(name in listed for name in presets.names())
+  assert cli.main(["presets", "--show", "lu2021-code-tc"]) == 0
+  assert 'fc_init = "randn_unit_diag"' in capsys.readouterr().out
+
+
+def test_console_script_runs_and_fails_cleanly(tiny_run, script_run):
+  proc, out = script_run
+  stdout, stderr = proc.communicate(timeout=300)
+  assert proc.returncode == 0, stderr
+  assert "Attn-TC" in stdout and "test acc" in stdout
+  assert (out / "summary.json").is_file() and (out / "notes.txt").read_text() == "mine"
+  assert "gd/score" in np.load(out / "trajectories.npz", allow_pickle=False).files
+  bad = subprocess.run([_console_script(), "run", "--preset", "quick", "--out", str(out),
+                        "--set", "ode.kind=euler"], capture_output=True, text=True, timeout=300)
+  assert bad.returncode == 2
+  assert bad.stderr.startswith("attndyn: error: ode.kind = 'euler' is not allowed")
+  assert bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
