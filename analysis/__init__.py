@@ -14,3 +14,9 @@ from analysis.deviation import max_abs_deviation as max_abs_deviation
 from analysis.lemma1 import equivalent_keys as equivalent_keys
 from analysis.summary import aggregate as aggregate
 from analysis.summary import run_summaries as run_summaries
+from analysis.purity import AttendedPurityStats as AttendedPurityStats
+from analysis.purity import attended_purity_stats as attended_purity_stats
+from analysis.purity import attended_words as attended_words
+from analysis.purity import occurrence_counts as occurrence_counts
+from analysis.purity import purity_record as purity_record
+from analysis.purity import topic_purity as topic_purity

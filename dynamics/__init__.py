@@ -8,3 +8,7 @@ from dynamics.train import TrainConfig as TrainConfig
 from dynamics.train import make_train as make_train
 from dynamics.train import minibatch as minibatch
 from dynamics.trajectory import Trajectory as Trajectory
+from dynamics.gradient_flow import gradient_flow as gradient_flow
+from dynamics.reduced_ode import reduced_sen_ode as reduced_sen_ode
+from dynamics.early_stopping import EarlyStopped as EarlyStopped
+from dynamics.early_stopping import make_train_early_stopping as make_train_early_stopping

@@ -4,3 +4,13 @@ from tasks.errors import ConfigError as ConfigError
 from tasks.topic import TopicDataset as TopicDataset
 from tasks.topic import TopicTaskConfig as TopicTaskConfig
 from tasks.topic import make_topic_dataset as make_topic_dataset
+from tasks.sst import SSTData as SSTData
+from tasks.sst import Sentence as Sentence
+from tasks.sst import load_sst as load_sst
+from tasks.sst import read_trees as read_trees
+from tasks.sst import to_batch as to_batch
+from tasks.sst import word_class_counts as word_class_counts
+from tasks.markov_pairs import MarkovPairsConfig as MarkovPairsConfig
+from tasks.markov_pairs import MarkovPairsDataset as MarkovPairsDataset
+from tasks.markov_pairs import make_markov_pairs_dataset as make_markov_pairs_dataset
+from tasks.markov_pairs import pair_ids as pair_ids

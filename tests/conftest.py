@@ -5,7 +5,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 import analysis
 import dynamics
@@ -15,9 +15,11 @@ import tasks
 jax.config.update("jax_enable_x64", True)
 
 # Small, derandomized and without deadlines: JAX compiles on first use, so
-# example timings vary wildly; 2 shared cores in CI.
+# example timings vary wildly; 2 shared cores in CI. No shrinking: each shrink step
+# recompiles, and a failing example is reported as found (print_blob reproduces it).
 settings.register_profile(
     "ci", deadline=None, max_examples=10, derandomize=True, print_blob=True,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 settings.load_profile("ci")
 
