@@ -1,0 +1,127 @@
+"""SST loader: split sizes and label counts of data/SOURCES.md, one clear error per malformed file."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import models
+import tasks
+from tasks import sst
+
+
+@pytest.fixture(scope="module")
+def sst2():
+  return tasks.load_sst(fine_grained=False)
+
+
+@pytest.fixture(scope="module")
+def sst5():
+  return tasks.load_sst(fine_grained=True)
+
+
+def test_sst2_has_the_standard_sentence_level_sizes(sst2):
+  assert sst2.sizes == {"train": 6920, "dev": 872, "test": 1821}
+  assert sst2.n_classes == 2
+  # Negative = labels 0+1, positive = 3+4 of the SST-5 root counts in data/SOURCES.md.
+  assert sst2.label_counts == {"train": (1092 + 2218, 2322 + 1288), "dev": (139 + 289, 279 + 165),
+                               "test": (279 + 633, 510 + 399)}
+  for split in ("train", "dev", "test"):
+    batch = getattr(sst2, split)
+    assert batch.tokens.dtype == jnp.int32 and batch.labels.dtype == jnp.int32
+    assert batch.tokens.shape == batch.mask.shape == (sst2.sizes[split], sst2.train.tokens.shape[1])
+
+
+def test_sst5_sizes_and_root_label_counts_match_sources_md(sst5):
+  assert sst5.sizes == {"train": 8544, "dev": 1101, "test": 2210}
+  assert sst5.label_counts == {"train": (1092, 2218, 1624, 2322, 1288),
+                               "dev": (139, 289, 229, 279, 165),
+                               "test": (279, 633, 389, 510, 399)}
+
+
+def test_batches_round_trip_to_the_sentences(sst2):
+  for i in (0, 17, 6919):
+    s = sst2.sentences["train"][i]
+    row = np.asarray(sst2.train.tokens[i])[np.asarray(sst2.train.mask[i])]
+    assert tuple(sst2.vocab[t] for t in row) == s.words
+    assert int(sst2.train.labels[i]) == s.label
+  assert sst2.vocab[0] == sst.PAD and sst.UNK not in sst2.vocab   # all-split vocabulary: no <unk>
+  assert all(w == w.lower() for w in sst2.vocab)
+
+
+def test_ptb_escapes_lowercasing_and_no_break_spaces():
+  s = sst.parse_tree("(3 (2 -LRB-) (4 (2 A\\/B) (3 (2 \\*) (2 8\u00a01\\/2))) (2 -RRB-))")
+  assert s == sst.Sentence(("(", "a/b", "*", "8\u00a01/2", ")"), 3)
+  assert sst.parse_tree("(1 (2 The) (0 End))", lowercase=False).words == ("The", "End")
+
+
+def test_the_fast_parser_agrees_with_the_checking_parser():
+  lines = sst.DEFAULT_ROOT.joinpath("dev.txt").read_text(encoding="utf-8").splitlines()[:300]
+  for line in lines:
+    for lowercase in (True, False):
+      assert sst._parse_fast(line, lowercase) == sst.parse_tree(line, lowercase=lowercase)
+
+
+BAD_FILES = {
+    "unbalanced_open": (b"(3 (2 a) (2 b))\n(2 (2 c) (2 d)\n", 2, "unbalanced parentheses"),
+    "unbalanced_close": (b"(3 (2 a) (2 b)))\n", 1, "unbalanced parentheses"),
+    "bad_label": (b"(3 (2 a) (2 b))\n(2 (2 c) (2 d))\n(7 (2 e) (2 f))\n", 3, "outside 0-4"),
+    "missing_label": (b"((2 a) (2 b))\n", 1, "missing label"),
+    "empty": (b"", 1, "empty"),
+    "blank_line": (b"(3 (2 a) (2 b))\n\n(2 (2 c) (2 d))\n", 2, "blank"),
+    "bad_encoding": (b"(3 (2 a) (2 b))\n(2 (2 caf\xe9) (2 d))\n", 2, "UTF-8"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_a_malformed_file_gives_one_error_naming_file_and_line(tmp_path, case):
+  content, line, what = BAD_FILES[case]
+  path = tmp_path / "train.txt"
+  path.write_bytes(content)
+  with pytest.raises(tasks.ConfigError) as err:
+    sst.read_trees(path)
+  message = str(err.value)
+  assert str(path) in message and f"line {line}" in message and what in message, message
+
+
+def test_load_sst_names_the_missing_file_and_bad_options(tmp_path):
+  (tmp_path / "train.txt").write_text("(3 (2 a) (2 b))\n")
+  with pytest.raises(tasks.ConfigError, match="dev.txt"):
+    tasks.load_sst(tmp_path, fine_grained=True)
+  with pytest.raises(tasks.ConfigError, match="sst.padding"):
+    tasks.load_sst(tmp_path, fine_grained=True, padding="zeros")
+  with pytest.raises(tasks.ConfigError, match="sst.vocab_from"):
+    tasks.load_sst(tmp_path, fine_grained=True, vocab_from="dev")
+
+
+def test_train_only_vocabulary_maps_unseen_words_to_unk():
+  train = [sst.Sentence(("good", "film"), 1)]
+  dev = [sst.Sentence(("bad", "film"), 0)]
+  vocab = sst.build_vocab([train], unk=True)
+  assert vocab == (sst.PAD, sst.UNK, "film", "good")
+  np.testing.assert_array_equal(tasks.to_batch(dev, vocab).tokens, [[1, 2]])
+  with pytest.raises(tasks.ConfigError, match="'bad'"):
+    tasks.to_batch(dev, sst.build_vocab([train]))
+  with pytest.raises(tasks.ConfigError, match="sst.max_len"):
+    tasks.to_batch(train, vocab, max_len=1)
+
+
+def test_masked_padding_gets_zero_attention_and_pad_word_is_an_ordinary_word():
+  sentences = [sst.Sentence(("a", "b", "c"), 1), sst.Sentence(("b",), 0)]
+  vocab = sst.build_vocab([sentences])
+  masked = tasks.to_batch(sentences, vocab, max_len=5, padding="masked")
+  pad_word = tasks.to_batch(sentences, vocab, max_len=5, padding="pad_word")
+  np.testing.assert_array_equal(masked.tokens, pad_word.tokens)
+  np.testing.assert_array_equal(masked.mask, [[1, 1, 1, 0, 0], [1, 0, 0, 0, 0]])
+  assert bool(jnp.all(pad_word.mask))
+  rng = np.random.default_rng(0)   # hand-made parameters: no PRNG programs to compile
+  params = {"embeddings": jnp.asarray(rng.normal(size=(len(vocab), 3))),
+            "keys": jnp.asarray(rng.normal(size=(len(vocab), 2))), "query": jnp.array([1.0, -0.5]),
+            "classifier": {"U": jnp.asarray(rng.normal(size=(3, 2)))}}
+  apply = jax.jit(models.lu.apply)
+  att_masked = apply(params, masked).attention
+  att_pad = apply(params, pad_word).attention
+  assert float(jnp.max(jnp.where(masked.mask, 0.0, att_masked))) == 0.0
+  np.testing.assert_allclose(att_masked[1, 0], 1.0)
+  is_pad = pad_word.tokens == vocab.index(sst.PAD)
+  assert float(jnp.min(jnp.where(is_pad, att_pad, 1.0))) > 0.0
+  np.testing.assert_allclose(att_pad.sum(-1), 1.0)
