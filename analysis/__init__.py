@@ -13,6 +13,9 @@ from analysis.deviation import final_abs_deviation as final_abs_deviation
 from analysis.deviation import max_abs_deviation as max_abs_deviation
 from analysis.lemma1 import equivalent_keys as equivalent_keys
 from analysis.summary import aggregate as aggregate
+from analysis.load import Named as Named
+from analysis.load import Results as Results
+from analysis.load import load as load
 from analysis.summary import run_summaries as run_summaries
 from analysis.purity import AttendedPurityStats as AttendedPurityStats
 from analysis.purity import attended_purity_stats as attended_purity_stats

@@ -82,7 +82,10 @@ def run_summaries(points: Sequence[Mapping], gd: Trajectory, odes: Mapping[str, 
 
   Returns:
     A list of ``P`` dicts with keys: the point's coordinates, ``final_train_loss``,
-    ``train_acc``, ``test_acc``, ``topic_attention``, ``failed_at``,
+    ``train_acc``, ``test_acc``, ``topic_attention``, ``diverged`` (whether gradient
+    descent went non-finite: NaN or ±Inf loss or parameters; the run is then
+    frozen at its last finite parameters), ``failed_at`` (the step it diverged
+    at, or ``None``),
     ``topic_words`` (list of ``{word, score, emb_norm, sen_norm, sen_rel_error,
     invariant_drift}``), ``nontopic_max_abs_score_change``,
     ``nontopic_max_abs_norm_change``, ``ode_max_abs_score_dev``,
@@ -122,6 +125,7 @@ def run_summaries(points: Sequence[Mapping], gd: Trajectory, odes: Mapping[str, 
         "train_acc": json_number(obs["train_acc"][p, -1]),
         "test_acc": json_number(obs["test_acc"][p, -1]),
         "topic_attention": json_number(obs["topic_attention"][p, -1]),
+        "diverged": bool(failed_gd[p] >= 0),
         "failed_at": _time_or_none(failed_gd[p]),
         "topic_words": words,
         "nontopic_max_abs_score_change": json_number(obs["nontopic_max_abs_score_change"][p, -1]),
@@ -161,20 +165,29 @@ def aggregate(summaries: Sequence[Mapping]) -> dict:
   ``max_sen_rel_error`` and ``max_invariant_drift`` (max over topic words),
   ``nontopic_to_topic_score_ratio`` = ``nontopic_max_abs_score_change / min_t
   s_t`` and ``nontopic_to_topic_norm_ratio`` = ``nontopic_max_abs_norm_change /
-  min_t ‖v_t‖`` (Assumption 1: both ≪ 1); then statistics over runs. ``None``
-  entries (NaN, Inf, undefined ratios) are left out of the statistics, and
-  ``n`` counts the runs that entered.
+  min_t ‖v_t‖`` (Assumption 1: both ≪ 1); then statistics over runs. Runs
+  whose gradient descent diverged are counted (``n_diverged``) and listed
+  (``diverged``: ``[{run, failed_at}]``, ``run`` indexing ``summaries``) but
+  left out of the statistics, as are ``None`` entries (NaN, Inf, undefined
+  ratios); ``n`` counts the runs that entered. ``ode_n_failed`` counts over all runs.
 
   Args:
     summaries: records from :func:`run_summaries`.
 
   Returns:
-    ``{"n_runs", "n_failed", "final_train_loss": {mean, min, max, n}, "test_acc",
+    ``{"n_runs", "n_diverged", "diverged", "final_train_loss": {mean, min, max, n}, "test_acc",
     "train_acc", "topic_attention", "mean_final_topic_score", "max_sen_rel_error",
     "max_invariant_drift", "nontopic_to_topic_score_ratio",
     "nontopic_to_topic_norm_ratio", "ode_max_abs_score_dev": {kind: stats},
     "ode_final_abs_score_dev": {kind: stats}, "ode_n_failed": {kind: int}}``.
   """
+  kinds = sorted({k for r in summaries for k in r.get("ode_max_abs_score_dev", {})})
+  diverged = [{"run": i, "failed_at": r["failed_at"]} for i, r in enumerate(summaries)
+              if r["failed_at"] is not None]
+  out = {"n_runs": len(summaries), "n_diverged": len(diverged), "diverged": diverged}
+  out["ode_n_failed"] = {k: sum(r["ode_failed_at"].get(k) is not None for r in summaries)
+                         for k in kinds}
+  summaries = [r for r in summaries if r["failed_at"] is None]
   per_run = {
       "final_train_loss": [r["final_train_loss"] for r in summaries],
       "train_acc": [r["train_acc"] for r in summaries],
@@ -190,12 +203,7 @@ def aggregate(summaries: Sequence[Mapping]) -> dict:
           _ratio(r["nontopic_max_abs_norm_change"], _word_stat(r, "emb_norm", np.min))
           for r in summaries],
   }
-  kinds = sorted({k for r in summaries for k in r.get("ode_max_abs_score_dev", {})})
-  out = {"n_runs": len(summaries),
-         "n_failed": sum(r["failed_at"] is not None for r in summaries)}
   out.update({key: _stats(values) for key, values in per_run.items()})
   for key in ("ode_max_abs_score_dev", "ode_final_abs_score_dev"):
     out[key] = {k: _stats([r[key].get(k) for r in summaries]) for k in kinds}
-  out["ode_n_failed"] = {k: sum(r["ode_failed_at"].get(k) is not None for r in summaries)
-                         for k in kinds}
   return out

@@ -1,8 +1,9 @@
 """``attndyn``: the command line. A thin layer: parse, validate, call the pipeline, write outputs.
 
-Every bad input ends in one line ``attndyn: error: ...`` on stderr and exit
-code 2, before anything is computed; a failure after gradient descent finished
-still writes what was computed (exit code 1).
+Every bad input (a config value, a config file, a results or checkpoint
+directory) ends in one line ``attndyn: error: ...`` on stderr and exit code 2,
+before anything is computed; a failure after gradient descent finished still
+writes what was computed (exit code 1).
 """
 import argparse
 import importlib
@@ -18,6 +19,13 @@ _RUN_EPILOG = """examples:
   attndyn run my.toml --out results/lr --set 'sweep.grid={"train.lr"=[0.05,0.1,0.2]}'
   attndyn run --preset quick --out results/f64 --set precision=float64 --set model.classifier=fc
   attndyn run --preset quick --out results/kf --set 'model.freeze=["keys"]' --set ode.form=exact
+  attndyn run --preset lu2021-text-tc --out results/big --chunk-size 2   # checkpoint every chunk
+  attndyn run --out results/big --resume          # after a kill: continue, same config
+
+--resume continues a killed run from DIR/checkpoints (one file per finished
+chunk, written every --checkpoint-every chunks) with the config it was
+started with; the final outputs are bit-identical to an uninterrupted run's.
+Give CONFIG.toml/--preset/--set too and attndyn checks they match.
 
 --set takes section.key=value with a TOML value; a bare word is a string
 (fc, float64) and `none` unsets an optional key. Tables nest with dots:
@@ -31,11 +39,29 @@ _MAIN_EPILOG = """examples:
   attndyn presets --show lu2021-code-tc > code-tc.toml
   attndyn run --preset quick --out results/quick
   attndyn run code-tc.toml --out results/code-tc --set sweep.seeds=3
+  attndyn run --out results/code-tc --resume
+  attndyn report results/quick
+  python -c "import analysis; r = analysis.load('results/quick'); print(r.gd['score'].dims)"
+"""
+
+_REPORT_EPILOG = """examples:
+  attndyn report results/quick
+  attndyn report results/quick --out /tmp/quick-report
+
+Writes report.md (the headline table, every run, diverged runs, ODE deviations)
+and the four figures, regenerated from summary.json and trajectories.npz.
 """
 
 
+class _Parser(argparse.ArgumentParser):
+  """argparse, but a usage error is one line too (``attndyn: error: ...``, exit code 2)."""
+
+  def error(self, message):
+    self.exit(2, f"attndyn: error: {self.prog}: {message} (see `{self.prog} --help`).\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(
+  parser = _Parser(
       prog="attndyn", epilog=_MAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
       description="Train Lu et al. (2021) attention models over vmapped sweeps and compare "
                   "gradient descent with the paper's ODEs.")
@@ -47,7 +73,13 @@ def _parser() -> argparse.ArgumentParser:
   run.add_argument("config", nargs="?", metavar="CONFIG.toml", help="a TOML config file")
   run.add_argument("--preset", metavar="NAME", help="a named preset instead of CONFIG.toml "
                    "(see `attndyn presets`)")
-  run.add_argument("--out", required=True, metavar="DIR", help="output directory (new or empty)")
+  run.add_argument("--out", required=True, metavar="DIR",
+                   help="output directory (new or empty, or the one to --resume)")
+  run.add_argument("--resume", action="store_true",
+                   help="continue the run in DIR from its checkpoints (same config)")
+  run.add_argument("--checkpoint-every", type=int, metavar="N",
+                   help="write finished chunks to DIR/checkpoints every N chunks "
+                        "(default 1; 0: no checkpoints)")
   run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config value, e.g. train.lr=0.05 (repeatable)")
   run.add_argument("--chunk-size", type=int, metavar="N",
@@ -58,9 +90,24 @@ def _parser() -> argparse.ArgumentParser:
   run.add_argument("--distributed", action="store_true",
                    help="call jax.distributed.initialize() first (multi-host; docs/multihost.md)")
 
+  report = sub.add_parser("report", help="turn a results directory into report.md and figures",
+                          epilog=_REPORT_EPILOG,
+                          formatter_class=argparse.RawDescriptionHelpFormatter,
+                          description="Read a results directory (analysis.load) and write "
+                                      "report.md and the figures.")
+  report.add_argument("dir", metavar="DIR", help="a directory written by `attndyn run`")
+  report.add_argument("--out", metavar="OUT", help="where to write (default: DIR)")
+  report.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
   presets = sub.add_parser("presets", help="list the named presets",
-                           description="List the named presets, or print one as TOML.")
+                           description="List the named presets, or print one as TOML.",
+                           formatter_class=argparse.RawDescriptionHelpFormatter,
+                           epilog="examples:\n  attndyn presets\n"
+                                  "  attndyn presets --show quick > my.toml\n")
   presets.add_argument("--show", metavar="NAME", help="print this preset as a TOML config")
+
+  from attndyn.reproduce import cli as reproduce_cli
+  reproduce_cli.add_parser(sub)
 
   bench = sub.add_parser("bench", help="run the benchmarks (benchmarks.run)", add_help=False,
                          description="Pass all arguments to benchmarks.run.main.")
@@ -88,37 +135,93 @@ def _initialize_distributed():
         f"cluster JAX detects (SLURM, Open MPI, TPU); see docs/multihost.md.") from None
 
 
-def _load_config(args):
+def _load_config(args, resumed: dict = None):
+  """The run's config: CONFIG.toml or --preset (or, with --resume alone, DIR's), then --set."""
   from attndyn import config, overrides, presets
-  if (args.config is None) == (args.preset is None):
+  if resumed is not None and args.config is None and args.preset is None:
+    raw = resumed
+  elif (args.config is None) == (args.preset is None):
     raise ConfigError("give exactly one of CONFIG.toml or --preset NAME "
-                      "(see `attndyn presets` for the names).")
-  raw = config.read_toml(args.config) if args.config else presets.preset(args.preset)
-  if args.chunk_size is not None:
-    raw = overrides.apply(raw, [f"sweep.chunk_size={args.chunk_size}"])
-  return config.RunConfig.from_dict(overrides.apply(raw, args.overrides))
+                      "(see `attndyn presets` for the names), or --resume with an --out DIR "
+                      "to continue.")
+  else:
+    raw = config.read_toml(args.config) if args.config else presets.preset(args.preset)
+  sets = [f"sweep.{key}={value}" for key, value in (
+      ("chunk_size", args.chunk_size), ("checkpoint_every", args.checkpoint_every))
+          if value is not None]
+  return config.RunConfig.from_dict(overrides.apply(overrides.apply(raw, sets), args.overrides))
+
+
+def _checkpoints(args, cfg, out, resumed):
+  """The run's checkpoints: ``resumed`` checked against ``cfg``, or fresh ones (or none)."""
+  from attndyn import checkpoint, outputs, pipeline
+  every = cfg.sweep.checkpoint_every
+  if resumed is not None:
+    resumed.check(cfg.to_dict(), every)
+    return resumed
+  if not every:
+    return None
+  return checkpoint.Checkpoints.create(out, cfg.to_dict(), pipeline.plan_chunk_size(cfg),
+                                       every=every, writer=outputs.is_writer())
+
+
+def _headline(doc) -> None:
+  from attndyn import report
+  print(report.table([(report.label(doc["config"]), doc["aggregate"])]))
+  for line in report.diverged_lines(doc):
+    print(line)
 
 
 def _run(args) -> int:
   if args.distributed:
     _initialize_distributed()
-  cfg = _load_config(args)
-  from attndyn import outputs, pipeline, report
-  out = outputs.prepare_out_dir(args.out, force=args.force)
-  with pipeline.precision_scope(cfg.precision):
-    result = pipeline.run(cfg, progress=not args.no_progress)
-    doc = outputs.write_all(out, result, command=["attndyn"] + list(args.argv))
+  from attndyn import checkpoint, outputs, pipeline
+  resumed = None
+  if args.resume:
+    resumed = checkpoint.Checkpoints.resume(args.out, writer=outputs.is_writer())
+  cfg = _load_config(args, resumed.manifest["config"] if resumed else None)
+  out = outputs.prepare_out_dir(args.out, force=args.force, resume=args.resume)
+  store = _checkpoints(args, cfg, out, resumed)
   if outputs.is_writer():
-    print(report.table([(report.label(doc["config"]), doc["aggregate"])]))
+    outputs.write_config(out, cfg)
+  with pipeline.precision_scope(cfg.precision):
+    result = pipeline.run(cfg, progress=not args.no_progress, checkpoints=store)
+    doc = outputs.write_all(out, result, command=["attndyn"] + list(args.argv),
+                            checkpoints=store)
+  if outputs.is_writer():
+    _headline(doc)
     figs = doc["files"].get("figures", [])
-    print(f"wrote {out}/: {outputs.SUMMARY}, {outputs.TRAJECTORIES}, {outputs.CONFIG}"
-          + (f", {', '.join(figs)}" if figs else ""))
+    print(f"wrote {out}/: {outputs.SUMMARY}, {outputs.TRAJECTORIES}, {outputs.CONFIG}, "
+          f"{outputs.RUN_INFO}" + (f", {', '.join(figs)}" if figs else ""))
     for name, message in doc["files"].get("figure_errors", {}).items():
       print(f"attndyn: warning: figure {name} failed: {message}", file=sys.stderr)
   for stage, message in result.errors.items():
     print(f"attndyn: error: the {stage} stage failed ({message}); everything else was written.",
           file=sys.stderr)
   return 1 if result.errors else 0
+
+
+def _report(args) -> int:
+  from pathlib import Path
+
+  import analysis
+  from attndyn import atomic, outputs, report
+  results = analysis.load(args.dir)
+  out = Path(args.out or args.dir)
+  if out.exists() and not out.is_dir():
+    raise ConfigError(f"--out {str(out)!r} is a file, not a directory.")
+  out.mkdir(parents=True, exist_ok=True)
+  kinds = sorted(results.stages, key=lambda k: (k != "gd", k))
+  trajs = {kind: results.trajectory(kind) for kind in kinds}
+  written, failed = outputs.draw_figures(out, trajs, results.config["task"]["n_nontopic"],
+                                         progress=not args.no_progress)
+  text = report.markdown(results.summary, figures=written, source=str(args.dir))
+  atomic.write_text(out / "report.md", text)
+  _headline(results.summary)
+  print(f"wrote {out}/: report.md" + (f", {', '.join(written)}" if written else ""))
+  for name, message in failed.items():
+    print(f"attndyn: warning: figure {name} failed: {message}", file=sys.stderr)
+  return 0
 
 
 def _presets(args) -> int:
@@ -143,19 +246,27 @@ def _bench(args) -> int:
   return bench.main(args.args) or 0
 
 
+def _reproduce(args) -> int:
+  from attndyn.reproduce import cli as reproduce_cli
+  return reproduce_cli.main(args)
+
+
 def main(argv=None) -> int:
   """Entry point of the ``attndyn`` console script; returns the exit code."""
   argv = sys.argv[1:] if argv is None else list(argv)
   args = _parser().parse_args(argv)
   args.argv = argv
-  commands = {"run": _run, "presets": _presets, "bench": _bench}
+  commands = {"run": _run, "report": _report, "presets": _presets, "bench": _bench,
+              "reproduce": _reproduce}
   try:
     return commands[args.command](args)
   except (ConfigError, FileNotFoundError, tomllib.TOMLDecodeError) as err:
     print(f"attndyn: error: {err}", file=sys.stderr)
     return 2
   except KeyboardInterrupt:
-    print("attndyn: interrupted", file=sys.stderr)
+    print("attndyn: interrupted" + ("; `attndyn run --out DIR --resume` continues from the "
+                                    "last checkpoint" if args.command == "run" else ""),
+          file=sys.stderr)
     return 130
   except Exception as err:
     if not isinstance(err, MemoryError) and "RESOURCE_EXHAUSTED" not in str(err):

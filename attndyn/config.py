@@ -43,11 +43,15 @@ class SweepConfig:
       :data:`GRID_FIELDS`; the sweep is their Cartesian product.
     chunk_size: sweep points per compiled call; ``None`` picks one from a
       memory estimate (everything at once when it fits).
+    checkpoint_every: write the finished chunks to ``DIR/checkpoints`` after
+      every this many chunks (``attndyn run --resume`` continues from them);
+      0 writes no checkpoints.
   """
   seeds: tuple = (0,)
   data_seeds: tuple = (0,)
   grid: tuple = ()
   chunk_size: Optional[int] = None
+  checkpoint_every: int = 1
 
   def __post_init__(self):
     for name in ("seeds", "data_seeds"):
@@ -61,7 +65,11 @@ class SweepConfig:
       check(isinstance(self.chunk_size, int) and not isinstance(self.chunk_size, bool)
             and self.chunk_size >= 1, "sweep.chunk_size", self.chunk_size,
             "a positive integer, or unset for automatic chunking")
-    check(self.n_points <= MAX_POINTS, "sweep", f"{self.n_points} points", f"at most {MAX_POINTS}")
+    check(schema.is_int(self.checkpoint_every) and self.checkpoint_every >= 0,
+          "sweep.checkpoint_every", self.checkpoint_every,
+          "an integer >= 0: checkpoint after every N chunks, 0 for never")
+    check(self.n_points <= MAX_POINTS, "sweep points (data_seeds × grid × seeds)",
+          self.n_points, f"at most {MAX_POINTS} in one run")
 
   @property
   def n_points(self) -> int:
@@ -187,7 +195,8 @@ class RunConfig:
         "train": dataclasses.asdict(self.train),
         "sweep": {"seeds": list(self.sweep.seeds), "data_seeds": list(self.sweep.data_seeds),
                   "grid": {name: list(values) for name, values in self.sweep.grid},
-                  "chunk_size": self.sweep.chunk_size},
+                  "chunk_size": self.sweep.chunk_size,
+                  "checkpoint_every": self.sweep.checkpoint_every},
         "ode": dataclasses.asdict(self.ode),
     }
 
@@ -233,15 +242,24 @@ def read_toml(path) -> dict:
     ConfigError: the file is missing, unreadable or not valid TOML.
   """
   path = Path(path)
+  what = f"config file {str(path)!r}"
   if not path.is_file():
-    raise ConfigError(f"config file {str(path)!r} does not exist (or is not a file).")
+    raise ConfigError(f"{what} does not exist (or is not a file).")
   try:
-    with path.open("rb") as f:
-      return tomllib.load(f)
+    data = path.read_bytes()
+  except OSError as err:
+    raise ConfigError(f"{what} cannot be read: {err.strerror or err}.") from None
+  if not data.strip():
+    raise ConfigError(f"{what} is empty: write at least one [section] (see `attndyn presets "
+                      f"--show quick`), or use --preset NAME.")
+  try:
+    return tomllib.loads(data.decode("utf-8"))
+  except UnicodeDecodeError as err:
+    line = data[:err.start].count(b"\n") + 1
+    raise ConfigError(f"{what} line {line} is not UTF-8 text (byte {data[err.start]:#04x}): "
+                      f"TOML files are UTF-8.") from None
   except tomllib.TOMLDecodeError as err:
-    raise ConfigError(f"config file {str(path)!r} is not valid TOML: {err}.") from None
-  except (OSError, UnicodeDecodeError) as err:
-    raise ConfigError(f"config file {str(path)!r} cannot be read: {err}.") from None
+    raise ConfigError(f"{what} is not valid TOML: {err}.") from None
 
 
 def load(path) -> RunConfig:

@@ -1,16 +1,19 @@
-"""What a run leaves in its output directory: summary.json, trajectories.npz and PNG figures.
+"""What a run leaves in its output directory: summary.json, trajectories.npz, PNG figures.
 
 Every file is written atomically (a temporary file in the same directory, then
 ``os.replace``), so a crash never leaves half a file, and nothing that is not
 attndyn's own output is ever overwritten or deleted. Only process 0 writes
 when several processes share a sweep (``jax.distributed``).
+
+summary.json and trajectories.npz depend only on the config and the machine:
+two runs of the same config give the same bytes. What differs between runs
+(the time, the command line, wall-clock seconds, whether it was resumed) goes
+to run_info.json.
 """
 import datetime
 import importlib.metadata
-import json
 import os
 import platform
-import tempfile
 from pathlib import Path
 
 import jax
@@ -18,14 +21,16 @@ import numpy as np
 
 import analysis.figures as figures
 import models
+from analysis import npz
+from analysis.load import SCHEMA_VERSION, SUMMARY, TRAJECTORIES
 from analysis.observables import embedding_norms
 from analysis.summary import aggregate, json_ready, run_summaries
-from attndyn import tomlwrite
+from attndyn import atomic, tomlwrite
 from attndyn.pipeline import RunResult
+from attndyn.progress import ProgressBar
 from tasks.errors import ConfigError
 
-SCHEMA_VERSION = 1
-SUMMARY, TRAJECTORIES, CONFIG = "summary.json", "trajectories.npz", "config.toml"
+CONFIG, RUN_INFO = "config.toml", "run_info.json"
 FIGURES = ("sen.png", "dynamics.png", "loss.png", "invariant.png")
 LABELS = {"gd": "GD", "reduced": "reduced ODE", "gradient_flow": "gradient flow"}
 _LIBRARIES = ("jax", "jaxlib", "optax", "diffrax", "flax", "numpy", "matplotlib", "attndyn")
@@ -36,13 +41,15 @@ def is_writer() -> bool:
   return jax.process_index() == 0
 
 
-def prepare_out_dir(path, *, force: bool = False) -> Path:
+def prepare_out_dir(path, *, force: bool = False, resume: bool = False) -> Path:
   """Check (and on the writer, create) the output directory before anything runs.
 
   Args:
     path: the ``--out`` directory.
     force: allow a non-empty directory; attndyn then replaces only its own
-      files there (summary.json, trajectories.npz, the PNGs) and leaves the rest.
+      files there (summary.json, trajectories.npz, the PNGs, checkpoints) and
+      leaves the rest.
+    resume: the directory is the one being resumed (it holds checkpoints).
 
   Raises:
     ConfigError: ``path`` is a file, cannot be created, or is non-empty without ``force``.
@@ -50,13 +57,14 @@ def prepare_out_dir(path, *, force: bool = False) -> Path:
   out = Path(path)
   if out.exists() and not out.is_dir():
     raise ConfigError(f"--out {str(out)!r} is a file, not a directory.")
-  if out.is_dir() and not force:
+  if out.is_dir() and not (force or resume):
     entries = sorted(p.name for p in out.iterdir())
     if entries:
       raise ConfigError(
           f"--out {str(out)!r} is not empty (it holds {', '.join(entries[:3])}"
           f"{', ...' if len(entries) > 3 else ''}). attndyn never deletes files: pick a new "
-          f"directory, or pass --force to replace only attndyn's own outputs there.")
+          f"directory, pass --force to replace only attndyn's own outputs there, or --resume "
+          f"to continue a run that was killed.")
   if is_writer():
     try:
       out.mkdir(parents=True, exist_ok=True)
@@ -65,27 +73,6 @@ def prepare_out_dir(path, *, force: bool = False) -> Path:
     if not os.access(out, os.W_OK):
       raise ConfigError(f"--out {str(out)!r} is not writable.")
   return out
-
-
-def _umask() -> int:
-  mask = os.umask(0)
-  os.umask(mask)
-  return mask
-
-
-def _atomic(path: Path, write) -> Path:
-  """Call ``write(tmp_path)`` then move the temporary file onto ``path``."""
-  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-  os.close(fd)
-  try:
-    write(tmp)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; give it a normal file's mode
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
-  return path
 
 
 def environment() -> dict:
@@ -125,45 +112,57 @@ def trajectories(result: RunResult) -> dict:
 
 
 def write_npz(out: Path, result: RunResult) -> Path:
-  """``trajectories.npz``: plain arrays only (loadable with ``allow_pickle=False``)."""
+  """``trajectories.npz``: plain arrays only (``allow_pickle=False``), reproducible bytes."""
   arrays = trajectories(result)
-
-  def write(tmp):
-    with open(tmp, "wb") as f:
-      np.savez(f, **arrays)
-  return _atomic(out / TRAJECTORIES, write)
+  return atomic.write(out / TRAJECTORIES, lambda tmp: npz.write(tmp, arrays))
 
 
-def write_figures(out: Path, result: RunResult) -> tuple:
-  """The four PNGs; returns ``(written names, {name: error message})``."""
-  trajs = {LABELS["gd"]: result.gd, **{LABELS.get(k, k): v for k, v in result.odes.items()}}
+def draw_figures(out: Path, trajs: dict, m: int, *, progress: bool = False) -> tuple:
+  """The four PNGs of ``trajs`` (kind -> Trajectory, ``gd`` first) into ``out``.
+
+  Returns:
+    ``(written names, {name: error message})``: a figure that fails is reported,
+    never raised, so it cannot cost the numbers.
+  """
+  labelled = {LABELS.get(k, k): v for k, v in trajs.items()}
   draw = {
-      "sen.png": lambda p: figures.sen_figure({LABELS["gd"]: result.gd}, result.m, p),
-      "dynamics.png": lambda p: figures.dynamics_figure(trajs, p),
-      "loss.png": lambda p: figures.loss_figure(trajs, p),
-      "invariant.png": lambda p: figures.invariant_figure(trajs, p),
+      "sen.png": lambda p: figures.sen_figure({LABELS["gd"]: trajs["gd"]}, m, p),
+      "dynamics.png": lambda p: figures.dynamics_figure(labelled, p),
+      "loss.png": lambda p: figures.loss_figure(labelled, p),
+      "invariant.png": lambda p: figures.invariant_figure(labelled, p),
   }
+  bar = ProgressBar("figures", len(FIGURES), steps_per_point=None, unit="figures",
+                    enabled=progress)
   written, failed = [], {}
-  for name in FIGURES:
-    try:
-      _atomic(out / name, draw[name])
-      written.append(name)
-    except Exception as err:  # a figure must not cost the numbers
-      failed[name] = f"{type(err).__name__}: {err}"
+  try:
+    for i, name in enumerate(FIGURES):
+      try:
+        atomic.write(out / name, draw[name])
+        written.append(name)
+      except Exception as err:  # a figure must not cost the numbers
+        failed[name] = f"{type(err).__name__}: {err}"
+      bar.update(i + 1)
+  finally:
+    bar.close()
   return written, failed
 
 
-def summary(result: RunResult, *, files: dict, command=None) -> dict:
-  """The summary.json document (strict JSON: non-finite numbers are ``null``)."""
+def write_figures(out: Path, result: RunResult) -> tuple:
+  """The four PNGs of a run; returns ``(written names, {name: error message})``."""
+  return draw_figures(out, {"gd": result.gd, **result.odes}, result.m)
+
+
+def summary(result: RunResult, *, files: dict) -> dict:
+  """The summary.json document (strict JSON: non-finite numbers are ``null``).
+
+  Only what the config and the machine determine: no time, no command line.
+  """
   runs = run_summaries(result.points, result.gd, result.odes, result.m)
   return json_ready({
       "schema_version": SCHEMA_VERSION,
-      "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-      "command": command,
       "config": result.config.to_dict(),
       "environment": environment(),
       "points": result.points,
-      "seconds": result.seconds,
       "errors": result.errors,
       "files": files,
       "runs": runs,
@@ -171,36 +170,46 @@ def summary(result: RunResult, *, files: dict, command=None) -> dict:
   })
 
 
+def run_info(result: RunResult, *, command=None, checkpoints=None) -> dict:
+  """The run_info.json document: what differs between two runs of the same config."""
+  chunks = None
+  if checkpoints is not None:
+    chunks = {"chunk_size": checkpoints.chunk_size, "loaded": checkpoints.loaded,
+              "computed": checkpoints.computed}
+  return json_ready({
+      "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+      "command": command,
+      "seconds": result.seconds,
+      "resumed": bool(checkpoints is not None and any(checkpoints.loaded.values())),
+      "chunks": chunks,
+  })
+
+
 def write_summary(out: Path, doc: dict) -> Path:
   """``summary.json``, atomically."""
-  def write(tmp):
-    with open(tmp, "w", encoding="utf-8") as f:
-      json.dump(doc, f, indent=1, allow_nan=False)
-      f.write("\n")
-  return _atomic(out / SUMMARY, write)
+  return atomic.write_json(out / SUMMARY, doc)
 
 
-def write_config(out: Path, result: RunResult) -> Path:
-  """``config.toml``: the run's full config; ``attndyn run DIR/config.toml`` repeats the run."""
-  def write(tmp):
-    with open(tmp, "w", encoding="utf-8") as f:
-      f.write(tomlwrite.dumps(result.config.to_dict()))
-  return _atomic(out / CONFIG, write)
+def write_config(out: Path, cfg) -> Path:
+  """``config.toml``: the full config (``cfg``: a RunConfig); ``attndyn run DIR/config.toml``
+  repeats the run."""
+  return atomic.write_text(out / CONFIG, tomlwrite.dumps(cfg.to_dict()))
 
 
-def write_all(out: Path, result: RunResult, *, command=None) -> dict:
-  """Write the config, the trajectories, the figures, then the summary (which lists them).
+def write_all(out: Path, result: RunResult, *, command=None, checkpoints=None) -> dict:
+  """Write the config, the trajectories, the figures, the summary (which lists them), run_info.
 
   Returns:
     The summary document (also on processes that do not write).
   """
   if not is_writer():
-    return summary(result, files={}, command=command)
-  write_config(out, result)
+    return summary(result, files={})
+  write_config(out, result.config)
   write_npz(out, result)
   written, failed = write_figures(out, result)
-  files = {"config": CONFIG, "trajectories": TRAJECTORIES, "figures": written,
-           "figure_errors": failed}
-  doc = summary(result, files=files, command=command)
+  files = {"config": CONFIG, "trajectories": TRAJECTORIES, "run_info": RUN_INFO,
+           "figures": written, "figure_errors": failed}
+  doc = summary(result, files=files)
   write_summary(out, doc)
+  atomic.write_json(out / RUN_INFO, run_info(result, command=command, checkpoints=checkpoints))
   return doc

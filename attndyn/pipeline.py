@@ -22,6 +22,7 @@ import tasks
 from attndyn.chunking import auto_chunk_size
 from attndyn.config import RunConfig
 from attndyn.progress import ProgressBar
+from tasks.errors import ConfigError
 
 # Minibatch order (sgd) comes from the init key folded with this constant.
 _MINIBATCH_STREAM = 1
@@ -137,17 +138,45 @@ def flow_fn(cfg: RunConfig, setup):
 ODE_FNS = {"reduced": reduced_fn, "gradient_flow": flow_fn}
 
 
-def _stage(label: str, fn, inputs, cfg: RunConfig, chunk_size, progress: bool, devices):
+def plan_chunk_size(cfg: RunConfig, devices=None) -> Optional[int]:
+  """Sweep points per compiled call: ``sweep.chunk_size``, else the memory estimate.
+
+  The estimate depends only on the config and the machine (device memory
+  limits or host RAM, never the memory free right now); a checkpointed run
+  records it, and a resumed run reuses the recorded value.
+  """
+  return cfg.sweep.chunk_size or auto_chunk_size(cfg, devices)
+
+
+def _stage(label: str, fn, inputs, cfg: RunConfig, chunk_size, progress: bool, devices,
+           checkpoints=None):
+  """One stage over the sweep; with ``checkpoints``, read back finished chunks and save new ones."""
+  n_dev = len(jax.devices() if devices is None else devices)
+  bounds = dynamics.chunk_bounds(cfg.sweep.n_points, chunk_size, n_dev)
+  done, save = [], None
+  if checkpoints is not None:
+    one = jax.tree.map(lambda x: x[:1], inputs)
+    done = checkpoints.completed(label, bounds, lambda: jax.eval_shape(jax.vmap(fn), one))
+    save = checkpoints.saver(label, bounds)
   bar = ProgressBar(label, cfg.sweep.n_points, steps_per_point=cfg.train.steps,
+                    initial=bounds[len(done) - 1][1] if done else 0,
                     enabled=progress and jax.process_index() == 0)
+
+  def on_chunk(finished, total, out):
+    if save is not None:
+      save(finished, out)
+    bar.update(finished, total)
+
   try:
     return dynamics.run_sweep(fn, inputs, chunk_size=chunk_size, devices=devices,
-                              on_chunk=bar.update)
+                              on_chunk=on_chunk, done=done)
   finally:
+    if save is not None:
+      save.flush()
     bar.close()
 
 
-def run(cfg: RunConfig, *, progress: bool = True, devices=None) -> RunResult:
+def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None) -> RunResult:
   """Run gradient descent and the configured ODEs over the sweep.
 
   Args:
@@ -155,6 +184,9 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None) -> RunResult:
     progress: draw a progress bar per stage on stderr (process 0 only).
     devices: devices to shard the sweep over (default: all visible, across
       hosts after ``jax.distributed.initialize()``).
+    checkpoints: an :class:`attndyn.checkpoint.Checkpoints`: every stage
+      reads back the chunks it already holds, runs only the others and saves
+      them; its chunk size is used. ``None``: no checkpoints.
 
   Returns:
     A :class:`RunResult`. An ODE stage that raises is reported in
@@ -168,16 +200,18 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None) -> RunResult:
           jax.random.PRNGKey(cfg.sweep.data_seeds[0]), cfg.task)
     setup = _point_setup(cfg, dataset)
     inputs = sweep_inputs(cfg)
-    chunk = cfg.sweep.chunk_size or auto_chunk_size(cfg, devices)
+    chunk = checkpoints.chunk_size if checkpoints is not None else plan_chunk_size(cfg, devices)
     seconds, errors, odes = {}, {}, {}
     start = time.perf_counter()
-    gd = _stage("gd", gd_fn(cfg, setup), inputs, cfg, chunk, progress, devices)
+    gd = _stage("gd", gd_fn(cfg, setup), inputs, cfg, chunk, progress, devices, checkpoints)
     seconds["gd"] = time.perf_counter() - start
     for kind in cfg.ode.kinds:
       start = time.perf_counter()
       try:
         odes[kind] = _stage(kind, ODE_FNS[kind](cfg, setup), inputs, cfg, chunk, progress,
-                            devices)
+                            devices, checkpoints)
+      except ConfigError:  # a damaged checkpoint: bad input, not a failed stage
+        raise
       except Exception as err:  # keep what is computed; report the stage that failed
         errors[kind] = f"{type(err).__name__}: {err}"
       except KeyboardInterrupt:  # Ctrl-C: keep GD and the finished ODEs, skip the rest

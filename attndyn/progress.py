@@ -3,7 +3,8 @@
 It is updated after each chunk of a sweep (``dynamics.run_sweep``'s
 ``on_chunk``); on a terminal a background thread also redraws the elapsed time
 while a chunk (and its compilation) runs. Not on a terminal, it prints one line
-per chunk instead of redrawing.
+per chunk instead of redrawing. A resumed sweep starts the bar at the points
+read back from checkpoints; the rate and ETA count only what this process runs.
 """
 import sys
 import threading
@@ -16,23 +17,27 @@ def _clock(seconds: float) -> str:
 
 
 class ProgressBar:
-  """``label [#####-----] done/total points  rate steps/s  elapsed  ETA``.
+  """``label [#####-----] done/total points  elapsed  rate steps/s  ETA``.
 
   Args:
     label: what is running (``"gd"``, ``"reduced"``, ...).
-    total: number of sweep points.
-    steps_per_point: optimiser steps (or ODE time) per point, for the rate.
+    total: number of sweep points (or other units).
+    steps_per_point: optimiser steps (or ODE time) per point, for the rate;
+      ``None`` shows no rate.
     enabled: draw nothing when False.
     stream: where to draw (default ``sys.stderr``).
     width: characters of the bar itself.
+    initial: units already done before this bar started (a resumed sweep).
+    unit: what is counted (``"points"``, ``"figures"``).
   """
 
-  def __init__(self, label: str, total: int, *, steps_per_point: int = 1, enabled: bool = True,
-               stream=None, width: int = 24):
+  def __init__(self, label: str, total: int, *, steps_per_point=1, enabled: bool = True,
+               stream=None, width: int = 24, initial: int = 0, unit: str = "points"):
     self.label, self.total, self.steps = label, total, steps_per_point
-    self.enabled, self.width = enabled, width
+    self.enabled, self.width, self.unit = enabled, width, unit
     self.stream = sys.stderr if stream is None else stream
-    self.done, self.start = 0, time.perf_counter()
+    self.initial = self.done = initial
+    self.start = time.perf_counter()
     self._tty = enabled and getattr(self.stream, "isatty", lambda: False)()
     self._lock, self._stop = threading.Lock(), threading.Event()
     self._ticker = None
@@ -45,13 +50,16 @@ class ProgressBar:
     elapsed = time.perf_counter() - self.start
     filled = self.width * self.done // max(self.total, 1)
     bar = "#" * filled + "-" * (self.width - filled)
-    text = f"{self.label:<14} [{bar}] {self.done}/{self.total} points  {_clock(elapsed)}"
-    if self.done:
-      rate = self.done * self.steps / max(elapsed, 1e-9)
-      text += f"  {rate:,.0f} steps/s"
+    text = f"{self.label:<14} [{bar}] {self.done}/{self.total} {self.unit}  {_clock(elapsed)}"
+    if self.initial:
+      text += f"  ({self.initial} from checkpoints)"
+    ran = self.done - self.initial
+    if ran > 0:
+      if self.steps:
+        text += f"  {ran * self.steps / max(elapsed, 1e-9):,.0f} steps/s"
       if self.done < self.total:
-        text += f"  ETA {_clock(elapsed * (self.total - self.done) / self.done)}"
-    elif elapsed > 0.5:
+        text += f"  ETA {_clock(elapsed * (self.total - self.done) / ran)}"
+    elif self.unit == "points" and self.done < self.total and elapsed > 0.5:
       text += "  (compiling and running the first chunk)"
     return text
 
@@ -70,7 +78,7 @@ class ProgressBar:
       self._draw(final=False)
 
   def update(self, done: int, total: int = None, *_):
-    """Record that ``done`` points are finished (``on_chunk`` signature)."""
+    """Record that ``done`` units are finished (``on_chunk`` signature)."""
     self.done = done
     if done < self.total:
       self._draw(final=False)

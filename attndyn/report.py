@@ -1,8 +1,8 @@
-"""The headline numbers of one or more runs as a short plain-text table.
+"""The headline numbers of runs: a plain-text table for the terminal, report.md for files.
 
-Reads only the ``aggregate`` block of summary.json
-(:func:`analysis.summary.aggregate`), so a later ``attndyn report`` can print
-the same table from files.
+Reads only summary.json documents (:func:`analysis.summary.aggregate` and the
+run records), so ``attndyn report DIR`` prints the same table from files as
+``attndyn run`` does at the end.
 """
 from typing import Mapping, Sequence, Tuple
 
@@ -33,19 +33,15 @@ def _fmt(x, spec: str) -> str:
   return "-" if x is None else format(x, spec)
 
 
-def table(rows: Sequence[Tuple[str, Mapping]]) -> str:
-  """Format ``[(label, aggregate), ...]`` as a table, one row per model.
-
-  Columns: runs, mean test accuracy, mean final training loss, mean final
-  topic-word score, max Corollary-1 relative error, max Theorem-1 drift, and
-  for each ODE the max over runs of ``max_{τ,t} |s_GD − s_ODE|``.
-  """
+def _aggregate_rows(rows: Sequence[Tuple[str, Mapping]]):
   kinds = sorted({k for _, agg in rows for k in agg.get("ode_max_abs_score_dev", {})})
-  head = ["model", "runs", "test acc", "final loss", "topic score", "SEN err", "Q drift"]
+  head = ["model", "runs", "diverged", "test acc", "final loss", "topic score", "SEN err",
+          "Q drift"]
   head += [f"|s_GD-s_{_ODE_SHORT.get(k, k)}|" for k in kinds]
   body = []
   for name, agg in rows:
-    cells = [name, str(agg.get("n_runs", "-")), _fmt(_mean(agg, "test_acc"), ".3f"),
+    cells = [name, str(agg.get("n_runs", "-")), str(agg.get("n_diverged", "-")),
+             _fmt(_mean(agg, "test_acc"), ".3f"),
              _fmt(_mean(agg, "final_train_loss"), ".3g"),
              _fmt(_mean(agg, "mean_final_topic_score"), ".3f"),
              _fmt(_max(agg, "max_sen_rel_error"), ".2%"),
@@ -53,10 +49,118 @@ def table(rows: Sequence[Tuple[str, Mapping]]) -> str:
     devs = agg.get("ode_max_abs_score_dev", {})
     cells += [_fmt((devs.get(k) or {}).get("max"), ".3g") for k in kinds]
     body.append(cells)
+  return head, body
+
+
+_NOTES = ("SEN err: max over runs and topic words of |‖v_t‖ - Corollary 1| / Corollary 1; "
+          "Q drift: max |Q_t(τ) - Q_t(0)| / |s_t growth| (Theorem 1); "
+          "|s_GD-s_ODE|: max over runs, recorded steps and topic words; "
+          "diverged runs are left out of the means.")
+
+
+def table(rows: Sequence[Tuple[str, Mapping]]) -> str:
+  """Format ``[(label, aggregate), ...]`` as a table, one row per model.
+
+  Columns: runs, diverged runs, mean test accuracy, mean final training loss,
+  mean final topic-word score, max Corollary-1 relative error, max Theorem-1
+  drift, and for each ODE the max over runs of ``max_{τ,t} |s_GD − s_ODE|``.
+  """
+  head, body = _aggregate_rows(rows)
   widths = [max(len(r[i]) for r in [head] + body) for i in range(len(head))]
   lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                      for i, (c, w) in enumerate(zip(r, widths))) for r in [head] + body]
-  notes = ("SEN err: max over runs and topic words of |‖v_t‖ - Corollary 1| / Corollary 1; "
-           "Q drift: max |Q_t(τ) - Q_t(0)| / |s_t growth| (Theorem 1); "
-           "|s_GD-s_ODE|: max over runs, recorded steps and topic words.")
-  return "\n".join(lines) + "\n" + notes
+  return "\n".join(lines) + "\n" + _NOTES
+
+
+def _point_text(point: Mapping) -> str:
+  return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in point.items())
+
+
+def diverged_lines(doc: Mapping) -> list:
+  """One line per run whose gradient descent diverged (summary.json ``doc``), or ``[]``."""
+  lines = []
+  for item in doc["aggregate"].get("diverged", []):
+    point = doc["points"][item["run"]]
+    lines.append(f"diverged: run {item['run']} ({_point_text(point)}) at step "
+                 f"{item['failed_at']}; frozen there and left out of the means")
+  return lines
+
+
+def _md_table(head, body) -> list:
+  esc = lambda c: str(c).replace("|", "\\|")
+  lines = ["| " + " | ".join(esc(c) for c in head) + " |",
+           "|" + "|".join("---" for _ in head) + "|"]
+  return lines + ["| " + " | ".join(esc(c) for c in row) + " |" for row in body]
+
+
+def _word_values(run: Mapping, key: str) -> list:
+  return [w[key] for w in run.get("topic_words", []) if w.get(key) is not None]
+
+
+def _run_rows(doc: Mapping):
+  runs = doc["runs"]
+  coords = list(doc["points"][0]) if doc["points"] else []
+  kinds = sorted({k for r in runs for k in r.get("ode_max_abs_score_dev", {})})
+  head = ["run"] + coords + ["status", "test acc", "final loss", "topic score", "SEN err",
+                             "Q drift"]
+  head += [f"|s_GD-s_{_ODE_SHORT.get(k, k)}|" for k in kinds]
+  body = []
+  for i, (run, point) in enumerate(zip(runs, doc["points"])):
+    scores = _word_values(run, "score")
+    status = "ok" if run.get("failed_at") is None else f"diverged at step {run['failed_at']}"
+    cells = [str(i)] + [format(point[c], "g") if isinstance(point[c], float) else str(point[c])
+                        for c in coords]
+    numbers = [_fmt(run.get("test_acc"), ".3f"), _fmt(run.get("final_train_loss"), ".3g"),
+               _fmt(sum(scores) / len(scores) if scores else None, ".3f"),
+               _fmt(max(_word_values(run, "sen_rel_error"), default=None), ".2%"),
+               _fmt(max(_word_values(run, "invariant_drift"), default=None), ".2%")]
+    numbers += [_fmt(run["ode_max_abs_score_dev"].get(k), ".3g") for k in kinds]
+    if run.get("failed_at") is not None:  # frozen parameters: the numbers mean nothing
+      numbers = ["-"] * len(numbers)
+    body.append(cells + [status] + numbers)
+  return head, body
+
+
+def markdown(doc: Mapping, *, figures: Sequence[str] = (), source: str = "") -> str:
+  """report.md: the headline table, every run, diverged runs, ODE deviations, figures.
+
+  Args:
+    doc: a summary.json document.
+    figures: PNG file names to embed (next to report.md).
+    source: the results directory, named in the title.
+  """
+  name = label(doc["config"])
+  agg = doc["aggregate"]
+  cfg = doc["config"]
+  grid = cfg["sweep"].get("grid", {})
+  lr = (f"lr in {{{', '.join(format(v, 'g') for v in grid['train.lr'])}}}"
+        if "train.lr" in grid else f"lr {cfg['train']['lr']:g}")
+  out = [f"# attndyn report: {name}" + (f" ({source})" if source else ""), "",
+         f"{agg.get('n_runs')} runs: {cfg['train']['optimizer']} with {lr} for "
+         f"{cfg['train']['steps']} steps, ODE {cfg['ode']['kind']}, {cfg['precision']}; "
+         f"J={cfg['task']['n_topics']}, M={cfg['task']['vocab_size']}, "
+         f"m={cfg['task']['n_nontopic']}.", "", "## Headline (aggregate over runs)", ""]
+  out += _md_table(*_aggregate_rows([(name, agg)])) + ["", _NOTES, "", "## Runs", ""]
+  out += _md_table(*_run_rows(doc)) + ["", "## Diverged runs", ""]
+  lines = diverged_lines(doc)
+  out += [f"- {line[len('diverged: '):]}" for line in lines] or ["None: every run stayed finite."]
+  out += ["", "## ODE deviations from gradient descent", ""]
+  devs = agg.get("ode_max_abs_score_dev", {})
+  if not devs:
+    out.append("No ODE was run (ode.kind = none).")
+  for kind, stats in devs.items():
+    final = agg.get("ode_final_abs_score_dev", {}).get(kind) or {}
+    failed = [(i, r["ode_failed_at"].get(kind)) for i, r in enumerate(doc["runs"])
+              if r["ode_failed_at"].get(kind) is not None]
+    out.append(f"- {kind}: max over runs of max_(τ,t) |s_GD - s_ODE| = "
+               f"{_fmt(stats.get('max'), '.3g')} (mean {_fmt(stats.get('mean'), '.3g')}); "
+               f"at the last step, mean {_fmt(final.get('mean'), '.3g')}; "
+               f"{len(failed)} ODE run(s) failed"
+               + (": " + ", ".join(f"run {i} at t={t}" for i, t in failed) if failed else "")
+               + ".")
+  if doc.get("errors"):
+    out += ["", "## Failed stages", ""]
+    out += [f"- {stage}: {message}" for stage, message in doc["errors"].items()]
+  if figures:
+    out += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
+  return "\n".join(out) + "\n"

@@ -22,7 +22,8 @@ SECTIONS = {
               "query_norm": "?float", "train_query": "bool", "freeze": "strs"},
     "train": {"optimizer": "str", "lr": "float", "steps": "int", "record_every": "int",
               "batch_size": "?int", "sampling": "str"},
-    "sweep": {"seeds": "seeds", "data_seeds": "seeds", "grid": "grid", "chunk_size": "?int"},
+    "sweep": {"seeds": "seeds", "data_seeds": "seeds", "grid": "grid", "chunk_size": "?int",
+              "checkpoint_every": "int"},
     "ode": {"kind": "str", "form": "str", "solver": "str", "rtol": "float", "atol": "float",
             "max_steps": "int"},
 }

@@ -43,9 +43,25 @@ def _to_host(x) -> np.ndarray:
   return np.asarray(x)
 
 
+def chunk_length(total: int, chunk_size: Optional[int] = None, n_devices: int = 1) -> int:
+  """Points per compiled call: ``chunk_size`` (default all ``total``) rounded up to the devices."""
+  chunk = total if chunk_size is None else max(1, min(chunk_size, total))
+  return math.ceil(chunk / n_devices) * n_devices
+
+
+def chunk_bounds(total: int, chunk_size: Optional[int] = None, n_devices: int = 1) -> list:
+  """``[(start, stop), ...]``: the sweep points of each chunk :func:`run_sweep` runs, in order.
+
+  A pure function of its arguments, so a resumed sweep cuts the same chunks.
+  """
+  chunk = chunk_length(total, chunk_size, n_devices)
+  return [(start, min(start + chunk, total)) for start in range(0, total, chunk)]
+
+
 def run_sweep(fn: Callable, inputs: Any, *, chunk_size: Optional[int] = None,
               devices: Optional[Sequence[jax.Device]] = None,
-              on_chunk: Optional[Callable[[int, int, Any], None]] = None) -> Any:
+              on_chunk: Optional[Callable[[int, int, Any], None]] = None,
+              done: Sequence[Any] = ()) -> Any:
   """Evaluate ``vmap(fn)`` over the leading axis of ``inputs``, chunked and sharded.
 
   Args:
@@ -55,10 +71,17 @@ def run_sweep(fn: Callable, inputs: Any, *, chunk_size: Optional[int] = None,
       multiple of the device count; the last chunk is padded and trimmed.
     devices: devices to shard over (default: all visible).
     on_chunk: called as ``on_chunk(done, total, chunk_outputs)`` after each chunk
-      (progress bars, checkpoints).
+      that is run (progress bars, checkpoints).
+    done: the outputs of the first ``len(done)`` chunks of :func:`chunk_bounds`,
+      already computed (e.g. read back from a checkpoint): those chunks are not
+      run again and their outputs are used as given. Resuming this way gives
+      the same result as an uninterrupted sweep.
 
   Returns:
     ``fn``'s outputs stacked over the P points, as NumPy arrays on the host.
+
+  Raises:
+    ValueError: no input leaves, or ``done`` does not match the chunks.
   """
   leaves = jax.tree.leaves(inputs)
   if not leaves:
@@ -66,13 +89,18 @@ def run_sweep(fn: Callable, inputs: Any, *, chunk_size: Optional[int] = None,
   total = leaves[0].shape[0]
   mesh = sweep_mesh(devices)
   n_dev = mesh.devices.size
-  chunk = total if chunk_size is None else max(1, min(chunk_size, total))
-  chunk = math.ceil(chunk / n_dev) * n_dev
+  chunk = chunk_length(total, chunk_size, n_dev)
+  bounds = chunk_bounds(total, chunk_size, n_dev)
+  if len(done) > len(bounds):
+    raise ValueError(f"{len(done)} chunks given as done; the sweep has only {len(bounds)}")
+  for i, out in enumerate(done):
+    sizes = {x.shape[0] for x in jax.tree.leaves(out)}
+    if sizes != {bounds[i][1] - bounds[i][0]}:
+      raise ValueError(f"done chunk {i} has {sizes} points; chunk {i} is {bounds[i]}")
   sharding = NamedSharding(mesh, PartitionSpec(SWEEP_AXIS))
   compiled = jax.jit(jax.vmap(fn))
-  outputs = []
-  for start in range(0, total, chunk):
-    stop = min(start + chunk, total)
+  outputs = list(done)
+  for start, stop in bounds[len(done):]:
     part = jax.tree.map(lambda x: x[start:stop], inputs)
     part = jax.device_put(_pad(part, chunk), sharding)
     out = compiled(part)

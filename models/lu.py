@@ -72,7 +72,7 @@ class LuModelConfig:
     if self.classifier == "fc" and self.fc_init == "orthonormal":
       check(self.n_classes <= self.embed_dim, "model.embed_dim", self.embed_dim,
             f"at least n_classes = {self.n_classes} for an FC classifier with orthonormal columns")
-    for name in ("embed_std", "key_std", "query_std"):
+    for name in ("embed_std", "key_std"):
       value = getattr(self, name)
       if is_concrete_number(value):
         check(value == value and value >= 0 and value != float("inf"), f"model.{name}", value,
@@ -80,9 +80,10 @@ class LuModelConfig:
     if is_concrete_number(self.query_norm):
       check(0 < self.query_norm < float("inf"), "model.query_norm", self.query_norm,
             "a finite number > 0, or unset")
-    if is_concrete_number(self.query_std) and self.query_std == 0:
-      check(False, "model.query_std", self.query_std,
-            "a number > 0: a zero query gives every word score 0 forever (Lemma 1 needs q ≠ 0)")
+    if is_concrete_number(self.query_std):
+      check(0 < self.query_std < float("inf"), "model.query_std", self.query_std,
+            "a finite number > 0 (a zero query gives every word score 0 forever; Lemma 1 "
+            "needs q ≠ 0)")
     check(isinstance(self.train_query, bool), "model.train_query", self.train_query, "true or false")
     check(isinstance(self.freeze, tuple) and all(g in PARAM_GROUPS for g in self.freeze),
           "model.freeze", self.freeze, f"a list drawn from {', '.join(PARAM_GROUPS)}")
@@ -125,8 +126,26 @@ class Model(NamedTuple):
   config: LuModelConfig
 
 
+def check_params(params: dict) -> None:
+  """Shapes at the public boundary: embeddings ``[V, d]``, keys ``[V, d']``, query ``[d']``.
+
+  Raises:
+    ConfigError: naming the array whose shape does not fit (e.g. a query given
+      explicitly with another length than key_dim).
+  """
+  keys, query, emb = params["keys"], params["query"], params.get("embeddings")
+  check(keys.ndim == 2, "params['keys'].shape", tuple(keys.shape), "[n_words, key_dim]")
+  check(tuple(query.shape) == tuple(keys.shape[-1:]), "params['query'].shape",
+        tuple(query.shape), f"({keys.shape[-1]},): one entry per key dimension "
+        f"(key_dim = {keys.shape[-1]}, from params['keys'] of shape {tuple(keys.shape)})")
+  if emb is not None:
+    check(emb.ndim == 2 and emb.shape[0] == keys.shape[0], "params['embeddings'].shape",
+          tuple(emb.shape), f"[n_words = {keys.shape[0]}, embed_dim], one row per key")
+
+
 def word_scores(params: dict) -> jax.Array:
   """``[V]`` scores ``s_w = qᵀκ_w`` of every word of the vocabulary."""
+  check_params(params)
   return params["keys"] @ params["query"]
 
 

@@ -19,6 +19,8 @@ import jax.numpy as jnp
 from tasks.batch import Batch
 from tasks.errors import check
 
+MAX_WORDS = 2**31 - 1  # word ids are int32
+
 
 @dataclasses.dataclass(frozen=True)
 class TopicTaskConfig:
@@ -50,6 +52,8 @@ class TopicTaskConfig:
     check(self.n_nontopic >= 1, "task.n_nontopic", self.n_nontopic, "an integer m >= 1")
     check(self.n_train >= 1, "task.n_train", self.n_train, "an integer >= 1")
     check(self.n_test >= 1, "task.n_test", self.n_test, "an integer >= 1")
+    check(self.n_words <= MAX_WORDS, "task.n_topics*words_per_topic + vocab_size", self.n_words,
+          f"at most {MAX_WORDS} words in all (word ids are int32)")
 
   @property
   def n_topic_words(self) -> int:

@@ -70,3 +70,30 @@ def tiny_run(tiny_data):
 
   points = {"key": jax.random.split(jax.random.PRNGKey(3), 3), "lr": jnp.array([0.2, 0.4, 0.6])}
   return TinyRun(model, record, train_cfg, run, points, dynamics.run_sweep(run, points))
+
+
+# One tiny `attndyn run` shared by the results-directory tests (load, report, divergence,
+# determinism): GD only on a 2-topic task, 2 seeds × lr grid [2.0, 1e6] in chunks of 3, so the
+# first chunk mixes learning and diverging runs. In float32, lr 1e6 diverges within a few
+# steps; lr 2.0 fits the training set.
+TINY_RUN = ["--preset", "quick", "--no-progress", "--chunk-size", "3"] + [
+    arg for item in ("task.n_topics=2", "task.vocab_size=12", "task.n_nontopic=3",
+                     "task.n_train=16", "task.n_test=8", "model.embed_dim=4", "model.key_dim=4",
+                     "model.embed_std=0.1", "train.steps=40", "train.record_every=10",
+                     "ode.kind=none", "sweep.seeds=2", "sweep.grid.train.lr=[2.0, 1e6]")
+    for arg in ("--set", item)]
+
+
+@pytest.fixture(scope="session")
+def results_dir(tmp_path_factory):
+  """``(directory, stdout)`` of one in-process ``attndyn run`` of :data:`TINY_RUN`."""
+  import contextlib
+  import io
+
+  from attndyn import cli
+  out = tmp_path_factory.mktemp("results") / "out"
+  stdout = io.StringIO()
+  with contextlib.redirect_stdout(stdout):
+    code = cli.main(["run", *TINY_RUN, "--out", str(out)])
+  assert code == 0, stdout.getvalue()
+  return out, stdout.getvalue()

@@ -171,7 +171,7 @@ def test_run_summaries_are_strict_json(tiny_run, tiny_data):
       {"reduced": None, "flow": None}, {"reduced": 10, "flow": None},
       {"reduced": None, "flow": 10}]
   agg = analysis.aggregate(summaries)
-  assert agg["n_runs"] == 3 and agg["n_failed"] == 0
+  assert agg["n_runs"] == 3 and agg["n_diverged"] == 0 and agg["diverged"] == []
   assert agg["ode_max_abs_score_dev"]["flow"]["n"] == 2
   assert agg["ode_n_failed"] == {"flow": 1, "reduced": 1}
   losses = [float(x) for x in gd.observables["loss"][:, -1]]
@@ -194,7 +194,8 @@ def test_run_summaries_replace_nan_and_report_failures(tiny_run, tiny_data):
   assert summaries[0]["ode_max_abs_score_dev"] == {}
   agg = analysis.aggregate(summaries)
   json.dumps(agg, allow_nan=False)
-  assert agg["n_failed"] == 1 and agg["final_train_loss"]["n"] == 2
+  assert agg["n_diverged"] == 1 and agg["diverged"] == [{"run": 0, "failed_at": 15}]
+  assert agg["final_train_loss"]["n"] == 2 and summaries[0]["diverged"]
   with pytest.raises(ValueError):
     analysis.run_summaries([{"seed": 0}], bad, {}, m=task.n_nontopic)
 

@@ -63,7 +63,7 @@ def test_run_writes_summary_with_every_required_key(tiny_run):
   code, out, _ = tiny_run
   assert code == 0
   doc = json.loads((out / "summary.json").read_text())
-  assert doc["schema_version"] == 1 and doc["errors"] == {}
+  assert doc["schema_version"] == 2 and doc["errors"] == {}
   assert doc["environment"]["versions"]["jax"] and doc["environment"]["device_count"] >= 1
   cfg = config.RunConfig.from_dict(doc["config"])
   assert (cfg.train.steps, cfg.task.vocab_size, cfg.ode.kind) == (40, 12, "both")

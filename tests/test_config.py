@@ -104,7 +104,7 @@ BAD = [
     (["train.lr=nan"], ["train.lr", "a finite number > 0"]),                         # NaN
     (["train.lr=inf"], ["train.lr", "a finite number > 0"]),
     (["model.embed_std=-1e-3"], ["model.embed_std", "a finite number >= 0"]),
-    (["model.query_std=0"], ["model.query_std", "a number > 0"]),
+    (["model.query_std=0"], ["model.query_std", "a finite number > 0"]),
     (["model.query_norm=-1"], ["model.query_norm", "a finite number > 0"]),
     (["model.classifier=cnn"], ["model.classifier", "one of fc, tc, tl"]),
     (["model.fc_init=eye"], ["model.fc_init", "orthonormal"]),

@@ -1,0 +1,296 @@
+"""Checkpoints of a sweep, so that ``attndyn run ... --resume`` continues after a kill.
+
+Layout under ``DIR/checkpoints/``: ``manifest.json`` (the config, its hash, the
+chunk size and the machine, written before anything runs) and, per stage
+(``gd``, ``reduced``, ``gradient_flow``), ``<stage>/chunk_<i>.npz``: the outputs
+of chunk ``i`` of the sweep (:func:`dynamics.sweep.chunk_bounds`), one array per
+pytree leaf under a stable name (``observables/loss``,
+``final_params/classifier/U``, ...), plain arrays only, no pickle. Every file is
+written atomically, so a kill loses at most the chunks not yet written
+(``sweep.checkpoint_every`` of them). A resumed run reads the finished chunks
+back and runs the rest with the same chunk size, which makes its results
+bit-identical to an uninterrupted run's on the same machine.
+"""
+import hashlib
+import json
+import zipfile
+from pathlib import Path
+from typing import Callable, Optional
+
+import jax
+import numpy as np
+
+from analysis import npz
+from attndyn import atomic
+from tasks.errors import ConfigError
+
+DIRNAME, MANIFEST = "checkpoints", "manifest.json"
+FORMAT = 1
+# Config fields that do not change the results: they may differ on --resume.
+IGNORED = ("sweep.checkpoint_every",)
+_BOUNDS = "_chunk/bounds"
+
+
+def flatten(config: dict, prefix: str = "") -> dict:
+  """``{"train": {"lr": 0.1}}`` -> ``{"train.lr": 0.1}`` (grid tables stay values)."""
+  flat = {}
+  for key, value in config.items():
+    if isinstance(value, dict) and key != "grid":
+      flat.update(flatten(value, f"{prefix}{key}."))
+    else:
+      flat[f"{prefix}{key}"] = value
+  return flat
+
+
+def config_hash(config: dict) -> str:
+  """sha256 of the config's canonical JSON, leaving out :data:`IGNORED` fields."""
+  flat = {k: v for k, v in flatten(config).items() if k not in IGNORED}
+  return hashlib.sha256(json.dumps(flat, sort_keys=True).encode()).hexdigest()
+
+
+def differences(old: dict, new: dict) -> list:
+  """``["train.lr = 0.1 in the checkpoints, 0.2 now", ...]`` (:data:`IGNORED` left out)."""
+  a, b = flatten(old), flatten(new)
+  out = []
+  for key in sorted(set(a) | set(b)):
+    if key not in IGNORED and a.get(key) != b.get(key):
+      out.append(f"{key} = {a.get(key)!r} in the checkpoints, {b.get(key)!r} now")
+  return out
+
+
+def leaf_name(path) -> str:
+  """A pytree path as ``a/b/c`` (dict keys, attribute names, sequence indices)."""
+  parts = []
+  for key in path:
+    for attr in ("key", "name", "idx"):
+      if hasattr(key, attr):
+        parts.append(str(getattr(key, attr)))
+        break
+    else:
+      parts.append(str(key))
+  return "/".join(parts)
+
+
+def _environment() -> dict:
+  return {"backend": jax.default_backend(), "device_count": jax.device_count()}
+
+
+def _read_json(path: Path, what: str) -> dict:
+  try:
+    return json.loads(path.read_text(encoding="utf-8"))
+  except UnicodeDecodeError as err:
+    raise ConfigError(f"{what} is not UTF-8 text ({err.reason}).") from None
+  except json.JSONDecodeError as err:
+    raise ConfigError(f"{what} line {err.lineno} column {err.colno} is not valid JSON "
+                      f"({err.msg}).") from None
+
+
+def _verify(root: Path) -> None:
+  """Check every chunk file's zip structure and CRCs up front, before anything is computed."""
+  for path in sorted(root.glob("*/chunk_*.npz")):
+    what = f"checkpoint {str(path)!r}"
+    try:
+      with zipfile.ZipFile(path) as zf:
+        bad = zf.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError) as err:
+      raise ConfigError(f"{what} is not a readable .npz file (truncated or corrupt: {err}). "
+                        f"Delete it to recompute that chunk.") from None
+    if bad is not None:
+      raise ConfigError(f"{what} is not a readable .npz file (truncated or corrupt: a CRC error "
+                        f"in {bad}). Delete it to recompute that chunk.")
+
+
+class Checkpoints:
+  """The checkpoints of one output directory; see the module docstring.
+
+  Build with :meth:`create` (a fresh run) or :meth:`resume`, then pass to
+  :func:`attndyn.pipeline.run`.
+
+  Attributes:
+    root: ``DIR/checkpoints``.
+    manifest: the manifest dict.
+    every: write after every this many chunks.
+    writer: whether this process writes (process 0).
+    loaded: stage -> chunks read back from disk.
+    computed: stage -> chunks computed by this process.
+  """
+
+  def __init__(self, root: Path, manifest: dict, *, every: int, writer: bool = True):
+    self.root, self.manifest, self.every, self.writer = Path(root), manifest, every, writer
+    self.loaded, self.computed = {}, {}
+
+  @property
+  def chunk_size(self) -> Optional[int]:
+    """Points per chunk the sweep uses (``None``: all at once), fixed when the run started."""
+    return self.manifest["chunk_size"]
+
+  @classmethod
+  def create(cls, out, config: dict, chunk_size: Optional[int], *, every: int,
+             writer: bool = True) -> "Checkpoints":
+    """Start afresh in ``out``: remove attndyn's old checkpoints there, write the manifest."""
+    root = Path(out) / DIRNAME
+    manifest = {"format": FORMAT, "config_hash": config_hash(config), "chunk_size": chunk_size,
+                **_environment(), "config": config}
+    if writer:
+      root.mkdir(parents=True, exist_ok=True)
+      for old in sorted(root.glob("*/chunk_*.npz")) + sorted(root.glob("*/.chunk_*.tmp")):
+        old.unlink()
+      atomic.write_json(root / MANIFEST, manifest)
+    return cls(root, manifest, every=every, writer=writer)
+
+  @classmethod
+  def resume(cls, out, *, writer: bool = True) -> "Checkpoints":
+    """The checkpoints of ``out``, for ``--resume`` (call :meth:`check` with the config next).
+
+    Raises:
+      ConfigError: ``out`` or its manifest is missing or damaged, or newer than this attndyn.
+    """
+    out = Path(out)
+    if not out.is_dir():
+      raise ConfigError(f"--resume: --out {str(out)!r} does not exist, so there is nothing to "
+                        f"resume; run without --resume.")
+    path = out / DIRNAME / MANIFEST
+    what = repr(str(path))
+    if not path.is_file():
+      raise ConfigError(f"--resume: {str(out)!r} has no checkpoints ({what} is missing), so "
+                        f"there is nothing to resume; run without --resume (add --force if "
+                        f"the directory is not empty).")
+    manifest = _read_json(path, what)
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("format"), int):
+      raise ConfigError(f"{what} has no format number: it was not written by attndyn.")
+    if manifest["format"] > FORMAT:
+      raise ConfigError(f"{what} has format {manifest['format']}, newer than this attndyn "
+                        f"reads (up to {FORMAT}): upgrade attndyn to resume it.")
+    for key in ("config", "config_hash", "chunk_size", "backend", "device_count"):
+      if key not in manifest:
+        raise ConfigError(f"{what} has no {key!r} entry: the file is damaged.")
+    if not isinstance(manifest["config"], dict) or \
+        config_hash(manifest["config"]) != manifest["config_hash"]:
+      raise ConfigError(f"{what}: its config does not match its config_hash: the file was "
+                        f"edited or is damaged.")
+    if writer:  # temporary files of writes a kill interrupted
+      for tmp in sorted((out / DIRNAME).glob("*/.chunk_*.tmp")):
+        tmp.unlink()
+    _verify(out / DIRNAME)
+    return cls(out / DIRNAME, manifest, every=1, writer=writer)
+
+  def check(self, config: dict, every: int) -> None:
+    """Refuse to resume with another config or on another kind of machine.
+
+    Args:
+      config: the config of the resumed run (TOML-shaped dict).
+      every: its ``sweep.checkpoint_every`` (may differ from the first run's).
+
+    Raises:
+      ConfigError: naming every differing field (or the backend/device count).
+    """
+    diff = differences(self.manifest["config"], config)
+    if diff:
+      raise ConfigError(
+          f"--resume: the config differs from the one {str(self.root.parent)!r} was started "
+          f"with: {'; '.join(diff)}. Resume with the same config (`attndyn run --out DIR "
+          f"--resume` alone reuses it), or start afresh in another --out.")
+    env = _environment()
+    for key, value in env.items():
+      if self.manifest[key] != value:
+        raise ConfigError(
+            f"--resume: the checkpoints were written with {key} = {self.manifest[key]!r}, this "
+            f"process has {value!r}: the chunks and their numbers would differ. Resume on the "
+            f"same kind of machine, or start afresh in another --out.")
+    self.every = every
+
+  def _path(self, stage: str, index: int) -> Path:
+    return self.root / stage / f"chunk_{index:05d}.npz"
+
+  def completed(self, stage: str, bounds: list, like: Callable[[], object]) -> list:
+    """The outputs of the leading chunks of ``stage`` already on disk, read back.
+
+    Args:
+      stage: ``gd``, ``reduced`` or ``gradient_flow``.
+      bounds: ``[(start, stop), ...]`` of every chunk.
+      like: returns the output structure of a chunk (``jax.eval_shape`` of it);
+        called only when there is a chunk to read.
+
+    Returns:
+      A list of pytrees of NumPy arrays, one per finished chunk, in order.
+
+    Raises:
+      ConfigError: a chunk file is unreadable or does not match this run.
+    """
+    done = []
+    if not self._path(stage, 0).is_file():
+      self.loaded[stage] = 0
+      return done
+    paths, treedef = jax.tree_util.tree_flatten_with_path(like())
+    names = [leaf_name(p) for p, _ in paths]
+    for index, (start, stop) in enumerate(bounds):
+      path = self._path(stage, index)
+      if not path.is_file():
+        break
+      arrays = npz.read(path, what=f"checkpoint {str(path)!r}")
+      problem = self._mismatch(arrays, names, [leaf for _, leaf in paths], start, stop)
+      if problem:
+        raise ConfigError(f"checkpoint {str(path)!r} does not match this run ({problem}). "
+                          f"Delete {str(self.root / stage)!r} to recompute that stage, or start "
+                          f"afresh in another --out.")
+      done.append(jax.tree_util.tree_unflatten(treedef, [arrays[n] for n in names]))
+    self.loaded[stage] = len(done)
+    return done
+
+  @staticmethod
+  def _mismatch(arrays: dict, names: list, leaves: list, start: int, stop: int) -> str:
+    bounds = arrays.get(_BOUNDS)
+    if bounds is None or bounds.tolist() != [start, stop]:
+      return f"it holds sweep points {None if bounds is None else bounds.tolist()}, " \
+             f"expected [{start}, {stop}]"
+    if set(arrays) - {_BOUNDS} != set(names):
+      return f"its arrays are {sorted(set(arrays) - {_BOUNDS})}, expected {sorted(names)}"
+    for name, leaf in zip(names, leaves):
+      want = ((stop - start,) + tuple(leaf.shape[1:]), np.dtype(leaf.dtype))
+      have = (arrays[name].shape, arrays[name].dtype)
+      if have != want:
+        return f"{name} has shape {have[0]} and dtype {have[1]}, expected {want[0]} {want[1]}"
+    return ""
+
+  def saver(self, stage: str, bounds: list) -> "Saver":
+    """An ``on_chunk``-style callback that writes each finished chunk of ``stage``."""
+    return Saver(self, stage, bounds)
+
+  def write(self, stage: str, index: int, bounds: tuple, out) -> None:
+    """Write chunk ``index`` (points ``bounds``) of ``stage`` atomically (writer only)."""
+    if not self.writer:
+      return
+    paths, _ = jax.tree_util.tree_flatten_with_path(out)
+    arrays = {leaf_name(p): np.asarray(leaf) for p, leaf in paths}
+    arrays[_BOUNDS] = np.asarray(bounds, np.int64)
+    path = self._path(stage, index)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write(path, lambda tmp: npz.write(tmp, arrays))
+
+
+class Saver:
+  """Buffers finished chunks and writes them every ``store.every`` chunks (and at the end).
+
+  Call it as ``saver(done, out)`` after each chunk (``done``: points finished so
+  far) and :meth:`flush` when the stage ends, normally or not.
+  """
+
+  def __init__(self, store: Checkpoints, stage: str, bounds: list):
+    self.store, self.stage, self.bounds = store, stage, bounds
+    self._index = {stop: i for i, (_, stop) in enumerate(bounds)}
+    self.pending = []
+
+  def __call__(self, done: int, out) -> None:
+    index = self._index[done]
+    self.store.computed[self.stage] = self.store.computed.get(self.stage, 0) + 1
+    if self.store.every <= 0:
+      return
+    self.pending.append((index, out))
+    if len(self.pending) >= self.store.every or index == len(self.bounds) - 1:
+      self.flush()
+
+  def flush(self) -> None:
+    """Write every buffered chunk."""
+    while self.pending:
+      index, out = self.pending.pop(0)
+      self.store.write(self.stage, index, self.bounds[index], out)

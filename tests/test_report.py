@@ -1,0 +1,39 @@
+"""``attndyn report DIR``: report.md and the figures from a results directory, and one-line
+errors for a missing or damaged one."""
+import shutil
+
+import pytest
+
+from attndyn import cli
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_writes_markdown_and_figures(results_dir, tmp_path, capsys):
+  out = tmp_path / "report"
+  assert cli.main(["report", str(results_dir[0]), "--out", str(out), "--no-progress"]) == 0
+  printed = capsys.readouterr().out
+  text = (out / "report.md").read_text()
+  assert text.startswith("# attndyn report: Attn-TC")
+  assert "| Attn-TC | 4 | 2 | " in text                           # runs, diverged
+  assert "| 2 | 0 | 0 | 1e+06 | diverged at step 4 | - | - |" in text      # the run table
+  assert "- run 3 (seed=1, data_seed=0, train.lr=1e+06) at step " in text
+  assert "No ODE was run" in text and "![loss.png](loss.png)" in text
+  for name in ("sen.png", "dynamics.png", "loss.png", "invariant.png"):
+    assert (out / name).read_bytes()[:8] == PNG
+  assert "diverged: run 2" in printed and "report.md" in printed
+
+
+@pytest.mark.parametrize("damage,expected", [
+    (lambda d: shutil.rmtree(d), "does not exist"),
+    (lambda d: (d / "summary.json").write_text("{"), "is not valid JSON"),
+    (lambda d: (d / "trajectories.npz").write_bytes(b"PK\x03\x04 cut"), "truncated or corrupt"),
+])
+def test_report_on_a_missing_or_damaged_dir_is_one_line(damage, expected, results_dir, tmp_path,
+                                                        capsys):
+  copy = tmp_path / "copy"
+  shutil.copytree(results_dir[0], copy, ignore=shutil.ignore_patterns("*.png", "checkpoints"))
+  damage(copy)
+  assert cli.main(["report", str(copy), "--no-progress"]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith("attndyn: error: ") and err.count("\n") == 1 and expected in err, err

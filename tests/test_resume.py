@@ -1,0 +1,142 @@
+"""Kill-and-resume: a sweep killed (SIGKILL) mid-run and resumed ends bit-identical to an
+uninterrupted one; a resume with another config, or without checkpoints, is refused."""
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attndyn import checkpoint, cli
+
+# GD only, 3 seeds in chunks of 1: three chunks, a checkpoint after each.
+ARGS = ["run", "--preset", "quick", "--no-progress", "--chunk-size", "1"] + [
+    arg for item in ("task.vocab_size=12", "task.n_nontopic=3", "task.n_train=16",
+                     "task.n_test=8", "model.embed_dim=4", "model.key_dim=4",
+                     "model.embed_std=0.1", "train.lr=0.5", "train.steps=40",
+                     "train.record_every=10", "ode.kind=none", "sweep.seeds=3")
+    for arg in ("--set", item)]
+
+# The CLI, except that it stops (sleeps) right after writing gd's first checkpoint, so that
+# the kill below lands mid-sweep however fast the chunks are.
+_STALL = """
+import sys, time
+from attndyn import checkpoint, cli
+write = checkpoint.Checkpoints.write
+def stalling(self, stage, index, bounds, out):
+  write(self, stage, index, bounds, out)
+  print("checkpointed", stage, index, flush=True)
+  time.sleep(3600)
+checkpoint.Checkpoints.write = stalling
+sys.exit(cli.main(sys.argv[1:]))
+"""
+OUTPUTS = ("summary.json", "trajectories.npz")
+
+
+def _attndyn(*args):
+  return [str(Path(sys.executable).with_name("attndyn")), *args]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  """A run killed mid-sweep, then side by side its resume and an uninterrupted run."""
+  root = tmp_path_factory.mktemp("resume")
+  whole, killed = root / "whole", root / "killed"
+  # JAX's persistent compilation cache: the killed run compiles, and the two runs after it
+  # load the same executables instead of compiling them again (CI has 2 cores).
+  env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_COMPILATION_CACHE_DIR": str(root / "cache"),
+         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+         "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"}
+  stall = subprocess.Popen([sys.executable, "-c", _STALL, *ARGS, "--out", str(killed)],
+                           env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+  plain = None
+  try:
+    line = stall.stdout.readline()                  # blocks until the first checkpoint
+    assert line.strip() == "checkpointed gd 0", (line, stall.stderr.read())
+    stall.send_signal(signal.SIGKILL)
+    stall.wait(timeout=60)
+    state = sorted(p.relative_to(killed).as_posix() for p in killed.rglob("*") if p.is_file())
+    plain = subprocess.Popen(_attndyn(*ARGS, "--out", str(whole)), env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    resumed = subprocess.run(_attndyn("run", "--out", str(killed), "--resume", "--no-progress"),
+                             env=env, text=True, capture_output=True, timeout=600)
+    _, stderr = plain.communicate(timeout=600)
+  finally:
+    for proc in (plain, stall):
+      if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+  assert plain.returncode == 0, stderr
+  return whole, killed, state, resumed
+
+
+def test_a_killed_run_leaves_only_whole_checkpoints(runs):
+  _, _, state, _ = runs
+  assert "checkpoints/gd/chunk_00000.npz" in state
+  assert "checkpoints/gd/chunk_00001.npz" not in state
+  assert "summary.json" not in state and "trajectories.npz" not in state
+  assert not [name for name in state if name.endswith(".tmp")]
+
+
+def test_resume_finishes_bit_identical_to_an_uninterrupted_run(runs):
+  whole, killed, _, resumed = runs
+  assert resumed.returncode == 0, resumed.stderr
+  for name in OUTPUTS:
+    assert (killed / name).read_bytes() == (whole / name).read_bytes(), name
+  info = json.loads((killed / "run_info.json").read_text())
+  assert info["resumed"] is True
+  assert info["chunks"] == {"chunk_size": 1, "loaded": {"gd": 1}, "computed": {"gd": 2}}
+
+
+def test_resume_with_another_config_is_refused_naming_the_fields(runs, capsys):
+  _, killed, _, _ = runs
+  before = (killed / "summary.json").read_bytes()
+  code = cli.main([*ARGS, "--set", "train.lr=0.25", "--set", "sweep.seeds=2", "--out",
+                   str(killed), "--resume"])
+  err = capsys.readouterr().err
+  assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+  assert "train.lr = 0.5 in the checkpoints, 0.25 now" in err
+  assert "sweep.seeds = [0, 1, 2] in the checkpoints, [0, 1] now" in err
+  assert (killed / "summary.json").read_bytes() == before
+
+
+def test_checkpoint_every_may_change_on_resume():
+  old = {"sweep": {"seeds": [0], "checkpoint_every": 1}, "train": {"lr": 0.1}}
+  new = {"sweep": {"seeds": [0], "checkpoint_every": 5}, "train": {"lr": 0.1}}
+  assert checkpoint.differences(old, new) == []
+  assert checkpoint.config_hash(old) == checkpoint.config_hash(new)
+
+
+@pytest.mark.parametrize("setup,expected", [
+    (lambda d: None, "does not exist, so there is nothing to resume"),
+    (lambda d: d.mkdir(), "has no checkpoints"),
+    (lambda d: (d / "checkpoints").mkdir(parents=True)
+     or (d / "checkpoints" / "manifest.json").write_text('{"format": 1, "config": '),
+     "manifest.json' line 1 column 25 is not valid JSON"),
+    (lambda d: (d / "checkpoints").mkdir(parents=True)
+     or (d / "checkpoints" / "manifest.json").write_text('{"format": 99}'),
+     "has format 99, newer than this attndyn reads"),
+])
+def test_resume_without_usable_checkpoints_is_one_line_error(setup, expected, tmp_path, capsys):
+  out = tmp_path / "out"
+  setup(out)
+  code = cli.main(["run", "--out", str(out), "--resume"])
+  err = capsys.readouterr().err
+  assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+  assert expected in err, err
+
+
+def test_a_damaged_checkpoint_is_named_on_resume(runs, tmp_path, capsys):
+  _, killed, _, _ = runs
+  copy = tmp_path / "copy"
+  (copy / "checkpoints" / "gd").mkdir(parents=True)
+  for name in ("checkpoints/manifest.json", "checkpoints/gd/chunk_00000.npz"):
+    (copy / name).write_bytes((killed / name).read_bytes())
+  chunk = copy / "checkpoints" / "gd" / "chunk_00000.npz"
+  chunk.write_bytes(chunk.read_bytes()[:200])          # truncated
+  code = cli.main(["run", "--out", str(copy), "--resume", "--no-progress"])
+  err = capsys.readouterr().err
+  assert code == 2 and err.count("\n") == 1
+  assert "chunk_00000.npz" in err and "truncated or corrupt" in err
