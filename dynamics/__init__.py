@@ -2,6 +2,7 @@
 from dynamics.optimizers import OPTIMIZERS as OPTIMIZERS
 from dynamics.optimizers import base_optimizer as base_optimizer
 from dynamics.optimizers import masked_optimizer as masked_optimizer
+from dynamics.sweep import chunk_bounds as chunk_bounds
 from dynamics.sweep import run_sweep as run_sweep
 from dynamics.sweep import sweep_mesh as sweep_mesh
 from dynamics.train import TrainConfig as TrainConfig
@@ -12,3 +13,7 @@ from dynamics.gradient_flow import gradient_flow as gradient_flow
 from dynamics.reduced_ode import reduced_sen_ode as reduced_sen_ode
 from dynamics.early_stopping import EarlyStopped as EarlyStopped
 from dynamics.early_stopping import make_train_early_stopping as make_train_early_stopping
+from dynamics.fast_lu import FastPathCheck as FastPathCheck
+from dynamics.fast_lu import fast_path_applies as fast_path_applies
+from dynamics.fast_lu import make_fast_sweep_train as make_fast_sweep_train
+from dynamics.fast_lu import make_fast_train as make_fast_train

@@ -1,0 +1,10 @@
+"""``attndyn reproduce PAPER``: rerun a paper's experiments and write a replication table.
+
+Layout: :mod:`attndyn.reproduce.runner` orchestrates (settings, overrides,
+per-experiment results, timing), :mod:`attndyn.reproduce.report` writes
+``replication.md`` / ``replication.json``, and each paper is a subpackage
+holding one experiment per file (settings as data plus a small ``run``
+function that calls :mod:`tasks`, :mod:`models`, :mod:`dynamics` and
+:mod:`analysis`): :mod:`attndyn.reproduce.lu2021`.
+"""
+PAPERS = {"lu2021": "attndyn.reproduce.lu2021"}

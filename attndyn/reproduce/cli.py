@@ -1,0 +1,75 @@
+"""The ``attndyn reproduce`` subcommand: argument parsing and the run → report sequence."""
+import argparse
+import time
+from pathlib import Path
+
+from tasks.errors import ConfigError
+
+EPILOG = """examples:
+  attndyn reproduce lu2021 --out results/lu2021-quick --quick
+  attndyn reproduce lu2021 --out results/lu2021
+  attndyn reproduce lu2021 --out results/lu2021 --only sst,purity --force
+  attndyn reproduce lu2021 --out results/tiny --quick --set synthetic.steps=100 --set sst.seeds=1
+  attndyn reproduce lu2021 --out results/lu2021 --report-only
+
+Every experiment writes DIR/experiments/NAME.json as soon as it finishes;
+replication.md and replication.json are rebuilt from all of them at the end,
+so experiments run separately (--only ... --force) merge into one table.
+--set NAME.key=value changes one setting of experiment NAME (a TOML value;
+nested keys with dots, e.g. --set synthetic.task.vocab_size=500).
+"""
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+  """Register ``reproduce`` on the main parser's subparsers."""
+  p = sub.add_parser("reproduce", help="rerun a paper's experiments; write replication.md/json",
+                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+                     description="Run every experiment of a paper (seeds vmapped), write each "
+                                 "figure as PNG and a replication table with pass/fail per claim.")
+  p.add_argument("paper", metavar="PAPER", help="which paper: lu2021")
+  p.add_argument("--out", required=True, metavar="DIR", help="output directory (new or empty)")
+  p.add_argument("--quick", action="store_true",
+                 help="fewer seeds and epochs: minutes on 2 CPU cores (rows the budget cannot "
+                      "reach are marked 'quick: not comparable')")
+  p.add_argument("--only", metavar="A,B", help="run only these experiments, in this order")
+  p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME.KEY=VALUE",
+                 help="change one experiment setting (repeatable)")
+  p.add_argument("--force", action="store_true",
+                 help="write into a non-empty DIR (replaces only attndyn's own files)")
+  p.add_argument("--report-only", action="store_true",
+                 help="run nothing; rebuild replication.md/json from DIR/experiments/*.json")
+  p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+  return p
+
+
+def main(args) -> int:
+  """Run ``attndyn reproduce``; returns the exit code (1 if an experiment failed to run)."""
+  from attndyn import outputs
+  from attndyn.reproduce import report, runner
+  runner.paper_module(args.paper)
+  only = [s.strip() for s in args.only.split(",") if s.strip()] if args.only else None
+  out = Path(args.out)
+  command = ["attndyn"] + list(getattr(args, "argv", []) or [])
+  if args.report_only:
+    if not (out / runner.EXPERIMENTS_DIR).is_dir():
+      raise ConfigError(f"--report-only: {str(out)!r} has no {runner.EXPERIMENTS_DIR}/ folder to "
+                        "build the report from.")
+    docs = []
+  else:
+    runner.check_items(args.paper, args.overrides, quick=args.quick)
+    runner.select(args.paper, only)
+    outputs.prepare_out_dir(out, force=args.force)
+    start = time.perf_counter()
+    docs = runner.run(args.paper, out, quick=args.quick, only=only, items=args.overrides,
+                      verbose=not args.quiet)
+    if not args.quiet:
+      print(f"[reproduce] all experiments done in {time.perf_counter() - start:.0f} s",
+            flush=True)
+  doc = report.write(args.paper, out, command=command, environment=outputs.environment())
+  c = doc["counts"]
+  print(f"wrote {out}/{report.MARKDOWN} and {report.JSON}: {c['pass']} pass, {c['fail']} fail, "
+        f"{c['quick']} quick (not comparable), {c['info']} info")
+  failed = [d["name"] for d in docs if d.get("error")]
+  for name in failed:
+    print(f"attndyn: error: experiment {name} failed to run; see its entry in {report.MARKDOWN}.")
+  return 1 if failed else 0

@@ -1,0 +1,69 @@
+"""Settings and small helpers shared by the Lu et al. (2021) experiments.
+
+The synthetic setting is Section 5.1's text (the ``lu2021-text-*`` presets):
+J = 4 topics × 2 topic words, M = 5000 non-topic words, m = 20 per sentence,
+800 / 200 sentences, d = d' = 15, embeddings N(0, σ²/d = 1e-6), keys 0 (every
+score starts at 0), a fixed query of unit norm, FC's U with orthonormal
+columns, full-batch gradient descent with lr 0.1.
+"""
+from typing import Callable, Dict
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import analysis
+import dynamics
+import models
+import tasks
+from models.lu_linear import apply_linear
+
+TEXT_TASK = {"n_topics": 4, "words_per_topic": 2, "vocab_size": 5000, "n_nontopic": 20,
+             "n_train": 800, "n_test": 200}
+TEXT_MODEL = {"embed_dim": 15, "key_dim": 15, "embed_std": 1e-3, "key_std": 0.0,
+              "query_std": 1.0, "query_norm": 1.0, "hidden_dim": 10}
+NAMES = {"fc": "Attn-FC", "tc": "Attn-TC", "tl": "Attn-TL"}
+
+
+_DATA = {}
+
+
+def topic_data(task: Dict, data_seed: int = 0):
+  """``(TopicTaskConfig, TopicDataset)`` of a task dict (generated once per process)."""
+  cfg = tasks.TopicTaskConfig(**task)
+  if (cfg, data_seed) not in _DATA:
+    _DATA[cfg, data_seed] = jax.jit(tasks.make_topic_dataset, static_argnums=1)(
+        jax.random.PRNGKey(data_seed), cfg)
+  return cfg, _DATA[cfg, data_seed]
+
+
+def lu_config(task_cfg: tasks.TopicTaskConfig, classifier: str, model: Dict,
+              **extra) -> models.LuModelConfig:
+  """The Lu model for a topic task (vocabulary and classes from the task)."""
+  fields = {**model, **extra}
+  return models.LuModelConfig(n_words=task_cfg.n_words, n_classes=task_cfg.n_topics,
+                              classifier=classifier, **fields)
+
+
+def apply_for(cfg: models.LuModelConfig) -> Callable:
+  """The forward pass: projected through U for the linear classifiers (exact), else the plain one."""
+  return apply_linear if cfg.classifier in ("fc", "tc") else models.lu.apply
+
+
+def seeds(n: int) -> np.ndarray:
+  """``[n]`` uint32 init seeds ``0..n-1`` (the sweep input)."""
+  return np.arange(int(n), dtype=np.uint32)
+
+
+def word_values(params: dict) -> Dict[str, jax.Array]:
+  """``{"score": [V], "norm": [V]}``: every word's score and embedding norm ``‖q‖‖ν_w‖``."""
+  return {"score": models.word_scores(params), "norm": analysis.embedding_norms(params)}
+
+
+def host(tree):
+  """NumPy copies of every leaf."""
+  return jax.tree.map(np.asarray, tree)
+
+
+def as_float(x) -> float:
+  return float(np.asarray(x))

@@ -1,0 +1,164 @@
+"""Section 5.2: topic purity, the competition of *best* and *powerful* (Fig 5), Figs 6-7.
+
+Reuses the SST-2 runs (masked padding) of :mod:`attndyn.reproduce.lu2021.sst`
+when they are in the run's cache, else trains them with the same settings.
+The attended word of every training sentence (its word of largest score) is
+recorded along training; Figs 6-7 average its topic purity
+``δ(w) = |δ⁺(w) − δ⁻(w)|`` and occurrence count over all sentences (Fig 7) and
+over the sentences containing each of the five top-scored words (Fig 6).
+"""
+import jax.numpy as jnp
+import numpy as np
+
+from analysis import lu2021_figures as figs
+from analysis import purity as pur
+from analysis import replication as rep
+from analysis import sst_words
+from analysis.sen import sen_norm
+from attndyn.reproduce import runner
+from attndyn.reproduce.lu2021 import sst
+from attndyn.reproduce.runner import Outcome
+from tasks.sst import word_class_counts
+
+NAME = "purity"
+TITLE = "Section 5.2: topic purity; best vs powerful (Fig 5); purity of attended words (Figs 6-7)"
+FULL = {"dataset": "sst2", "padding": "masked", "variants": ["fc", "tc"], "frequent": "best",
+        "pure": "powerful", "top_k": 5,
+        "paper_counts": {"best": [128, 103], "powerful": [36, 36]}}
+QUICK = dict(FULL)
+
+
+def purity_curves(run: dict, idx, purity, occurrence, words_per_point) -> dict:
+  """Figs 6-7 along training for the points ``idx``: ``{all_purity, all_occ, word_purity, word_occ}``.
+
+  ``all_*`` are ``[R, T]`` (over all training sentences); ``word_*`` are ``[R, T]``
+  averaged over the given words of each point (Fig 6's top-5 words).
+  """
+  batch = run["batches"]["train"]
+  out = {"all_purity": [], "all_occ": [], "word_purity": [], "word_occ": []}
+  for p, words in zip(idx, words_per_point):
+    rows = [pur.attended_purity_stats(jnp.asarray(att), batch, purity, occurrence,
+                                      jnp.asarray(words))
+            for att in run["obs"]["attended"][p]]
+    out["all_purity"].append([float(r.purity) for r in rows])
+    out["all_occ"].append([float(r.occurrence) for r in rows])
+    out["word_purity"].append([float(np.nanmean(np.asarray(r.word_purity))) for r in rows])
+    out["word_occ"].append([float(np.nanmean(np.asarray(r.word_occurrence))) for r in rows])
+  return {k: np.asarray(v) for k, v in out.items()}
+
+
+def run(ctx, s) -> Outcome:
+  sst_module = runner.select("lu2021", ["sst"])[0]
+  sst_s = runner.settings_for(sst_module, quick=ctx.quick, items=ctx.items)
+  sst_s = {**sst_s, "variants": list(dict.fromkeys(sst_s["variants"] + s["variants"]))}
+  r = sst.train_config(ctx, sst_s, s["dataset"], s["padding"])
+  data, batch = r["data"], r["batches"]["train"]
+  if s["dataset"] != "sst2":
+    raise ValueError("topic purity is defined on SST-2 (two classes)")
+  cls_counts = np.asarray(word_class_counts(batch, data.n_words, 2))
+  purity = pur.topic_purity(cls_counts)
+  occurrence = pur.occurrence_counts(cls_counts)
+  steps = r["steps"]
+  q = ctx.quick
+  claims, notes, figures = [], [], []
+  fw, pw = data.word_id(s["frequent"]), data.word_id(s["pure"])
+  for w, wid in ((s["frequent"], fw), (s["pure"], pw)):
+    n_sent, n_pos = s["paper_counts"][w]
+    ours = cls_counts[wid]
+    claims.append(rep.claim(
+        f"{NAME}.counts.{w}", f"'{w}': training sentences containing it / positive ones",
+        paper=f"{n_sent} / {n_pos}", ours=rep.mean_ci([float(ours.sum() == n_sent and ours[1] == n_pos)]),
+        tolerance=rep.Tolerance("all_true", text="both counts equal"), figure="Fig 5",
+        note=f"ours {int(ours.sum())} / {int(ours[1])}, purity δ = {float(purity[wid]):.3f}"))
+  m_word = sst_words.mean_sentence_length(batch, data.n_words) - 1
+  shared = sst_words.shared_sentence(batch, fw, pw)
+  fig5_panels, fig6, fig7 = [], [], []
+  for v in s["variants"]:
+    idx = sst._sel(r, v)
+    label = sst.LABELS[v]
+    sc, nm = r["obs"]["score"], r["obs"]["norm"]
+    comp = [sst_words.competition(steps, sc[p, :, fw], sc[p, :, pw], r["best_step"][p]) for p in idx]
+    ok = [c["frequent_leads_early"] and c["pure_leads_at_end"] and c["frequent_falls_from_peak"]
+          for c in comp]
+    claims.append(rep.claim(
+        f"{NAME}.{v}.competition", f"{label}: '{s['frequent']}' (frequent, δ = "
+        f"{float(purity[fw]):.2f}) leads '{s['pure']}' (rare, δ = {float(purity[pw]):.2f}) early, "
+        f"'{s['pure']}' leads at the best epoch, and '{s['frequent']}''s score falls from its peak",
+        paper="best rises first, then drops; powerful overtakes (Fig 5)", ours=rep.mean_ci(ok),
+        tolerance=rep.Tolerance("all_true"), figure="Fig 5", comparable=False, quick=q,
+        note="per seed: " + "; ".join(
+            f"early lead {c['frequent_leads_early']}, pure at end {c['pure_leads_at_end']}, "
+            f"falls {c['frequent_falls_from_peak']}, overtake epoch {c['overtake_step']:g}"
+            for c in comp)))
+    top = [sst_words.top_words(r["final_score"][p], s["top_k"], exclude=[0]) for p in idx]
+    curves = purity_curves(r, idx, purity, occurrence, top)
+    early, last = 1, -1
+    rises = (curves["all_purity"][:, last] > curves["all_purity"][:, early]) & (
+        curves["all_occ"][:, last] < curves["all_occ"][:, early])
+    rises6 = (curves["word_purity"][:, last] > curves["word_purity"][:, early]) & (
+        curves["word_occ"][:, last] < curves["word_occ"][:, early])
+    above = curves["word_purity"][:, last] > curves["all_purity"][:, last]
+    claims += [
+        rep.claim(f"{NAME}.{v}.fig7_trend", f"{label}, all training sentences: the attended "
+                  f"words' mean purity rises and their mean occurrence falls (epoch {steps[early]} "
+                  "→ end)", paper="purity ↑, occurrence ↓ (Fig 7)", ours=rep.mean_ci(rises),
+                  tolerance=rep.Tolerance("all_true"), figure="Fig 7", comparable=False, quick=q,
+                  note=f"purity {curves['all_purity'][:, early].mean():.3f} → "
+                       f"{curves['all_purity'][:, last].mean():.3f}, occurrence "
+                       f"{curves['all_occ'][:, early].mean():.0f} → {curves['all_occ'][:, last].mean():.0f}"),
+        rep.claim(f"{NAME}.{v}.fig6_trend", f"{label}, sentences containing a top-{s['top_k']} "
+                  "word: the same trend", paper="purity ↑ to ≈ 1, occurrence ↓ (Fig 6)",
+                  ours=rep.mean_ci(rises6), tolerance=rep.Tolerance("all_true"), figure="Fig 6",
+                  comparable=False, quick=q,
+                  note=f"purity {curves['word_purity'][:, early].mean():.3f} → "
+                       f"{curves['word_purity'][:, last].mean():.3f}"),
+        rep.claim(f"{NAME}.{v}.fig6_above_fig7", f"{label}: final purity of the attended words "
+                  f"higher for top-{s['top_k']}-word sentences (Fig 6) than for all (Fig 7)",
+                  paper="Fig 7's purity ends lower than Fig 6's", ours=rep.mean_ci(above),
+                  tolerance=rep.Tolerance("all_true"), figure="Figs 6-7", comparable=False,
+                  quick=q),
+    ]
+    fig6.append({"title": f"{label}: sentences with a top-{s['top_k']} word", "x": steps,
+                 "left": ("mean purity δ", curves["word_purity"]),
+                 "right": ("mean occurrence", curves["word_occ"])})
+    fig7.append({"title": f"{label}: all training sentences", "x": steps,
+                 "left": ("mean purity δ", curves["all_purity"]),
+                 "right": ("mean occurrence", curves["all_occ"])})
+    p0 = idx[0]
+    panels = []
+    for w, wid in ((s["pure"], pw), (s["frequent"], fw)):
+      grid = np.linspace(min(0.0, sc[p0, :, wid].min()), max(sc[p0, :, wid].max(), 1e-3), 100)
+      panels.append({"title": f"{label}: SEN of '{w}'", "xlabel": "score", "ylabel": "‖v‖",
+                     "curves": [("empirical", sc[p0, :, wid], nm[p0, :, wid][None])],
+                     "theory": (grid, np.asarray(sen_norm(grid, m_word[wid])),
+                                f"Eq (10), m = {m_word[wid]:.1f}")})
+    panels.append({"title": f"{label}: score", "ylabel": "score",
+                   "curves": [(w, steps, sc[p0, :, wid][None]) for w, wid in
+                              ((s["frequent"], fw), (s["pure"], pw))]})
+    panels.append({"title": f"{label}: ‖v‖", "ylabel": "‖v‖",
+                   "curves": [(w, steps, nm[p0, :, wid][None]) for w, wid in
+                              ((s["frequent"], fw), (s["pure"], pw))]})
+    if shared is not None:
+      toks = np.asarray(batch.tokens[shared])[np.asarray(batch.mask[shared])]
+      distinct, cols = np.unique(toks, return_inverse=True)
+      weights = sst_words.sentence_weights(sc[p0][:, distinct], cols)
+      pick = lambda wid: weights[:, int(np.flatnonzero(toks == wid)[0])][None]
+      panels.append({"title": f"{label}: weights in sentence {shared}", "ylabel": "attention",
+                     "curves": [(w, steps, pick(wid)) for w, wid in
+                                ((s["frequent"], fw), (s["pure"], pw))]})
+    fig5_panels += panels
+  if shared is not None:
+    toks = np.asarray(batch.tokens[shared])[np.asarray(batch.mask[shared])]
+    notes.append(f"Shared sentence {shared}: \"{' '.join(data.vocab[t] for t in toks)}\".")
+  figs.curve_panels(fig5_panels, ctx.path("fig5_best_powerful.png"), ncols=len(fig5_panels) // max(
+      len(s["variants"]), 1), title=f"Fig 5: '{s['frequent']}' vs '{s['pure']}' on SST-2 (seed 0)")
+  figs.twin_panels(fig6, ctx.path("fig6_purity_top5.png"), title="Fig 6: purity (red) and "
+                   f"occurrence (blue) of attended words, sentences with a top-{s['top_k']} word")
+  figs.twin_panels(fig7, ctx.path("fig7_purity_all.png"), title="Fig 7: purity (red) and "
+                   "occurrence (blue) of attended words, all training sentences")
+  figures += ["fig5_best_powerful.png", "fig6_purity_top5.png", "fig7_purity_all.png"]
+  notes.append("Runs: the sst experiment's SST-2 masked runs (same settings); attended word = the "
+               "largest score in the sentence, ties broken at random; 'early' is the first "
+               f"recorded epoch after 0 ({steps[1]}), 'end' the last record (the best dev-loss "
+               "parameters once a seed has stopped).")
+  return Outcome(claims, figures, {"notes": notes})

@@ -1,0 +1,161 @@
+"""``replication.md`` and ``replication.json``: one row per claim, from ``DIR/experiments/*.json``.
+
+Columns: the claim, its figure or equation, the paper's number, ours (mean ±
+95% CI over seeds, and n), the tolerance it is judged by, and the result:
+``pass``, ``FAIL``, ``info`` (reported, not judged) or ``quick`` (the quick
+mode's budget cannot reach the paper's regime; the verdict the numbers would
+get is shown next to it).
+"""
+import datetime
+import json
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from attndyn.reproduce import runner
+
+MARKDOWN, JSON = "replication.md", "replication.json"
+COLUMNS = ("id", "claim", "figure", "paper", "ours (mean ± 95% CI, n)", "tolerance", "result")
+_TITLES = {"lu2021": 'Lu, Mao & Nayak (ICLR 2021), "On the Dynamics of Training Attention Models"'}
+
+
+def collect(paper: str, out: Path) -> List[dict]:
+  """The experiment documents present in ``out/experiments``, in the paper's order."""
+  folder = Path(out) / runner.EXPERIMENTS_DIR
+  order = {m.NAME: i for i, m in enumerate(runner.experiment_modules(paper))}
+  docs = []
+  for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+    with open(path, encoding="utf-8") as f:
+      doc = json.load(f)
+    if doc.get("name") in order:
+      docs.append(doc)
+  return sorted(docs, key=lambda d: order[d["name"]])
+
+
+def _num(x, unit: str = "") -> str:
+  if x is None:
+    return "–"
+  if unit == "%":
+    return f"{x:.2f}"
+  if x != 0 and (abs(x) >= 1e4 or abs(x) < 1e-3):
+    return f"{x:.2e}"
+  return f"{x:.4g}"
+
+
+def format_ours(row: dict) -> str:
+  """``mean ± ci (n=…)``; ``k/n seeds`` for an all-true claim."""
+  ours, unit = row["ours"], row.get("unit", "")
+  n = ours.get("n", 0)
+  if n == 0:
+    return "no value"
+  if row["tolerance"]["kind"] == "all_true":
+    k = sum(1 for v in ours["values"] if v == 1.0)
+    return f"{k}/{n} runs"
+  text = _num(ours["mean"], unit)
+  if ours.get("ci95") is not None:
+    text += f" ± {_num(ours['ci95'], unit)}"
+  return f"{text}{' %' if unit == '%' else ''} (n={n})"
+
+
+def format_paper(row: dict) -> str:
+  paper = row["paper"]
+  if isinstance(paper, (int, float)) and not isinstance(paper, bool):
+    return f"{_num(paper, row.get('unit', ''))}{' %' if row.get('unit') == '%' else ''}"
+  return str(paper)
+
+
+def format_result(row: dict) -> str:
+  status = row["status"]
+  if status == "quick":
+    return f"quick: not comparable (would {row['would_be']})"
+  return {"pass": "pass", "fail": "**FAIL**", "info": "info"}.get(status, status)
+
+
+def _cell(text) -> str:
+  return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def counts(rows: Sequence[dict]) -> dict:
+  out = {"pass": 0, "fail": 0, "quick": 0, "info": 0}
+  for row in rows:
+    out[row["status"]] = out.get(row["status"], 0) + 1
+  return out
+
+
+def build(paper: str, out: Path, *, command: Optional[Sequence[str]] = None,
+          environment: Optional[dict] = None) -> dict:
+  """The replication.json document from the experiment files in ``out``."""
+  docs = collect(paper, out)
+  rows = [dict(row, experiment=d["name"]) for d in docs for row in d["claims"]]
+  modes = sorted({d["mode"] for d in docs})
+  return {
+      "paper": paper,
+      "title": _TITLES.get(paper, paper),
+      "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+      "command": list(command) if command else None,
+      "modes": modes,
+      "environment": environment,
+      "columns": list(COLUMNS),
+      "counts": counts(rows),
+      "claims": rows,
+      "experiments": [{k: d.get(k) for k in ("name", "title", "mode", "partial", "seconds",
+                                             "finished", "error", "figures", "settings",
+                                             "details")}
+                      for d in docs],
+  }
+
+
+def markdown(doc: dict) -> str:
+  """The replication.md text of a replication.json document."""
+  c = doc["counts"]
+  lines = [f"# Replication: {doc['title']}", ""]
+  if doc.get("command"):
+    lines += [f"Command: `{' '.join(doc['command'])}`", ""]
+  modes = ", ".join(doc["modes"]) or "none"
+  lines += [f"Mode: {modes}. " + (
+      "Quick mode uses fewer seeds, epochs and smaller sizes so that it finishes in minutes on "
+      "two CPU cores; rows whose paper regime that budget cannot reach are marked "
+      "`quick: not comparable` (with the verdict their numbers would get), and the full mode "
+      "(`attndyn reproduce lu2021 --out DIR` without `--quick`) is the real reproduction."
+      if "quick" in doc["modes"] else "Full mode: the paper's sizes, seeds and epochs."), ""]
+  env = doc.get("environment") or {}
+  if env:
+    versions = env.get("versions", {})
+    lines += [f"Environment: JAX {versions.get('jax')} on {env.get('backend')} "
+              f"({', '.join(env.get('devices', []))}), Python {versions.get('python')}.", ""]
+  lines += [f"**{c.get('pass', 0)} pass, {c.get('fail', 0)} fail, {c.get('quick', 0)} quick "
+            f"(not comparable), {c.get('info', 0)} info.** Ours is the mean over seeds (runs) "
+            f"± the 95% Student-t confidence half-width, with n the number of seeds.", ""]
+  lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+  for row in doc["claims"]:
+    text = row["text"] + (f" — {row['note']}" if row.get("note") else "")
+    cells = [row["id"], text, row.get("figure") or "", format_paper(row), format_ours(row),
+             row["tolerance"]["text"], format_result(row)]
+    lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
+  lines.append("")
+  for exp in doc["experiments"]:
+    seconds = exp.get("seconds")
+    lines += [f"## {exp['name']}: {exp['title']}", "",
+              f"Mode {exp['mode']}, {seconds:.0f} s." if seconds is not None else f"Mode {exp['mode']}."]
+    if exp.get("partial"):
+      lines += ["", "**Unfinished:** this experiment was still running when its results so far "
+                "were saved; its remaining claims are missing."]
+    if exp.get("error"):
+      lines += ["", f"**Error:** `{exp['error']}` (its claims are missing)."]
+    notes = (exp.get("details") or {}).get("notes", [])
+    if notes:
+      lines += [""] + [f"- {n}" for n in notes]
+    if exp.get("figures"):
+      lines += [""] + [f"![{f}]({f})" for f in exp["figures"]]
+    lines.append("")
+  return "\n".join(lines)
+
+
+def write(paper: str, out: Path, *, command=None, environment=None) -> dict:
+  """Write ``replication.json`` and ``replication.md`` into ``out``; returns the JSON document."""
+  doc = build(paper, out, command=command, environment=environment)
+  runner.write_json(Path(out) / JSON, doc)
+  path = Path(out) / MARKDOWN
+  tmp = path.with_name(f".{MARKDOWN}.tmp")
+  tmp.write_text(markdown(doc), encoding="utf-8")
+  tmp.replace(path)
+  return doc

@@ -1,0 +1,228 @@
+"""Run a paper's experiments, one after the other, and keep each one's claims and figures.
+
+An experiment is a module with ``NAME``, ``TITLE``, ``FULL`` and ``QUICK``
+(nested dicts of settings: data, not code) and ``run(ctx, settings) ->
+Outcome``. Each finished experiment is written at once to
+``DIR/experiments/NAME.json`` (settings, seconds, claims, figures, details),
+so a run cut short keeps what it finished, and the report
+(:mod:`attndyn.reproduce.report`) is rebuilt from every such file present in
+``DIR``: experiments run separately (``--only``, on another machine) merge
+into one table.
+"""
+import dataclasses
+import datetime
+import difflib
+import importlib
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
+
+from attndyn import overrides as override_parser
+from attndyn.reproduce import PAPERS
+from tasks.errors import ConfigError
+
+EXPERIMENTS_DIR = "experiments"
+
+
+class Outcome(NamedTuple):
+  """What one experiment returns.
+
+  Attributes:
+    claims: rows from :func:`analysis.replication.claim`.
+    figures: file names (relative to the output directory) of the PNGs it wrote.
+    details: JSON-ready numbers worth keeping (stopping steps, per-seed values, ...).
+  """
+  claims: list
+  figures: list
+  details: dict
+
+
+@dataclasses.dataclass
+class Context:
+  """Shared by the experiments of one run.
+
+  Attributes:
+    out: the output directory.
+    quick: the quick mode (fewer seeds and epochs).
+    cache: results one experiment leaves for another (e.g. the SST runs for purity).
+    verbose: log progress lines on stderr.
+    items: the run's ``--set`` items (an experiment that reuses another's runs
+      resolves that one's settings with them).
+  """
+  out: Path
+  quick: bool
+  cache: dict = dataclasses.field(default_factory=dict)
+  verbose: bool = True
+  items: tuple = ()
+  on_partial: Optional[Callable[[Outcome], None]] = None
+
+  def partial(self, outcome: Outcome) -> None:
+    """Save an unfinished experiment's results so far (``DIR/experiments/NAME.json``, ``partial``)."""
+    if self.on_partial is not None:
+      self.on_partial(outcome)
+
+  def log(self, message: str) -> None:
+    if self.verbose:
+      print(f"[reproduce {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+  def path(self, name: str) -> Path:
+    return self.out / name
+
+
+def paper_module(paper: str):
+  """The package of ``paper`` (e.g. ``lu2021``)."""
+  if paper not in PAPERS:
+    close = difflib.get_close_matches(paper, PAPERS, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise ConfigError(f"paper {paper!r} is not allowed.{hint} Allowed: {', '.join(sorted(PAPERS))}.")
+  return importlib.import_module(PAPERS[paper])
+
+
+def experiment_modules(paper: str) -> list:
+  """The experiment modules of a paper, in the order they run."""
+  pkg = paper_module(paper)
+  return [importlib.import_module(f"{pkg.__name__}.{name}") for name in pkg.EXPERIMENTS]
+
+
+def _merge(defaults: dict, path: List[str], value, where: str) -> None:
+  node = defaults
+  for depth, key in enumerate(path):
+    if not isinstance(node, dict) or key not in node:
+      known = sorted(node) if isinstance(node, dict) else []
+      close = difflib.get_close_matches(key, known, n=1)
+      hint = f" Did you mean {close[0]!r}?" if close else ""
+      prefix = ".".join(path[:depth]) or "the experiment"
+      raise ConfigError(f"--set {where!r}: {prefix} has no setting {key!r}.{hint} "
+                        f"Known: {', '.join(known)}.")
+    if depth == len(path) - 1:
+      old = node[key]
+      if isinstance(old, dict) and not isinstance(value, dict):
+        raise ConfigError(f"--set {where!r}: {'.'.join(path)} is a table; set one of its keys.")
+      node[key] = value
+    else:
+      node = node[key]
+
+
+def settings_for(module, *, quick: bool, items: Sequence[str] = ()) -> dict:
+  """The experiment's settings (``QUICK`` or ``FULL``) with its ``--set NAME.key=value`` items applied.
+
+  Raises:
+    ConfigError: a malformed item, or a key the experiment does not have.
+  """
+  settings = json.loads(json.dumps(module.QUICK if quick else module.FULL))
+  for item in items:
+    path, value = override_parser.parse(item)
+    if path[0] != module.NAME:
+      continue
+    if len(path) < 2:
+      raise ConfigError(f"--set {item!r}: name a setting of {module.NAME}, e.g. {module.NAME}.seeds=3.")
+    _merge(settings, path[1:], value, item)
+  return settings
+
+
+def check_items(paper: str, items: Sequence[str], *, quick: bool = False) -> None:
+  """Every ``--set`` item names a known experiment and one of its settings (before anything runs)."""
+  modules = experiment_modules(paper)
+  names = [m.NAME for m in modules]
+  for item in items:
+    path, _ = override_parser.parse(item)
+    if path[0] not in names:
+      close = difflib.get_close_matches(path[0], names, n=1)
+      hint = f" Did you mean {close[0]!r}?" if close else ""
+      raise ConfigError(f"--set {item!r}: no experiment {path[0]!r}.{hint} "
+                        f"Experiments: {', '.join(names)}.")
+  for module in modules:
+    settings_for(module, quick=quick, items=items)
+
+
+def select(paper: str, only: Optional[Sequence[str]]) -> list:
+  """The experiment modules to run: all, or those named in ``only`` (in that order)."""
+  modules = experiment_modules(paper)
+  if not only:
+    return modules
+  by_name = {m.NAME: m for m in modules}
+  chosen = []
+  for name in only:
+    if name not in by_name:
+      close = difflib.get_close_matches(name, by_name, n=1)
+      hint = f" Did you mean {close[0]!r}?" if close else ""
+      raise ConfigError(f"--only {name!r} is not allowed.{hint} Experiments: {', '.join(by_name)}.")
+    chosen.append(by_name[name])
+  return chosen
+
+
+def write_json(path: Path, doc: Any) -> Path:
+  """Write ``doc`` as strict JSON, atomically (a temporary file, then ``os.replace``)."""
+  path.parent.mkdir(parents=True, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+  try:
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+      json.dump(doc, f, indent=1, allow_nan=False)
+      f.write("\n")
+    os.replace(tmp, path)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+    raise
+  return path
+
+
+def run_experiment(module, ctx: Context, settings: dict) -> dict:
+  """Run one experiment; errors are caught and recorded (the others still run).
+
+  Returns:
+    The experiment's JSON document (also written to ``DIR/experiments/NAME.json``).
+  """
+  from analysis.summary import json_ready
+  ctx.log(f"{module.NAME}: start ({'quick' if ctx.quick else 'full'})")
+  start = time.perf_counter()
+  doc = {"name": module.NAME, "title": module.TITLE, "mode": "quick" if ctx.quick else "full",
+         "settings": settings, "partial": False,
+         "finished": None, "seconds": None, "error": None, "claims": [], "figures": [],
+         "details": {}}
+  path = ctx.out / EXPERIMENTS_DIR / f"{module.NAME}.json"
+
+  def save_partial(outcome: Outcome) -> None:
+    doc.update(claims=outcome.claims, figures=outcome.figures, details=outcome.details)
+    part = dict(doc, claims=outcome.claims, figures=outcome.figures, details=outcome.details,
+                partial=True, seconds=time.perf_counter() - start)
+    write_json(path, json_ready(part))
+
+  ctx.on_partial = save_partial
+  try:
+    outcome = module.run(ctx, settings)
+    doc.update(claims=outcome.claims, figures=outcome.figures, details=outcome.details)
+  except (KeyboardInterrupt, ConfigError):
+    raise
+  except Exception as err:  # one experiment's failure must not cost the others
+    doc["error"] = f"{type(err).__name__}: {err}"   # claims saved by ctx.partial stay
+    ctx.log(f"{module.NAME}: FAILED: {doc['error']}")
+    traceback.print_exc(file=sys.stderr)
+  finally:
+    ctx.on_partial = None
+  doc["seconds"] = time.perf_counter() - start
+  doc["finished"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+  doc = json_ready(doc)
+  write_json(path, doc)
+  ctx.log(f"{module.NAME}: done in {doc['seconds']:.1f} s, "
+          f"{sum(c['status'] == 'pass' for c in doc['claims'])}/{len(doc['claims'])} claims pass")
+  return doc
+
+
+def run(paper: str, out: Path, *, quick: bool, only: Optional[Sequence[str]] = None,
+        items: Sequence[str] = (), verbose: bool = True) -> List[dict]:
+  """Run the selected experiments of ``paper`` into ``out`` (settings resolved first).
+
+  Returns:
+    The experiment documents, in the order run.
+  """
+  check_items(paper, items, quick=quick)
+  modules = select(paper, only)
+  resolved = [(m, settings_for(m, quick=quick, items=items)) for m in modules]
+  ctx = Context(out=Path(out), quick=quick, verbose=verbose, items=tuple(items))
+  return [run_experiment(m, ctx, s) for m, s in resolved]

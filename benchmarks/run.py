@@ -1,0 +1,316 @@
+"""Time the Lu text preset across implementations: ``python -m benchmarks.run [--quick] --out DIR``.
+
+Workload (:mod:`benchmarks.workload`): J=4, M=5000, m=20, 800 sentences, d=15,
+TC, full-batch GD, float32, S seeds sharing one dataset. For each
+S ∈ {1, 8, 64, 256} ({1, 8, 64} with ``--quick``) it times, in this one process:
+the PyTorch per-seed loop (``torch_loop``, when ``torch`` is importable), the
+obvious JAX version (``jax_naive``), the fast path (``attndyn``) and the
+generic autodiff path (``attndyn_generic``, S ≤ 64).
+
+Method:
+  * throughput: seed·epochs/s from the median of ``--reps`` (≥ 3) timed calls
+    after one warm-up call;
+  * compile time: ``jit(f).lower(...).compile()``, timed apart from the runs;
+  * memory: ``peak_mem_mb`` is the rise of the process's resident memory over
+    its level before the implementation was built, sampled every 2 ms while it
+    compiles and runs; ``xla_mem_mb`` is the executable's own arguments +
+    outputs + temporaries;
+  * bandwidth: a STREAM-like triad measured in the same run; the achieved
+    fraction is :func:`benchmarks.workload.model_bytes_per_seed_epoch` × the
+    throughput ÷ the triad bandwidth.
+
+Also: throughput vs M and vs n_train (S = 64), the memory of a 1,024-seed sweep
+run in chunks (``dynamics.run_sweep`` with ``chunk_size``), and the reduced
+ODE for 64 seeds including compile (when ``dynamics.reduced_sen_ode`` exists).
+
+Writes ``DIR/bench.json`` (the table: a list of rows with ``impl``, ``seeds``,
+``seed_epochs_per_s``, ``compile_s``, ``peak_mem_mb``, ratios, ...),
+``DIR/extra.json`` (machine, triad, scaling, memory, ODE) and ``DIR/scaling.png``.
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from benchmarks import impls
+from benchmarks.memsample import PeakRSS, rss_bytes
+from benchmarks.stream import triad_bandwidth
+from benchmarks.workload import make_workload, model_bytes_per_seed_epoch
+
+MB = 2.0 ** 20
+
+# Epochs per timed call, chosen so one call takes seconds, not minutes.
+EPOCHS = {
+    "full": {"torch_loop": {1: 50, 8: 50, 64: 50, 256: 50},
+             "jax_naive": {1: 200, 8: 100, 64: 50, 256: 50},
+             "attndyn_generic": {1: 200, 8: 100, 64: 50},
+             "attndyn": {1: 1000, 8: 500, 64: 200, 256: 100}},
+    "quick": {"torch_loop": {1: 20, 8: 20, 64: 20},
+              "jax_naive": {1: 50, 8: 50, 64: 50},
+              "attndyn_generic": {1: 50, 8: 50},
+              "attndyn": {1: 200, 8: 100, 64: 100}},
+}
+
+
+def _cpu_name() -> str:
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("model name"):
+          return line.split(":", 1)[1].strip()
+  except OSError:
+    pass
+  return platform.processor() or "unknown"
+
+
+def time_impl(name: str, build, w, epochs: int, reps: int) -> dict:
+  """Build (compile), warm up, then time ``reps`` calls of one implementation."""
+  with PeakRSS() as mem:
+    impl = build(w, epochs)
+    impl.run()
+    times = []
+    for _ in range(reps):
+      t0 = time.perf_counter()
+      impl.run()
+      times.append(time.perf_counter() - t0)
+  median = statistics.median(times)
+  return {
+      "impl": name, "seeds": w.seeds, "measured_seeds": impl.measured_seeds, "epochs": epochs,
+      "seed_epochs_per_s": impl.measured_seeds * epochs / median,
+      "median_s": median, "times_s": times, "compile_s": impl.compile_s,
+      "peak_mem_mb": (mem.peak - mem.base) / MB, "rss_peak_mb": mem.peak / MB,
+      "xla_mem_mb": None if impl.xla_mem_bytes is None else impl.xla_mem_bytes / MB,
+  }
+
+
+def _ratios(rows):
+  by = {(r["impl"], r["seeds"]): r for r in rows}
+  for r in rows:
+    for base in ("jax_naive", "torch_loop"):
+      ref = by.get((base, r["seeds"]))
+      if ref is not None:
+        r[f"ratio_vs_{base}"] = r["seed_epochs_per_s"] / ref["seed_epochs_per_s"]
+
+
+def print_table(rows, bandwidth_gbs: float, out=sys.stdout):
+  """The side-by-side table of seed·epochs/s, ratios, compile time, memory, bandwidth."""
+  head = (f"{'impl':16s} {'S':>4s} {'epochs':>6s} {'seed·ep/s':>10s} {'×naive':>7s} "
+          f"{'×torch':>7s} {'compile_s':>9s} {'peak_MB':>8s} {'xla_MB':>7s} {'BW%':>6s}")
+  print(head, file=out)
+  print("-" * len(head), file=out)
+  fmt = lambda x, f: "-" if x is None else format(x, f)
+  for r in rows:
+    print(f"{r['impl']:16s} {r['seeds']:4d} {r['epochs']:6d} {r['seed_epochs_per_s']:10.0f} "
+          f"{fmt(r.get('ratio_vs_jax_naive'), '7.2f')} {fmt(r.get('ratio_vs_torch_loop'), '7.2f')} "
+          f"{r['compile_s']:9.2f} {r['peak_mem_mb']:8.0f} {fmt(r['xla_mem_mb'], '7.0f')} "
+          f"{100 * r['bandwidth_fraction']:6.2f}", file=out)
+  print(f"(BW% = {rows[0]['model_bytes_per_seed_epoch'] / 1e6:.2f} MB per seed·epoch × "
+        f"throughput ÷ triad {bandwidth_gbs:.1f} GB/s; torch_loop times "
+        f"{rows[0].get('measured_seeds', '')} or fewer seeds and is linear in S)", file=out)
+
+
+def scaling(mode: str, reps: int) -> list:
+  """Throughput vs M and vs n_train at S = 64."""
+  if mode == "quick":
+    grid = {"vocab_size": [1000, 5000], "n_train": [400, 800]}
+    which = {"attndyn": 100}
+  else:
+    grid = {"vocab_size": [1000, 2500, 5000, 10000], "n_train": [200, 400, 800, 1600]}
+    which = {"attndyn": 200, "jax_naive": 50}
+  rows = []
+  for param, values in grid.items():
+    for value in values:
+      w = make_workload(64, **{param: value})
+      for name, epochs in which.items():
+        r = time_impl(name, impls.IMPLS[name], w, epochs, reps)
+        r.update(sweep=param, value=value)
+        rows.append(r)
+        print(f"  scaling {param}={value:5d} {name:10s} {r['seed_epochs_per_s']:8.0f} seed·epochs/s",
+              flush=True)
+  return rows
+
+
+def memory_claim(seeds: int, epochs: int, chunk: int) -> dict:
+  """Peak RSS of ``seeds`` seeds × ``epochs`` epochs through ``dynamics.run_sweep`` in chunks.
+
+  Records the paper's observables (``analysis.topic_observables``) every 50
+  epochs, as the orchestrator does.
+  """
+  import analysis
+  import dynamics
+  import models
+
+  w = make_workload(1)
+  cfg = dynamics.TrainConfig(lr=w.lr, steps=epochs, record_every=50)
+  record = analysis.topic_observables(models.lu.apply, w.data)
+  train = dynamics.make_fast_train(models.make_loss(models.lu.apply), w.data.train, record, cfg,
+                                   w.model_cfg.trainable(), model_cfg=w.model_cfg)
+
+  def fn(key):
+    return train(models.lu.init(key, w.model_cfg, jnp.float32), key)
+
+  keys = jax.random.split(jax.random.PRNGKey(2), seeds)
+  with PeakRSS() as mem:
+    t0 = time.perf_counter()
+    out = dynamics.run_sweep(fn, keys, chunk_size=chunk)
+    seconds = time.perf_counter() - t0
+  out_bytes = sum(np.asarray(x).nbytes for x in jax.tree.leaves(out))
+  per_record = out_bytes / cfg.n_records
+  full_records = 5000 // 50 + 1
+  return {"seeds": seeds, "epochs": epochs, "chunk_size": chunk, "seconds": seconds,
+          "seed_epochs_per_s": seeds * epochs / seconds,
+          "rss_base_mb": mem.base / MB, "rss_peak_mb": mem.peak / MB,
+          "rss_rise_mb": (mem.peak - mem.base) / MB, "output_mb": out_bytes / MB,
+          "projected_5000_epoch_peak_mb": (mem.peak + per_record * (full_records - cfg.n_records))
+          / MB}
+
+
+def reduced_ode_timing(seeds: int = 64) -> dict:
+  """The reduced SEN ODE (Lemma 2) for ``seeds`` seeds, wall time including compile."""
+  import dynamics
+  if not hasattr(dynamics, "reduced_sen_ode"):
+    return {"skipped": "dynamics.reduced_sen_ode not available in this checkout"}
+  import analysis
+  import models
+
+  w = make_workload(1)
+  cfg = dynamics.TrainConfig(lr=w.lr, steps=5000, record_every=50)
+  record = analysis.topic_observables(models.lu.apply, w.data)
+  topic_words = jnp.arange(w.task.n_topic_words)
+
+  def fn(key):
+    params0 = models.lu.init(key, w.model_cfg, jnp.float32)
+    return dynamics.reduced_sen_ode(params0, w.data.train, w.data.train_topic_word, topic_words,
+                                    record, lr=w.lr, ts=cfg.record_steps(),
+                                    trainable=w.model_cfg.trainable())
+
+  keys = jax.random.split(jax.random.PRNGKey(3), seeds)
+  t0 = time.perf_counter()
+  out = dynamics.run_sweep(fn, keys)
+  seconds = time.perf_counter() - t0
+  failed = int(np.sum(np.asarray(out.failed_at) >= 0))
+  return {"seeds": seeds, "epochs": 5000, "seconds_including_compile": seconds,
+          "failed_runs": failed}
+
+
+def plot(rows, scale_rows, path: Path):
+  """Throughput vs S, vs M and vs n_train."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+  for name in dict.fromkeys(r["impl"] for r in rows):
+    pts = sorted((r["seeds"], r["seed_epochs_per_s"]) for r in rows if r["impl"] == name)
+    axes[0].plot(*zip(*pts), "o-", label=name)
+  axes[0].set(xscale="log", yscale="log", xlabel="seeds S", ylabel="seed·epochs / s",
+              title="Throughput vs seeds (M=5000, n=800)")
+  for ax, param, label in ((axes[1], "vocab_size", "non-topic words M"),
+                           (axes[2], "n_train", "training sentences n")):
+    for name in dict.fromkeys(r["impl"] for r in scale_rows):
+      pts = sorted((r["value"], r["seed_epochs_per_s"]) for r in scale_rows
+                   if r["impl"] == name and r["sweep"] == param)
+      if pts:
+        ax.plot(*zip(*pts), "o-", label=name)
+    ax.set(xscale="log", yscale="log", xlabel=label, ylabel="seed·epochs / s",
+           title=f"Throughput vs {label} (S=64)")
+  for ax in axes:
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
+def main(argv=None) -> int:
+  ap = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.splitlines()[0])
+  ap.add_argument("--out", required=True, help="directory for bench.json, extra.json, scaling.png")
+  ap.add_argument("--quick", action="store_true", help="fewer epochs, S ∈ {1, 8, 64}")
+  ap.add_argument("--reps", type=int, default=3, help="timed calls per point (≥ 3)")
+  ap.add_argument("--seeds", type=int, nargs="*", default=None, help="override the list of S")
+  ap.add_argument("--impls", nargs="*", default=None, help="subset of implementations")
+  ap.add_argument("--no-scaling", action="store_true", help="skip throughput vs M and n_train")
+  ap.add_argument("--no-memory", action="store_true", help="skip the chunked 1,024-seed sweep")
+  ap.add_argument("--memory-epochs", type=int, default=None,
+                  help="epochs of the 1,024-seed sweep (default 500; 5000 is the full claim)")
+  ap.add_argument("--no-ode", action="store_true", help="skip the reduced-ODE timing")
+  args = ap.parse_args(argv)
+  reps = max(3, args.reps)
+  mode = "quick" if args.quick else "full"
+  out = Path(args.out)
+  out.mkdir(parents=True, exist_ok=True)
+  seeds_list = args.seeds or ([1, 8, 64] if args.quick else [1, 8, 64, 256])
+  names = args.impls or list(impls.IMPLS)
+
+  meta = {"cpu": _cpu_name(), "cores": os.cpu_count(), "jax": jax.__version__,
+          "devices": [str(d) for d in jax.devices()], "mode": mode, "reps": reps}
+  if impls.torch_available():
+    import torch
+    meta["torch"] = torch.__version__
+    meta["torch_threads"] = torch.get_num_threads()
+  print(f"# {meta['cpu']}, {meta['cores']} cores; jax {meta['jax']}; "
+        f"torch {meta.get('torch', 'absent')}; {mode} mode, median of {reps} runs", flush=True)
+  if "torch_loop" in names and not impls.torch_available():
+    print(f"# {impls.TORCH_HINT}", flush=True)
+    names = [n for n in names if n != "torch_loop"]
+
+  triad = triad_bandwidth()
+  meta["triad"] = triad
+  print(f"# STREAM-like triad: numpy {triad['numpy_gbs']:.1f} GB/s, jax {triad['jax_gbs']:.1f} GB/s",
+        flush=True)
+
+  rows = []
+  for n_seeds in seeds_list:
+    w = make_workload(n_seeds)
+    bytes_per = model_bytes_per_seed_epoch(w)
+    for name in names:
+      epochs = EPOCHS[mode][name].get(n_seeds)
+      if epochs is None:
+        epochs = EPOCHS[mode][name][max(EPOCHS[mode][name])]
+        if name == "attndyn_generic":
+          continue
+      r = time_impl(name, impls.IMPLS[name], w, epochs, reps)
+      r["model_bytes_per_seed_epoch"] = bytes_per
+      r["bandwidth_fraction"] = bytes_per * r["seed_epochs_per_s"] / (triad["best_gbs"] * 1e9)
+      rows.append(r)
+      print(f"  {name:16s} S={n_seeds:4d} {r['seed_epochs_per_s']:9.0f} seed·epochs/s "
+            f"(compile {r['compile_s']:.2f} s)", flush=True)
+  _ratios(rows)
+  print()
+  print_table(rows, triad["best_gbs"])
+  (out / "bench.json").write_text(json.dumps(rows, indent=1))
+
+  extra = {"machine": meta}
+  scale_rows = []
+  if not args.no_scaling:
+    print("\n# scaling (S = 64)", flush=True)
+    scale_rows = scaling(mode, reps)
+    extra["scaling"] = scale_rows
+  if not args.no_memory:
+    seeds, chunk = (256, 128) if args.quick else (1024, 256)
+    epochs = args.memory_epochs or (100 if args.quick else 500)
+    print(f"\n# memory: {seeds} seeds × {epochs} epochs in chunks of {chunk}", flush=True)
+    extra["memory"] = mem = memory_claim(seeds, epochs, chunk)
+    print(f"  peak RSS {mem['rss_peak_mb']:.0f} MB (rise {mem['rss_rise_mb']:.0f} MB), outputs "
+          f"{mem['output_mb']:.0f} MB, {mem['seconds']:.1f} s; projected peak at 5000 epochs "
+          f"{mem['projected_5000_epoch_peak_mb']:.0f} MB", flush=True)
+  if not args.no_ode:
+    print("\n# reduced ODE (Lemma 2), 64 seeds, including compile", flush=True)
+    extra["reduced_ode"] = ode = reduced_ode_timing(64)
+    print("  " + ("; ".join(f"{k} {v}" for k, v in ode.items())), flush=True)
+  (out / "extra.json").write_text(json.dumps(extra, indent=1, default=str))
+  plot(rows, scale_rows, out / "scaling.png")
+  print(f"\nwrote {out / 'bench.json'}, {out / 'extra.json'}, {out / 'scaling.png'}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

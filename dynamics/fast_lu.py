@@ -1,0 +1,704 @@
+"""Exact fast gradient descent for the Lu et al. model with a fixed query, seeds innermost.
+
+The generic path (:func:`dynamics.train.make_train`) differentiates the model
+with autodiff and vmaps over seeds. When the query is fixed, training is
+full-batch gradient descent and every seed shares one dataset, the same
+trajectory can be computed with far less memory traffic; this module does that,
+as an exact reformulation of the same update (agreement to float rounding is
+tested in ``tests/test_fast_path.py``).
+
+Algebra (one seed; sentence ``i`` has words ``w_il``, ``n`` sentences,
+``C_iw`` = count of word ``w`` in sentence ``i``, ``τ`` the learning rate):
+
+1. **Only the scores move in the keys.** With ``s_w = qᵀκ_w`` and ``q`` fixed,
+   ``∂L/∂κ_w = (∂L/∂s_w) q``, so gradient descent on ``κ_w`` is
+
+   .. math::
+      κ_w(t) = κ_w(0) + \\frac{s_w(t) - s_w(0)}{‖q‖^2} q, \\qquad
+      s_w \\leftarrow s_w - τ ‖q‖^2 \\, g_w, \\quad g_w = ∂L/∂s_w,
+
+   and the state per word is ``(ν_w, s_w)``: ``d + 1`` numbers, not ``d + d'``.
+
+2. **Factored softmax.** With ``e_w = exp(s_w − c)`` for any per-seed shift ``c``,
+
+   .. math::
+      Z_i = Σ_w C_{iw} e_w, \\quad N_i = Σ_w C_{iw} e_w ν_w, \\quad
+      \\bar ν_i = N_i / Z_i,
+
+   a sparse product ``C·[e ⊙ ν, e]`` computed as ``m + 1`` row gathers per
+   sentence (rare words) plus a small dense product over the few frequent
+   words (``heavy``: the topic words here), never a ``[n, L, d]`` tensor.
+
+3. **Backward through the classifier's first linear map.** Let the classifier
+   start with ``pre_i = Wᵀ \\bar ν_i`` (``W = U`` for FC/TC, ``W = U_1`` for TL,
+   ``K`` columns) and let ``δ_i = ∂L/∂pre_i`` (``(p_i − y_i)/n`` for FC/TC;
+   ``1[h_i > 0] ⊙ U_2 (p_i − y_i)/n`` for TL). Then ``∂L/∂\\bar ν_i = W δ_i`` and
+   with ``R_w = Σ_i C_{iw} [δ_i, pre_i·δ_i] / Z_i`` (``K + 1`` channels),
+
+   .. math::
+      ∂L/∂ν_w = e_w \\, G_w, \\quad G_w = W R_w^{(:K)}, \\qquad
+      ∂L/∂s_w = e_w \\, (ν_w · G_w − R_w^{(K)}),
+
+   using ``\\bar ν_i · W δ_i = pre_i · δ_i``. ``R = Cᵀ Y`` is again gathers
+   (words grouped by count, each group a padded table of its sentences) plus
+   the dense product for the heavy words.
+
+4. **Classifier gradients over sentences**, never over words:
+   ``∂L/∂U = Σ_i \\bar ν_i (p_i − y_i)ᵀ/n`` (and likewise ``U_1, b_1, U_2, b_2``),
+   sums over the sentence axis done as unrolled slice sums (XLA's CPU reduction
+   over a non-minor axis is slow).
+
+Every array keeps the seed axis innermost (``[..., S]``) so each elementwise
+loop vectorises across seeds; seeds are processed in tiles of ``seed_tile``
+(``lax.map`` over tiles) so a tile's state stays in cache. The shift ``c`` is
+the per-seed maximum score, refreshed at every recorded step (it only guards
+``exp`` against overflow; any constant gives the same trajectory).
+
+Failures: a step whose forward pass is non-finite (checked through
+``Σ_i pre_i·δ_i`` and the classifier gradients) is not applied, and the run
+stays frozen from then on with ``failed_at`` set to that step, as in the
+generic path. The generic path also checks the updated parameters; here a
+parameter that overflows shows up one step later, through the next forward
+pass (so ``failed_at`` can be one step later in that corner case).
+
+References:
+  Lu, Mao & Nayak, "On the Dynamics of Training Attention Models", ICLR 2021.
+  https://arxiv.org/abs/2011.10036
+"""
+import dataclasses
+import functools
+import hashlib
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dynamics.train import TrainConfig
+from dynamics.trajectory import Trajectory
+from tasks.batch import Batch
+from tasks.errors import ConfigError
+
+# Words that occur more often than this go through a dense [H, n] product.
+HEAVY_COUNT = 16
+# Channels gathered together in one forward fusion (measured best on a 2-core AVX2 CPU).
+CHANNEL_GROUP = 4
+# Seeds per tile: a tile's state ([V, d, S] float32) stays in the last-level cache.
+SEED_TILE = 64
+
+
+# ----------------------------------------------------------------------------------------
+# When it applies.
+
+
+@dataclasses.dataclass(frozen=True)
+class FastPathCheck:
+  """Whether :func:`make_fast_train` applies; truthy iff it does.
+
+  Attributes:
+    applies: the fast path gives the same trajectory as the generic one.
+    reason: why (or why not), one line.
+  """
+  applies: bool
+  reason: str
+
+  def __bool__(self) -> bool:
+    return self.applies
+
+
+def fast_path_applies(model_cfg, train_cfg: TrainConfig, trainable: Optional[dict] = None,
+                      batch: Optional[Batch] = None) -> FastPathCheck:
+  """Decide whether the exact fast path can replace :func:`dynamics.make_train`.
+
+  It applies to the Lu model (:class:`models.LuModelConfig`) with a fixed query,
+  any of the FC/TC/TL classifiers, any frozen subset of embeddings/keys/classifier,
+  and full-batch gradient descent on one dataset shared by every seed.
+
+  Args:
+    model_cfg: the model configuration.
+    train_cfg: the training configuration.
+    trainable: parameter group -> trainable (default ``model_cfg.trainable()``).
+    batch: the training set, if known: it must be concrete (not traced), i.e.
+      shared by all seeds of the sweep.
+
+  Returns:
+    A :class:`FastPathCheck` (truthy iff it applies) with the reason.
+  """
+  trainable = model_cfg.trainable() if trainable is None else trainable
+  if not hasattr(model_cfg, "classifier") or model_cfg.classifier not in ("fc", "tc", "tl"):
+    return FastPathCheck(False, "not the Lu attention model with an fc/tc/tl classifier")
+  if train_cfg.optimizer not in ("gd", "sgd"):
+    return FastPathCheck(False, f"optimizer {train_cfg.optimizer!r} is not plain gradient descent")
+  if train_cfg.batch_size and (batch is None or train_cfg.batch_size < batch.tokens.shape[0]):
+    return FastPathCheck(False, f"minibatches of {train_cfg.batch_size} (the fast path is full-batch)")
+  if trainable.get("query", False):
+    return FastPathCheck(False, "the query is trained, so keys move off the query direction")
+  if batch is not None and any(isinstance(x, jax.core.Tracer) for x in batch):
+    return FastPathCheck(False, "the training data is traced (differs between sweep points)")
+  return FastPathCheck(True, f"fixed query, full-batch GD, {model_cfg.classifier} classifier, "
+                             "shared data")
+
+
+# ----------------------------------------------------------------------------------------
+# Host-side plan of the shared dataset.
+
+
+class WordPlan(NamedTuple):
+  """The dataset's sparse structure, computed once on the host (NumPy).
+
+  The ``V_a`` words that occur in the training set become rows ``0 .. V_a − 1``
+  of the fast state: first the ``H`` heavy words (count > ``HEAVY_COUNT``; their
+  backward sums use a dense ``[H, n]`` count matrix), then the light words by
+  decreasing count (their backward sums gather the sentences each occurs in);
+  row ``V_a`` is a padding word with weight 0 when sentences differ in length.
+
+  Attributes:
+    words: ``[V_a]`` the word id of each row.
+    n_heavy: ``H``.
+    heavy_counts: ``[H, n]`` counts ``C_iw`` of the heavy words.
+    row_tokens: ``[n, L]`` each sentence's words as rows (``V_a`` pads).
+    buckets: per group of light words with similar counts, ``(start, occ)``:
+      rows ``start .. start+len(occ)`` and ``occ [k, c]`` the sentences each
+      occurs in (with multiplicity; ``n`` pads, a zero row).
+    dummy: whether the state carries the padding row ``V_a``.
+    n: number of sentences.
+  """
+  words: np.ndarray
+  n_heavy: int
+  heavy_counts: np.ndarray
+  row_tokens: np.ndarray
+  buckets: tuple
+  dummy: bool
+  n: int
+
+
+def _count_groups(counts: np.ndarray, max_groups: int = 4):
+  """Split decreasing counts into ≤ ``max_groups`` runs, each padded to its largest count.
+
+  Minimises the padded total ``Σ_runs len(run) · max(run)`` by dynamic
+  programming over the distinct counts (few kernels compile fast; padding
+  costs gathers of a zero row).
+
+  Returns:
+    ``[(start, stop), ...]`` index ranges into ``counts``.
+  """
+  if not len(counts):
+    return []
+  values, starts = np.unique(-counts, return_index=True)      # distinct counts, decreasing
+  values = -values
+  ends = np.append(starts[1:], len(counts))
+  m = len(values)
+  best = {(0, 0): (0, None)}
+  # best[(i, g)]: least padded total covering distinct values [0, i) with g runs.
+  for g in range(1, max_groups + 1):
+    for i in range(1, m + 1):
+      options = [(best[(j, g - 1)][0] + values[j] * (ends[i - 1] - starts[j]), j)
+                 for j in range(i) if (j, g - 1) in best]
+      if options:
+        best[(i, g)] = min(options)
+  g = min((g for g in range(1, max_groups + 1) if (m, g) in best), key=lambda g: best[(m, g)][0])
+  cuts, i = [], m
+  while i > 0:
+    j = best[(i, g)][1]
+    cuts.append((int(starts[j]), int(ends[i - 1])))
+    i, g = j, g - 1
+  return cuts[::-1]
+
+
+def plan_words(tokens, mask, heavy_count: int = HEAVY_COUNT) -> WordPlan:
+  """Build the :class:`WordPlan` of a concrete training set.
+
+  Args:
+    tokens: ``[n, L]`` word ids.
+    mask: ``[n, L]`` True for real words.
+    heavy_count: words occurring more often than this are heavy.
+  """
+  tokens = np.asarray(tokens)
+  mask = np.asarray(mask, bool)
+  n, length = tokens.shape
+  sent = np.broadcast_to(np.arange(n)[:, None], (n, length))[mask]
+  words = tokens[mask].astype(np.int64)
+  n_vocab = int(words.max()) + 1 if words.size else 1
+  counts = np.bincount(words, minlength=n_vocab)
+  order = np.argsort(-counts, kind="stable")
+  order = order[counts[order] > 0]
+  n_heavy = int(np.sum(counts[order] > heavy_count))
+  n_active = len(order)
+  row = np.full(n_vocab, -1)
+  row[order] = np.arange(n_active)
+
+  heavy_counts = np.zeros((n_heavy, n), np.float64)
+  occ_row = row[words]
+  hit = occ_row < n_heavy
+  np.add.at(heavy_counts, (occ_row[hit], sent[hit]), 1.0)
+
+  # Each sentence's words as rows, real words first, padded with the dummy row.
+  per_sentence = mask.sum(1)
+  width = int(per_sentence.max()) if n else 0
+  first_real = np.argsort(~mask, axis=1, kind="stable")[:, :width]
+  row_tokens = np.where(np.take_along_axis(mask, first_real, 1),
+                        row[np.take_along_axis(np.where(mask, tokens, 0), first_real, 1)],
+                        n_active).astype(np.int32)
+  dummy = bool(width and (per_sentence < width).any())
+
+  # Occurrences of each light word: sentences sorted by (row, sentence).
+  occ_row, occ_sent = occ_row[~hit], sent[~hit]
+  by = np.lexsort((occ_sent, occ_row))
+  occ_row, occ_sent = occ_row[by], occ_sent[by]
+  light_counts = counts[order[n_heavy:]]
+  first = np.concatenate([[0], np.cumsum(light_counts)[:-1]]).astype(int)
+  buckets = []
+  for start, stop in _count_groups(light_counts):
+    occ = np.full((stop - start, int(light_counts[start])), n, np.int32)
+    for k, r in enumerate(range(start, stop)):
+      occ[k, :light_counts[r]] = occ_sent[first[r]:first[r] + light_counts[r]]
+    buckets.append((n_heavy + start, occ))
+  return WordPlan(order.astype(np.int32), n_heavy, heavy_counts, row_tokens, tuple(buckets),
+                  dummy, n)
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_plan(digest: str, tokens_bytes: bytes, mask_bytes: bytes, shape: tuple,
+                 heavy_count: int) -> WordPlan:
+  del digest
+  tokens = np.frombuffer(tokens_bytes, np.int32).reshape(shape)
+  mask = np.frombuffer(mask_bytes, bool).reshape(shape)
+  return plan_words(tokens, mask, heavy_count)
+
+
+def _plan_for(batch: Batch, heavy_count: int) -> WordPlan:
+  """:func:`plan_words` of a concrete batch, cached on its contents."""
+  tokens = np.ascontiguousarray(np.asarray(batch.tokens), np.int32)
+  mask = np.ascontiguousarray(np.asarray(batch.mask), bool)
+  digest = hashlib.sha1(tokens.tobytes() + mask.tobytes()).hexdigest()
+  return _cached_plan(digest, tokens.tobytes(), mask.tobytes(), tokens.shape, heavy_count)
+
+
+# ----------------------------------------------------------------------------------------
+# Seeds-last helpers (every array is [..., S]).
+
+
+def _sum_rows(x_fn, n: int):
+  """``Σ_i x_fn(i0, i1)`` over rows ``i < n`` as unrolled slice sums (two levels).
+
+  ``x_fn(a, b)`` returns rows ``a:b`` of the summand (``[b − a, ...]``); this
+  avoids XLA's slow CPU reduction over a non-minor axis. Blocks of ``b`` rows,
+  ``b`` a divisor of ``n`` near ``√n`` when there is one.
+  """
+  root = int(np.sqrt(n))
+  divisors = [b for b in range(max(1, root // 2), 2 * root + 2) if n % b == 0]
+  block = min(divisors, key=lambda b: b + n // b) if divisors else max(1, root)
+  full = n // block
+  part = _tree_sum([x_fn(b * block, (b + 1) * block) for b in range(full)])
+  tail = n - full * block
+  if tail:
+    rest = x_fn(full * block, n)
+    part = rest if part is None else part.at[:tail].add(rest)
+  rows = part.shape[0]
+  return _tree_sum([part[k] for k in range(rows)])
+
+
+def _tree_sum(xs):
+  xs = [x for x in xs if x is not None]
+  if not xs:
+    return None
+  while len(xs) > 1:
+    xs = [xs[i] + xs[i + 1] if i + 1 < len(xs) else xs[i] for i in range(0, len(xs), 2)]
+  return xs[0]
+
+
+def _materialize(pred, fn, *args):
+  """``fn(*args)``, computed in its own fused kernels and stored.
+
+  XLA:CPU fuses a cheap sum of gathers into each of its consumers, recomputing
+  the gathers per consumer; a ``lax.cond`` on a predicate that is always true at
+  run time (``pred``, traced, so XLA cannot fold it) is a fusion boundary.
+  """
+  out_shape = jax.eval_shape(fn, *args)
+  zeros = lambda *_: jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), out_shape)
+  return jax.lax.cond(pred, fn, zeros, *args)
+
+
+def _gather_sum(table, index):
+  """``Σ_k table[index[:, k]]``: ``[n, ...]`` from ``table [R, ...]``, ``index [n, K]``."""
+  return _tree_sum([table[index[:, k]] for k in range(index.shape[1])])
+
+
+class _Layout(NamedTuple):
+  """Static sizes of one problem."""
+  n: int          # sentences
+  d: int          # embedding dim
+  k: int          # columns of W (J for fc/tc, hidden for tl)
+  n_classes: int  # J
+  kind: str       # fc | tc | tl
+
+
+class _State(NamedTuple):
+  """Training state of a seed tile; every leaf has the seed axis last.
+
+  ``emb [V_a(+1), d, S]`` embeddings and ``score [V_a(+1), S]`` scores of the
+  rows of :class:`WordPlan`; ``cls`` the classifier with seeds last;
+  ``shift [S]``; ``step`` shape=(), int32; ``failed_at [S]`` int32, −1 while finite.
+  """
+  emb: Any
+  score: Any
+  cls: Any
+  shift: Any
+  step: Any
+  failed_at: Any
+
+
+def _seeds_last(x):
+  return jnp.moveaxis(x, 0, -1)
+
+
+def _seeds_first(x):
+  return jnp.moveaxis(x, -1, 0)
+
+
+# ----------------------------------------------------------------------------------------
+# One gradient-descent step.
+
+
+def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dtype):
+  """``step(state, lr [S], qq [S]) -> state``: one exact full-batch GD step."""
+  n, d, kk, n_cls = lay.n, lay.d, lay.k, lay.n_classes
+  n_heavy = plan.n_heavy
+  heavy_counts = jnp.asarray(plan.heavy_counts, dtype)           # [H, n]
+  row_tokens = jnp.asarray(plan.row_tokens)                      # [n, L]
+  positions = [row_tokens[:, k] for k in range(row_tokens.shape[1])]
+  buckets = [jnp.asarray(occ) for _, occ in plan.buckets]
+  starts = [start for start, _ in plan.buckets]
+  n_rows = len(plan.words) + int(plan.dummy)
+  groups = [(a, min(a + CHANNEL_GROUP, d)) for a in range(0, d, CHANNEL_GROUP)]
+  onehot = jnp.asarray(labels_onehot, dtype)[:, :, None]         # [n, J, 1]
+  inv_n = 1.0 / n
+
+  def scaled(emb, es):
+    """``x = e ⊙ ν`` as channel groups ``[V, b − a, S]`` (stored: the forward gathers rows of it)."""
+    return [emb[:, a:b] * es[:, None] for a, b in groups]
+
+  def forward(xs, es):
+    """``Z [n, S]`` and ``N`` as channel groups ``[n, b − a, S]``: ``Σ_w C_iw [e_w, x_w]``.
+
+    Every kernel here is a plain sum of row gathers (one per word position)
+    from a stored array, one array per kernel: XLA:CPU fuses neither a gather
+    of a computed value nor a gather shared between consumers.
+    """
+    z = _tree_sum([es[p] for p in positions])
+    return z, [_tree_sum([x[p] for p in positions]) for x in xs]
+
+  def backward(y):
+    """``R = Cᵀ y``: ``[V_a(+1), c, S]`` for ``y [n, c, S]``; each part written in place."""
+    yp = jnp.concatenate([y, jnp.zeros((1,) + y.shape[1:], y.dtype)], 0)
+    r = jnp.zeros((n_rows,) + y.shape[1:], y.dtype)
+    if n_heavy:
+      r = jax.lax.dynamic_update_slice_in_dim(r, jnp.tensordot(heavy_counts, y, axes=(1, 0)), 0, 0)
+    for start, occ in zip(starts, buckets):
+      r = jax.lax.dynamic_update_slice_in_dim(r, _gather_sum(yp, occ), start, 0)
+    return r
+
+  def classifier_head(cls, ctx):
+    """``W``, ``pre [n, K, S]``, logits ``[n, J, S]`` and the TL hidden layer."""
+    w = cls["U1"] if lay.kind == "tl" else cls["U"]
+    pre = _tree_sum([w[None, a] * ctx[:, a, None] for a in range(d)])
+    if lay.kind != "tl":
+      return w, pre, pre, None
+    hpre = pre + cls["b1"][None]
+    h = jnp.maximum(hpre, 0)
+    logits = _tree_sum([cls["U2"][None, k] * h[:, k, None] for k in range(kk)]) + cls["b2"][None]
+    return w, pre, logits, (hpre, h)
+
+  def sentences(cls, z, num, failed_at):
+    """Per-sentence pass: ``y = [δ, pre·δ]/Z [n, K+1, S]``, classifier grads, ``live [S]``."""
+    inv_z = 1.0 / z                                                    # [n, S]
+    ctx = jnp.concatenate(num, 1) * inv_z[:, None]                     # [n, d, S]
+    w, pre, logits, hidden = classifier_head(cls, ctx)
+    top = functools.reduce(jnp.maximum, [logits[:, j] for j in range(n_cls)])
+    ex = jnp.exp(logits - top[:, None])
+    prob = ex / _tree_sum([ex[:, j] for j in range(n_cls)])[:, None]
+    dl = (prob - onehot) * inv_n                                       # [n, J, S]
+    if lay.kind == "tl":
+      hpre, h = hidden
+      back = _tree_sum([cls["U2"][None, :, j] * dl[:, j, None] for j in range(n_cls)])
+      delta = jnp.where(hpre > 0, back, 0)                             # [n, H, S]
+    else:
+      delta = dl
+    pd = _tree_sum([pre[:, k] * delta[:, k] for k in range(kk)])       # [n, S]
+    y = jnp.concatenate([delta * inv_z[:, None], (pd * inv_z)[:, None]], 1)  # [n, K+1, S]
+    grads = {}
+    if trainable["classifier"]:
+      outer = lambda u, v: _sum_rows(lambda a, b: u[a:b, :, None] * v[a:b, None, :], n)
+      if lay.kind == "tl":
+        grads = {"U1": outer(ctx, delta), "b1": _sum_rows(lambda a, b: delta[a:b], n),
+                 "U2": outer(hidden[1], dl), "b2": _sum_rows(lambda a, b: dl[a:b], n)}
+      else:
+        grads = {"U": outer(ctx, dl)}
+    ok = jnp.isfinite(_sum_rows(lambda a, b: pd[a:b], n))              # [S]
+    for g in grads.values():
+      ok &= jnp.all(jnp.isfinite(g.reshape(-1, g.shape[-1])), axis=0)
+    return y, grads, ok
+
+  def step(state: _State, lr, qq) -> _State:
+    # Stages end in lax.cond on an always-true traced predicate (see _materialize):
+    # otherwise XLA:CPU re-fuses cheap producers (sums of gathers, per-seed flags)
+    # into every element of their big consumers.
+    pred = state.step >= 0
+    c = state.cls
+    es = jnp.exp(state.score - state.shift)                            # [V, S]
+    xs = _materialize(pred, scaled, state.emb, es)
+    z, num = _materialize(pred, forward, xs, es)
+    y, grads, ok = _materialize(pred, sentences, c, z, num, state.failed_at)
+    live = ok & (state.failed_at < 0)
+    r = _materialize(pred, backward, y)                                # [V, K+1, S]
+    w = c["U1"] if lay.kind == "tl" else c["U"]
+    g = _tree_sum([w[None, :, k] * r[:, k, None] for k in range(kk)])  # [V, d, S]
+    emb, score = state.emb, state.score
+    step_e = (lr * es)[:, None] * g                                    # τ e_w G_w
+    if trainable["embeddings"]:
+      emb = jnp.where(live, emb - step_e, emb)
+    if trainable["keys"]:
+      # ν_w(old)·G_w from the updated ν_w, so the embeddings are updated in place
+      # first: ν_old·G = ν_new·G + τ e_w ‖G_w‖², with ν·G = (Wᵀν)·R and
+      # ‖G‖² = Rᵀ(WᵀW)R (exact algebra; the rounding is that of short dot
+      # products, and the forms differ from G's so XLA does not store G).
+      proj = [_tree_sum([w[None, a, k] * emb[:, a] for a in range(d)]) for k in range(kk)]
+      dot = _tree_sum([proj[k] * r[:, k] for k in range(kk)])
+      if trainable["embeddings"]:
+        gram = _tree_sum([w[:, k] * w[:, k2] for k in range(kk) for k2 in range(k, kk)]) if False else None
+        m = [[_tree_sum([w[a, k] * w[a, k2] for a in range(d)]) for k2 in range(kk)] for k in range(kk)]
+        norm2 = _tree_sum([m[k][k2] * r[:, k] * r[:, k2] for k in range(kk) for k2 in range(kk)])
+        dot = dot + jnp.where(live, lr * es, 0) * norm2
+      score = jnp.where(live, score - (lr * qq) * es * (dot - r[:, kk]), score)
+    cls = {k: (jnp.where(live, v - lr * grads[k], v) if k in grads else v) for k, v in c.items()}
+    failed_at = jnp.where((state.failed_at < 0) & ~ok, state.step, state.failed_at)
+    return _State(emb, score, cls, state.shift, state.step + 1, failed_at)
+
+  return step
+
+
+def _max_score(state: _State):
+  """Per-seed maximum score (the softmax shift)."""
+  return jnp.max(state.score, axis=0)
+
+
+# ----------------------------------------------------------------------------------------
+# Conversions between ordinary parameters and the fast state.
+
+
+def _to_state(plan: WordPlan, params0, dtype) -> _State:
+  """Seeds-first parameter pytree (leaves ``[S, ...]``) -> seeds-last fast state."""
+  words = plan.words
+  emb = jnp.transpose(params0["embeddings"][:, words], (1, 2, 0))    # [V_a, d, S]
+  score = jnp.einsum("svk,sk->vs", params0["keys"][:, words], params0["query"])
+  n_seeds = emb.shape[-1]
+  if plan.dummy:
+    # The padding word: embedding 0, score −10³⁰ (weight 0; finite, so 0·s = 0).
+    emb = jnp.concatenate([emb, jnp.zeros((1,) + emb.shape[1:], emb.dtype)], 0)
+    score = jnp.concatenate([score, jnp.full((1, n_seeds), -1e30, score.dtype)], 0)
+  cls = jax.tree.map(_seeds_last, params0["classifier"])
+  state = _State(emb, score, cls, jnp.zeros((n_seeds,), dtype), jnp.zeros((), jnp.int32),
+                 -jnp.ones((n_seeds,), jnp.int32))
+  return state._replace(shift=_max_score(state))
+
+
+class _Unpack(NamedTuple):
+  """What :func:`_to_params` needs besides the state, computed once per seed tile.
+
+  Attributes:
+    order: ``[V]`` row of each vocabulary word in ``[active rows, inactive words]``.
+    rest_emb: ``[V − V_a, d, S]`` embeddings of the words absent from the data.
+    score0: ``[V_a(+1), S]`` the initial scores (``s − s(0)`` is exactly 0 for unmoved words).
+    params0: the initial parameters (leaves ``[S, ...]``).
+  """
+  order: Any
+  rest_emb: Any
+  score0: Any
+  params0: Any
+
+
+def _unpacker(plan: WordPlan, state0: _State, params0) -> _Unpack:
+  n_vocab = params0["embeddings"].shape[1]
+  rest = np.setdiff1d(np.arange(n_vocab), plan.words)
+  order = np.empty(n_vocab, np.int32)
+  order[np.concatenate([plan.words, rest]).astype(np.int64)] = np.arange(n_vocab)
+  rest_emb = jnp.transpose(params0["embeddings"][:, rest], (1, 2, 0))
+  return _Unpack(jnp.asarray(order), rest_emb, state0.score, params0)
+
+
+def _to_params(plan: WordPlan, state: _State, un: _Unpack):
+  """Seeds-last fast state -> seeds-first ordinary parameters (leaves ``[S, ...]``).
+
+  Words absent from the training set keep their initial embedding and key;
+  ``κ_w = κ_w(0) + (s_w − s_w(0)) q / ‖q‖²``. Rows are put back in vocabulary
+  order with a gather (XLA:CPU scatters are slow).
+  """
+  n_active = len(plan.words)
+  emb0, keys0, query = (un.params0[k] for k in ("embeddings", "keys", "query"))
+  rows = jnp.concatenate([state.emb[:n_active], un.rest_emb], 0)[un.order]   # [V, d, S]
+  emb = jnp.transpose(rows, (2, 0, 1))
+  ds = state.score[:n_active] - un.score0[:n_active]                          # [V_a, S]
+  ds = jnp.concatenate([ds, jnp.zeros((len(un.order) - n_active, ds.shape[1]), ds.dtype)], 0)
+  ds = jnp.transpose(ds[un.order], (1, 0))                                    # [S, V]
+  unit = query / jnp.sum(query * query, axis=-1, keepdims=True)               # q / ‖q‖²
+  keys = keys0 + ds[:, :, None] * unit[:, None, :]
+  cls = jax.tree.map(_seeds_first, state.cls)
+  return {"embeddings": emb, "keys": keys, "query": query, "classifier": cls}
+
+
+# ----------------------------------------------------------------------------------------
+# Builders.
+
+
+def _check_batch(batch: Batch):
+  if any(isinstance(x, jax.core.Tracer) for x in batch):
+    raise ConfigError("the fast path needs the training data as concrete arrays shared by "
+                      "every seed (it precomputes the sparse word structure on the host); "
+                      "use dynamics.make_train when each sweep point has its own data")
+
+
+def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainConfig,
+                          trainable: Optional[dict] = None, *, record_params: bool = False,
+                          seed_tile: int = SEED_TILE, unroll: int = 1):
+  """Build ``train_batch(params0, lr=None) -> Trajectory`` for S seeds sharing ``batch``.
+
+  The batched form of :func:`make_fast_train`: the seeds are a leading axis of
+  every input leaf and of every output leaf, and are laid out innermost
+  internally (see the module docstring for the algebra). A caller with more
+  seeds than fit in memory calls it once per chunk (``dynamics.run_sweep`` with
+  ``chunk_size`` does, through :func:`make_fast_train`'s vmap rule).
+
+  Args:
+    model_cfg: the Lu model's configuration (its classifier kind and sizes).
+    batch: the training set, concrete (shared by every seed).
+    record: ``record(params, params0) -> pytree``, called per seed on ordinary
+      parameter pytrees at step 0 and every ``cfg.record_every`` steps.
+    cfg: training configuration (full-batch ``gd``).
+    trainable: parameter group -> trainable (default ``model_cfg.trainable()``).
+    record_params: also return the parameters at every recorded step.
+    seed_tile: seeds advanced together; larger sweeps run tile after tile
+      (``lax.map``) inside the same compiled program.
+    unroll: steps unrolled per iteration of the inner ``lax.scan``.
+
+  Returns:
+    ``train_batch(params0, lr=None)``: ``params0`` leaves ``[S, ...]``; ``lr``
+    a scalar or ``[S]`` (default ``cfg.lr``). Returns a :class:`Trajectory`
+    whose leaves all have the leading axis ``S`` (``t`` is ``[S, T]``).
+
+  Raises:
+    ConfigError: if :func:`fast_path_applies` says no, or the data is traced.
+  """
+  trainable = model_cfg.trainable() if trainable is None else dict(trainable)
+  verdict = fast_path_applies(model_cfg, cfg, trainable, batch)
+  if not verdict:
+    raise ConfigError(f"the fast path does not apply: {verdict.reason}")
+  _check_batch(batch)
+  plan = _plan_for(batch, HEAVY_COUNT)
+  labels = np.asarray(batch.labels)
+  n_cls = model_cfg.n_classes
+  kind = model_cfg.classifier
+  kk = model_cfg.hidden_dim if kind == "tl" else n_cls
+  lay = _Layout(plan.n, model_cfg.embed_dim, kk, n_cls, kind)
+  onehot = np.eye(n_cls)[labels]
+  t = cfg.record_steps().astype(jax.dtypes.canonicalize_dtype(jnp.float64))
+
+  def run_tile(params0, lr):
+    dtype = params0["embeddings"].dtype
+    step = _make_step(plan, lay, onehot, trainable, dtype)
+    qq = jnp.sum(params0["query"] ** 2, axis=-1)                      # [S]
+    lr = lr.astype(dtype)
+
+    def observe(state):
+      params = _to_params(plan, state, unpack)
+      return jax.vmap(record)(params, params0), (params if record_params else None)
+
+    def block(state, _):
+      state = state._replace(shift=_max_score(state))
+      state, _ = jax.lax.scan(lambda s_, _: (step(s_, lr, qq), None), state, None,
+                              length=cfg.record_every, unroll=unroll)
+      return state, observe(state)
+
+    state0 = _to_state(plan, params0, dtype)
+    unpack = _unpacker(plan, state0, params0)
+    state, recs = jax.lax.scan(block, state0, None, length=cfg.n_records - 1)
+    first = jax.vmap(record)(params0, params0), (params0 if record_params else None)
+    obs, params_t = jax.tree.map(
+        lambda a, b: jnp.concatenate([a[:, None], jnp.moveaxis(b, 0, 1)], axis=1), first, recs)
+    final = _to_params(plan, state, unpack)
+    failed = state.failed_at.astype(t.dtype)
+    return obs, params_t, final, failed
+
+  def train_batch(params0, lr=None):
+    n_seeds = jax.tree.leaves(params0)[0].shape[0]
+    lr = cfg.lr if lr is None else lr
+    lr = jnp.broadcast_to(jnp.asarray(lr), (n_seeds,))
+    tile = max(1, min(seed_tile, n_seeds))
+    n_tiles = -(-n_seeds // tile)
+    if n_tiles == 1:
+      obs, params_t, final, failed = run_tile(params0, lr)
+    else:
+      pad = n_tiles * tile - n_seeds
+      grow = lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]) if pad else x
+      split = lambda x: grow(x).reshape((n_tiles, tile) + x.shape[1:])
+      out = jax.lax.map(lambda a: run_tile(*a), (jax.tree.map(split, params0), split(lr)))
+      obs, params_t, final, failed = jax.tree.map(
+          lambda x: x.reshape((n_tiles * tile,) + x.shape[2:])[:n_seeds], out)
+    return Trajectory(t=jnp.broadcast_to(t, (n_seeds,) + t.shape), observables=obs,
+                      final_params=final, failed_at=failed, params=params_t)
+
+  return train_batch
+
+
+def make_fast_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: TrainConfig,
+                    trainable: dict, *, model_cfg, record_params: bool = False,
+                    seed_tile: int = SEED_TILE, unroll: int = 1):
+  """Drop-in for :func:`dynamics.make_train` on the Lu model with a fixed query.
+
+  Same arguments and the same ``train(params0, key, lr=None) -> Trajectory``;
+  ``loss_fn`` must be the model's cross-entropy (``models.make_loss(models.lu.apply)``),
+  which the fast path evaluates in closed form (it is not called). ``key`` is
+  unused (full-batch GD draws nothing). Under ``jax.vmap`` over seeds (as in
+  :func:`dynamics.run_sweep`), a custom vmap rule runs all seeds together
+  with :func:`make_fast_sweep_train` instead of batching the one-seed program.
+
+  Args:
+    loss_fn: ignored (the Lu cross-entropy is built in).
+    batch: the training set, concrete and shared by every seed.
+    record: ``record(params, params0) -> pytree`` of observables.
+    cfg: training configuration; see :func:`fast_path_applies`.
+    trainable: parameter group -> trainable.
+    model_cfg: the Lu model's configuration.
+    record_params: also return the parameters at every recorded step.
+    seed_tile: seeds advanced together (see :func:`make_fast_sweep_train`).
+    unroll: inner-scan unroll.
+
+  Returns:
+    ``train(params0, key, lr=None)``.
+  """
+  del loss_fn
+  train_batch = make_fast_sweep_train(model_cfg, batch, record, cfg, trainable,
+                                      record_params=record_params, seed_tile=seed_tile,
+                                      unroll=unroll)
+  default_lr = cfg.lr
+
+  @jax.custom_batching.custom_vmap
+  def run(params0, lr):
+    out = train_batch(jax.tree.map(lambda x: x[None], params0), lr[None])
+    return jax.tree.map(lambda x: x[0], out)
+
+  @run.def_vmap
+  def run_vmap(axis_size, in_batched, params0, lr):
+    p_batched, lr_batched = in_batched
+    params0 = jax.tree.map(
+        lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + x.shape), params0, p_batched)
+    lr = lr if lr_batched else jnp.broadcast_to(lr, (axis_size,))
+    out = train_batch(params0, lr)
+    return out, jax.tree.map(lambda _: True, out)
+
+  def train(params0, key, lr=None):
+    del key
+    dtype = jax.tree.leaves(params0)[0].dtype
+    lr = jnp.asarray(default_lr if lr is None else lr, dtype)
+    return run(params0, lr)
+
+  return train

@@ -1,0 +1,299 @@
+"""The reduced score–embedding (SEN) dynamics of Lu et al. (2021), Lemma 2, solved by diffrax.
+
+Under Assumption 1 the non-topic words keep their initial scores and embeddings,
+so only the topic words move: embeddings ``ν_t`` (``[T, d]``), scores
+``s_t = qᵀκ_t`` (``[T]``, the query ``q`` is fixed) and, when it trains, the
+classifier. Each training sentence ``χ_i`` holds one topic word ``t_i`` and the
+rest enters only through two constants fixed at initialisation,
+
+.. math::
+   Z(χ∖t) = \\sum_{w∈χ∖t} e^{s_w}, \\qquad
+   \\bar ν(χ∖t) = \\sum_{w∈χ∖t} ν_w e^{s_w} / Z(χ∖t),
+
+so the context vector is ``ν̄(χ) = a ν_t + (1 - a) ν̄(χ∖t)`` with the topic
+word's attention ``a = e^{s_t}/Z(χ) = sigmoid(s_t - log Z(χ∖t))``.
+
+The paper writes the dynamics in ``v = ‖q‖ν`` with ``η = lr‖q‖``; the state here
+is ``ν`` (so ``final_params`` are model parameters), which turns eqs (5)-(8) into
+
+.. math::
+   \\dot ν_t = -\\frac{\\mathrm{lr}}{|Ψ|} \\sum_{i∈Ψ_t} h_i\\, a_t(i)
+   \\qquad \\text{(eqs 5, 7)}
+
+   \\dot s_t = -\\frac{\\mathrm{lr}\\,\\|q\\|^2}{|Ψ|} \\sum_{i∈Ψ_t}
+       a_t(i)\\, (ν_t - \\bar ν(χ_i))^T h_i
+   \\qquad \\text{(eq 6, form="exact")}
+
+   \\dot s_t = \\|q\\|^2 \\frac{(ν_t - ⟨\\bar ν(χ∖t)⟩_{Ψ_t})^T \\dot ν_t}
+       {1 + e^{s_t} ⟨1/Z(χ∖t)⟩_{Ψ_t}}
+   \\qquad \\text{(eq 8, form="lemma2")}
+
+with ``h_i = ∇_{ν̄} l(χ_i, y_i)`` from the actual classifier (FC, TC or TL) by
+autodiff, and the descent sign (the paper's eqs 1-8 omit it). A trainable
+classifier follows ``dθ_c/dt = -lr ∇_{θ_c} L`` of the reduced model. Along
+``form="lemma2"`` Theorem 1's
+
+.. math:: Q_t = s_t + e^{s_t}⟨1/Z(χ∖t)⟩_{Ψ_t} - \\tfrac12 \\|q\\|^2 \\|ν_t - ⟨\\bar ν(χ∖t)⟩_{Ψ_t}\\|^2
+
+is exactly conserved (eq 9: ``dQ_t/dt = \\dot s_t (1 + e^{s_t}⟨1/Z⟩) - ‖q‖²(ν_t - ⟨ν̄∖t⟩)ᵀ\\dot ν_t = 0``).
+``form="exact"`` is the exact gradient flow of the model with the non-topic
+words frozen; it honours frozen embeddings or keys.
+
+References:
+  Lu, Mao & Nayak, "On the Dynamics of Training Attention Models", ICLR 2021.
+  https://arxiv.org/abs/2011.10036
+"""
+from typing import Callable, Mapping, NamedTuple, Optional
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import optax
+
+from dynamics.gradient_flow import failure_time, make_solver, solver_stats, time_grid
+from dynamics.trajectory import Trajectory
+from models.classifiers import apply_classifier
+from models.lu import word_scores
+from tasks.batch import Batch
+from tasks.errors import ConfigError, check
+
+FORMS = ("lemma2", "exact")
+
+
+class NonTopic(NamedTuple):
+  """What the frozen rest of each sentence contributes (Assumption 1).
+
+  Attributes:
+    slot: ``[n]`` int, index into ``topic_words`` of each sentence's topic word.
+    log_z: ``[n]`` ``log Z(χ_i∖t_i)``.
+    nubar: ``[n, d]`` ``ν̄(χ_i∖t_i)``.
+    labels: ``[n]`` int class of each sentence.
+    count: ``[T]`` ``|Ψ_t|``.
+    mean_nubar: ``[T, d]`` ``⟨ν̄(χ∖t)⟩_{Ψ_t}`` (0 where Ψ_t is empty).
+    mean_inv_z: ``[T]`` ``⟨1/Z(χ∖t)⟩_{Ψ_t}`` (0 where Ψ_t is empty).
+  """
+  slot: jax.Array
+  log_z: jax.Array
+  nubar: jax.Array
+  labels: jax.Array
+  count: jax.Array
+  mean_nubar: jax.Array
+  mean_inv_z: jax.Array
+
+
+class ReducedState(NamedTuple):
+  """The ODE state.
+
+  Attributes:
+    nu: ``[T, d]`` topic-word embeddings ``ν_t``.
+    s: ``[T]`` topic-word scores ``s_t = qᵀκ_t``.
+    classifier: classifier parameters if they train, else ``None``.
+  """
+  nu: jax.Array
+  s: jax.Array
+  classifier: Optional[dict]
+
+
+def nontopic_constants(params0: dict, batch: Batch, topic_word: jax.Array,
+                       topic_words: jax.Array) -> NonTopic:
+  """The Assumption-1 constants of every sentence and topic word, from ``params0``.
+
+  Args:
+    params0: initial model parameters.
+    batch: training sentences ``[n, L]``; each holds its topic word once.
+    topic_word: ``[n]`` the topic word (vocabulary id) of each sentence.
+    topic_words: ``[T]`` vocabulary ids of the topic words.
+  """
+  n_topic = topic_words.shape[0]
+  slot = jnp.argmax(topic_word[:, None] == topic_words[None, :], axis=1)
+  rest = batch.mask & (batch.tokens != topic_word[:, None])
+  scores = jnp.where(rest, word_scores(params0)[batch.tokens], -jnp.inf)
+  log_z = jax.nn.logsumexp(scores, axis=1)
+  weights = jnp.where(rest, jnp.exp(scores - log_z[:, None]), 0.0)
+  nubar = jnp.einsum("nl,nld->nd", weights, params0["embeddings"][batch.tokens])
+  count = jax.ops.segment_sum(jnp.ones_like(log_z), slot, n_topic)
+  per = jnp.maximum(count, 1.0)
+  return NonTopic(
+      slot=slot, log_z=log_z, nubar=nubar, labels=batch.labels, count=count,
+      mean_nubar=jax.ops.segment_sum(nubar, slot, n_topic) / per[:, None],
+      mean_inv_z=jax.ops.segment_sum(jnp.exp(-log_z), slot, n_topic) / per)
+
+
+def reduced_velocity(state: ReducedState, c: NonTopic, classifier0: dict, lr, q_sq, *,
+                     form: str, trainable: Mapping[str, bool]) -> ReducedState:
+  """``d(state)/dt`` of eqs (5)-(8) (``form="exact"``: 5-6; ``"lemma2"``: 7-8).
+
+  Args:
+    state: current topic-word embeddings, scores and (trainable) classifier.
+    c: the frozen non-topic constants.
+    classifier0: the classifier parameters used when the classifier is fixed.
+    lr: learning rate.
+    q_sq: ``‖q‖²`` of the fixed query.
+    form: ``"exact"`` or ``"lemma2"``.
+    trainable: parameter group -> trains.
+  """
+  classifier = classifier0 if state.classifier is None else state.classifier
+  a = jax.nn.sigmoid(state.s[c.slot] - c.log_z)                       # [n] e^{s_t}/Z(χ)
+  nu_t = state.nu[c.slot]                                             # [n, d]
+  context = a[:, None] * nu_t + (1.0 - a[:, None]) * c.nubar          # [n, d] ν̄(χ)
+
+  def loss(context, classifier):
+    logits = apply_classifier(classifier, context)
+    return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, c.labels))
+
+  g_context, g_classifier = jax.grad(loss, argnums=(0, 1))(context, classifier)  # h_i / |Ψ|
+  n_topic = state.s.shape[0]
+  d_nu = -lr * jax.ops.segment_sum(a[:, None] * g_context, c.slot, n_topic)      # eq (5) / (7)
+  if form == "lemma2":
+    d_s = q_sq * jnp.sum((state.nu - c.mean_nubar) * d_nu, axis=1) / (
+        1.0 + jnp.exp(state.s) * c.mean_inv_z)                                   # eq (8)
+  else:
+    d_s = -lr * q_sq * jax.ops.segment_sum(
+        a * jnp.sum((nu_t - context) * g_context, axis=1), c.slot, n_topic)      # eq (6)
+    d_nu = d_nu if trainable["embeddings"] else jnp.zeros_like(d_nu)
+    d_s = d_s if trainable["keys"] else jnp.zeros_like(d_s)
+  d_classifier = None
+  if state.classifier is not None:
+    d_classifier = jax.tree.map(lambda g: -lr * g, g_classifier)
+  return ReducedState(d_nu, d_s, d_classifier)
+
+
+def full_params(state: ReducedState, params0: dict, topic_words: jax.Array) -> dict:
+  """Model parameters with the topic words (and classifier) taken from ``state``.
+
+  Embedding rows ``ν_t`` are scattered into ``params0``'s; the topic keys move
+  along the query, ``κ_t = κ_t(0) + (s_t - s_t(0)) q/‖q‖²``, so ``qᵀκ_t = s_t``.
+  """
+  q = params0["query"]
+  s0 = word_scores(params0)[topic_words]
+  keys = params0["keys"].at[topic_words].add((state.s - s0)[:, None] * q / jnp.dot(q, q))
+  return {
+      **params0,
+      "embeddings": params0["embeddings"].at[topic_words].set(state.nu),
+      "keys": keys,
+      "classifier": params0["classifier"] if state.classifier is None else state.classifier,
+  }
+
+
+def check_reduced_config(form: str, trainable: Mapping[str, bool]) -> None:
+  """Raise :class:`ConfigError` if the reduced ODE cannot describe this training setup."""
+  check(form in FORMS, "form", form, f"one of {', '.join(FORMS)}")
+  missing = [g for g in ("embeddings", "keys", "query", "classifier") if g not in trainable]
+  if missing:
+    raise ConfigError(f"trainable = {dict(trainable)!r} lacks flags for {missing}.")
+  if trainable["query"]:
+    raise ConfigError("The reduced SEN ODE needs a fixed query (Lemma 1; every score moves when "
+                      "q trains): set model.train_query = false, or use dynamics.gradient_flow.")
+  if form == "lemma2" and not (trainable["embeddings"] and trainable["keys"]):
+    frozen = [g for g in ("embeddings", "keys") if not trainable[g]]
+    raise ConfigError(f"form='lemma2' (eqs 7-8) assumes trainable embeddings and keys, but "
+                      f"{frozen} are frozen: use form='exact' (eqs 5-6), which honours frozen "
+                      f"groups.")
+
+
+def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_words: jax.Array,
+                    record: Callable, *, lr, ts, trainable: Mapping[str, bool],
+                    form: str = "lemma2", solver="tsit5", rtol: float = 1e-8,
+                    atol: float = 1e-10, max_steps: int = 100_000,
+                    dt0: Optional[float] = None, dtmin: Optional[float] = None) -> Trajectory:
+  """Solve the reduced SEN dynamics (Lemma 2) and record observables of the full model.
+
+  Only the topic words (and a trainable classifier) move; every other word
+  keeps its initial embedding and score (Assumption 1). Time is in steps with
+  the learning rate folded in, as for :func:`dynamics.gradient_flow`, so the
+  result lines up with full-batch GD at ``t = step``. Pure: jit it, vmap it over
+  seeds (``params0`` batched) or learning rates.
+
+  Args:
+    params0: initial Lu-model parameters (``embeddings [V, d]``, ``keys [V, d']``,
+      ``query [d']``, ``classifier``).
+    batch: training sentences ``[n, L]``; each must contain exactly one word of
+      ``topic_words``, once (the topic task: ``dataset.train``).
+    topic_word: ``[n]`` vocabulary id of each sentence's topic word
+      (``dataset.train_topic_word``).
+    topic_words: ``[T]`` vocabulary ids of the topic words
+      (``jnp.arange(dataset.n_topic_words)``).
+    record: ``record(params, params0) -> pytree`` of float observables,
+      evaluated on the reconstructed full parameters (:func:`full_params`).
+    lr: learning rate (float or traced scalar).
+    ts: ``[K]`` increasing recorded times in steps, from ``ts[0]`` to ``ts[-1]``.
+    trainable: group -> trains (``LuModelConfig.trainable()``).
+    form: ``"lemma2"`` (eqs 7-8; conserves Theorem 1's ``Q_t`` exactly) or
+      ``"exact"`` (eqs 5-6; the exact gradient flow with non-topic words frozen).
+    solver: a name from :data:`dynamics.gradient_flow.SOLVERS` or a diffrax solver.
+    rtol: relative tolerance of the PID step-size controller.
+    atol: absolute tolerance of the PID step-size controller.
+    max_steps: most solver steps before giving up (reported via ``failed_at``).
+    dt0: initial step (``None``: chosen by diffrax).
+    dtmin: smallest step, accepted whatever its error estimate; ``None`` for
+      FC/TC. TL's ReLU makes the vector field discontinuous and the reduced
+      flow can slide along a kink (Filippov), which stalls adaptive step
+      control: pass e.g. ``0.1`` (a tenth of an optimiser step) for TL (see
+      :func:`dynamics.gradient_flow.gradient_flow`).
+
+  Returns:
+    A :class:`Trajectory`: ``t = ts``, observables ``[K, ...]``, the
+    reconstructed ``final_params``, ``failed_at`` (``-1`` if fine) and
+    ``params=None``.
+
+  Raises:
+    ConfigError: a trainable query; ``form="lemma2"`` with frozen embeddings
+      or keys; an unknown form or solver.
+
+  References:
+    https://arxiv.org/abs/2011.10036
+  """
+  return solve_reduced_sen_ode(params0, batch, topic_word, topic_words, record, lr=lr, ts=ts,
+                               trainable=trainable, form=form, solver=solver, rtol=rtol,
+                               atol=atol, max_steps=max_steps, dt0=dt0, dtmin=dtmin)[0]
+
+
+def solve_reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array,
+                          topic_words: jax.Array, record: Callable, *, lr, ts,
+                          trainable: Mapping[str, bool], form: str = "lemma2", solver="tsit5",
+                          rtol: float = 1e-8, atol: float = 1e-10, max_steps: int = 100_000,
+                          dt0: Optional[float] = None, dtmin: Optional[float] = None):
+  """:func:`reduced_sen_ode` that also returns the solver's step counts.
+
+  Returns:
+    ``(Trajectory, stats)`` with ``stats`` from
+    :func:`dynamics.gradient_flow.solver_stats`.
+  """
+  check_reduced_config(form, trainable)
+  ts = time_grid(ts)
+  topic_words = jnp.asarray(topic_words)
+  n = batch.tokens.shape[0]
+  check(topic_words.ndim == 1, "topic_words", topic_words.shape, "a 1-D array of word ids [T]")
+  check(jnp.shape(topic_word) == (n,), "topic_word", jnp.shape(topic_word),
+        f"one topic word id per sentence, shape ({n},)")
+  consts = nontopic_constants(params0, batch, topic_word, topic_words)
+  state0 = ReducedState(
+      nu=params0["embeddings"][topic_words],
+      s=word_scores(params0)[topic_words],
+      classifier=params0["classifier"] if trainable["classifier"] else None)
+
+  def vector_field(t, y, args):
+    del t
+    lr_, consts_, params0_, _ = args
+    q = params0_["query"]
+    velocity = reduced_velocity(y, consts_, params0_["classifier"], lr_, jnp.dot(q, q),
+                                form=form, trainable=trainable)
+    return jax.tree.map(lambda v, x: v.astype(x.dtype), velocity, y)
+
+  def observe(t, y, args):
+    del t
+    _, _, params0_, topic_words_ = args
+    return record(full_params(y, params0_, topic_words_), params0_)
+
+  saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=observe), diffrax.SubSaveAt(t1=True)])
+  sol = diffrax.diffeqsolve(
+      diffrax.ODETerm(vector_field), make_solver(solver), ts[0], ts[-1], dt0, state0,
+      args=(lr, consts, params0, topic_words), saveat=saveat,
+      stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol, dtmin=dtmin),
+      max_steps=max_steps, throw=False)
+  observables, final = sol.ys
+  final_state = jax.tree.map(lambda x: x[-1], final)
+  traj = Trajectory(t=ts, observables=observables,
+                    final_params=full_params(final_state, params0, topic_words),
+                    failed_at=failure_time(ts, observables, sol.result), params=None)
+  return traj, solver_stats(sol)

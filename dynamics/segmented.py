@@ -1,0 +1,100 @@
+"""Early stopping in segments: stop the whole sweep once every run has stopped.
+
+:func:`dynamics.make_train_early_stopping` is one ``lax.scan`` of a fixed
+number of steps: runs that stopped stay frozen but the program keeps going
+until the last step. Here the caller's compiled, vmapped segment function (a
+fixed number of steps of that early-stopping loop, started from given
+parameters) is called again and again from the host, carrying every run's best
+dev loss, best parameters and stopping step across segments, until every run
+has stopped (or a step budget is spent). The best parameters and best step are
+exactly those of one long run; a stop can come at most one patience window
+later than in one long run, when a segment starts after the dev loss has
+stopped improving (each segment's patience counter starts afresh).
+
+References:
+  Lu, Mao & Nayak, "On the Dynamics of Training Attention Models", ICLR 2021,
+  Section 5.2 (early stopping of patience 100). https://arxiv.org/abs/2011.10036
+"""
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class SegmentedRun(NamedTuple):
+  """Runs (leading axis ``P``) trained in segments with early stopping on a monitored loss.
+
+  Attributes:
+    steps: ``[T]`` recorded steps (0, record_every, ..., the last segment's end).
+    observables: pytree of host arrays ``[P, T, ...]``; after a run stopped, its
+      records repeat its value at the stop.
+    best_params: parameters at each run's lowest monitored value.
+    best_step: ``[P]`` the step of that value.
+    best_value: ``[P]`` the value.
+    stopped_at: ``[P]`` the step at which patience ran out, ``-1`` if it never did.
+  """
+  steps: np.ndarray
+  observables: Any
+  best_params: Any
+  best_step: np.ndarray
+  best_value: np.ndarray
+  stopped_at: np.ndarray
+
+
+def run_segments(segment_fn: Callable, params0: Any, *, segment: int, max_segments: int,
+                 record_every: int, on_segment: Optional[Callable[[int, np.ndarray], None]] = None
+                 ) -> SegmentedRun:
+  """Call ``segment_fn`` until every run stopped or ``max_segments`` segments ran.
+
+  Args:
+    segment_fn: ``params [P, ...] -> EarlyStopped`` (batched over ``P``), e.g.
+      ``jax.jit(jax.vmap(lambda p: make_train_early_stopping(...)(p, key)))``
+      with ``segment`` steps recorded every ``record_every``; its ``best_value``
+      must be lower-is-better (``monitor="dev_loss"``).
+    params0: ``[P, ...]`` initial parameters.
+    segment: steps per segment.
+    max_segments: the most segments to run.
+    record_every: the record interval of ``segment_fn``.
+    on_segment: called as ``on_segment(k, stopped_at)`` after segment ``k``.
+
+  Returns:
+    A :class:`SegmentedRun`.
+  """
+  params, best_params = params0, params0
+  n = jax.tree.leaves(params0)[0].shape[0]
+  best_value = np.full(n, np.inf)
+  best_step = np.zeros(n, np.int64)
+  stopped = np.full(n, -1, np.int64)
+  chunks, last = [], None
+  for k in range(max_segments):
+    res = segment_fn(params)
+    obs = jax.tree.map(np.asarray, res.trajectory.observables)
+    active = stopped < 0
+    if last is not None:   # a run that stopped earlier keeps its last record
+      obs = jax.tree.map(lambda x, l: np.where(active.reshape((-1,) + (1,) * (x.ndim - 1)), x,
+                                               l[:, None]), obs, last)
+      obs = jax.tree.map(lambda x: x[:, 1:], obs)   # its first record repeats the previous last
+    chunks.append(obs)
+    last = jax.tree.map(lambda x: x[:, -1], obs)
+    value = np.asarray(res.best_value, np.float64)
+    improved = active & (value < best_value)
+    best_value = np.where(improved, value, best_value)
+    best_step = np.where(improved, k * segment + np.asarray(res.best_step), best_step)
+    flag = jnp.asarray(improved)
+    best_params = jax.tree.map(lambda a, b: jnp.where(flag.reshape((-1,) + (1,) * (a.ndim - 1)), a, b),
+                               res.best_params, best_params)
+    now = active & (np.asarray(res.stopped_at) >= 0)
+    stopped = np.where(now, k * segment + np.asarray(res.stopped_at), stopped)
+    keep = jnp.asarray(stopped < 0)
+    params = jax.tree.map(lambda a, b: jnp.where(keep.reshape((-1,) + (1,) * (a.ndim - 1)), a, b),
+                          res.trajectory.final_params, params)
+    if on_segment is not None:
+      on_segment(k, stopped)
+    if np.all(stopped >= 0):
+      break
+  observables = jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *chunks)
+  t = jax.tree.leaves(observables)[0].shape[1]
+  return SegmentedRun(steps=np.arange(t) * record_every, observables=observables,
+                      best_params=best_params, best_step=best_step, best_value=best_value,
+                      stopped_at=stopped)

@@ -1,0 +1,214 @@
+"""`attndyn reproduce`: the replication table's statistics and verdicts, the exact reformulations
+it trains with, and one tiny end-to-end run of the command."""
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import analysis
+import dynamics
+import models
+from analysis import ablation as abl
+from analysis import replication as rep
+from analysis.sen_checks import windowed_max_error
+from attndyn import cli
+from attndyn.reproduce import report, runner
+from dynamics.segmented import run_segments
+from models import lu_fc_reduced
+from models.lu_linear import apply_linear, gate
+
+
+# ---------------------------------------------------------------- statistics and verdicts
+
+def test_mean_ci_is_the_student_t_interval():
+  est = rep.mean_ci([1.0, 2.0, 3.0, float("nan")])
+  assert est.n == 3 and est.mean == 2.0
+  np.testing.assert_allclose(est.ci95, 4.303 * 1.0 / math.sqrt(3), rtol=1e-12)
+  one = rep.mean_ci([5.0])
+  assert one.mean == 5.0 and one.ci95 is None and one.n == 1
+  assert rep.mean_ci([]).n == 0 and rep.mean_ci([]).mean is None
+  qs = [rep.t_quantile_975(df) for df in range(1, 200)]
+  assert all(a >= b for a, b in zip(qs, qs[1:])) and qs[-1] == 1.96
+
+
+@pytest.mark.parametrize("kind, value, paper, values, expected", [
+    ("abs", 3.0, 80.0, [78.0, 77.5], "pass"),
+    ("abs", 3.0, 80.0, [76.0, 77.0], "fail"),
+    ("at_least", 76.59, None, [77.0, 80.0], "pass"),
+    ("at_least", 76.59, None, [70.0, 75.0], "fail"),
+    ("at_most", 0.02, None, [0.01, 0.019], "pass"),
+    ("at_most", 0.02, None, [0.01, 0.04], "fail"),
+    ("all_true", None, None, [1.0, 1.0, 1.0], "pass"),
+    ("all_true", None, None, [1.0, 0.0, 1.0], "fail"),
+    ("info", None, None, [3.0], "info"),
+    ("at_least", 1.0, None, [float("nan")], "fail"),   # no finite value is a fail
+])
+def test_judge(kind, value, paper, values, expected):
+  assert rep.judge(rep.mean_ci(values), rep.Tolerance(kind, value), paper) == expected
+
+
+def test_claim_rows_and_quick_rows_keep_the_would_be_verdict():
+  tol = rep.Tolerance("at_least", 76.68 - 3, "≥ paper − 3 points")
+  row = rep.claim("sst2.tc.test_acc", "acc", paper=79.59, ours=rep.mean_ci([80.1, 79.9]),
+                  tolerance=tol, unit="%", comparable=False, quick=True)
+  assert row["status"] == "quick" and row["would_be"] == "pass"
+  full = rep.claim("x", "acc", paper=79.59, ours=rep.mean_ci([70.0]), tolerance=tol,
+                   comparable=False, quick=False)
+  assert full["status"] == "fail"
+  assert report.format_result(row) == "quick: not comparable (would pass)"
+  assert report.format_ours(row) == "80.00 ± 1.27 % (n=2)"
+  flags = rep.claim("y", "t", paper="holds", ours=rep.mean_ci([1.0, 0.0]),
+                    tolerance=rep.Tolerance("all_true"))
+  assert report.format_ours(flags) == "1/2 runs" and report.format_result(flags) == "**FAIL**"
+  with pytest.raises(Exception, match="tolerance.value"):
+    rep.Tolerance("at_most")
+
+
+def test_window_and_ablation_helpers():
+  steps = np.arange(0, 100, 10)
+  a = np.array([[1.0, 0.9, 0.7, 0.5, 0.3, 0.1, 0.05, 0.01, 0.005, 0.001]])
+  b = a + 0.01
+  b[0, 4] = 0.2                               # a is above b once, at step 40
+  t_conv = abl.first_step_at_or_below(steps, a, np.array([0.011]))
+  assert t_conv[0] == 70.0
+  np.testing.assert_allclose(abl.fraction_below(steps, a, b, t_conv), [5 / 6])
+  assert np.isnan(abl.first_step_at_or_below(steps, a, np.array([-1.0]))[0])
+  # a's growth rate exceeds b's from step 30 on (after a brief lead at step 10 that does not last)
+  x, y = np.array([[0, 3, 3.5, 5, 7, 10.]]), np.array([[0, 2, 4, 5, 6, 7.]])
+  assert abl.rate_crossover(steps[:6], x, y)[0] == 30.0
+  assert np.isnan(abl.rate_crossover(steps[:6], y, x)[0])
+  # Eq (10) exactly: no error in the window; a wrong norm at the start only is ignored.
+  s = np.linspace(0.0, 3.0, 10)[:, None]
+  v = np.array(analysis.sen_norm(s, 5))
+  v[0] = 1.0
+  assert windowed_max_error(steps, s, v, 5, start_fraction=0.1) < 1e-12
+
+
+# ---------------------------------------------------------------- exact reformulations
+
+@pytest.fixture(scope="module")
+def fc_setup(tiny_data):
+  task, data = tiny_data
+  cfg = models.LuModelConfig(n_words=task.n_words, n_classes=task.n_topics, embed_dim=4,
+                             key_dim=3, classifier="fc", fc_init="randn_unit_diag",
+                             embed_std=0.1, key_std=0.1, query_std=0.7)
+  return cfg, data, models.lu.init(jax.random.PRNGKey(1), cfg, jnp.float64)
+
+
+def test_projected_apply_and_gate_change_nothing_but_the_frozen_gradient(fc_setup):
+  _, data, params = fc_setup
+  full, proj = models.lu.apply(params, data.train), apply_linear(params, data.train)
+  np.testing.assert_allclose(proj.logits, full.logits, rtol=1e-12, atol=1e-14)
+  np.testing.assert_array_equal(proj.attention, full.attention)
+  loss = jax.jit(lambda p, flags: models.make_loss(apply_linear)(gate(p, flags), data.train)[0])
+  grad = jax.jit(jax.grad(loss))
+  g_on = grad(params, {"keys": 1.0, "embeddings": 1.0})
+  g_off = grad(params, {"keys": 0.0, "embeddings": 0.0})
+  assert float(loss(params, {"keys": 0.0, "embeddings": 0.0})) == float(
+      models.make_loss(apply_linear)(params, data.train)[0])
+  assert float(jnp.max(jnp.abs(g_on["keys"]))) > 0
+  assert float(jnp.max(jnp.abs(g_off["keys"]))) == 0 == float(jnp.max(jnp.abs(g_off["embeddings"])))
+
+
+def test_fc_reduction_is_exact_gradient_descent(fc_setup):
+  cfg, data, params0 = fc_setup
+  train_cfg = dynamics.TrainConfig(lr=0.3, steps=30, record_every=30)
+  zero = lambda p, p0: jnp.zeros(())
+  full = dynamics.make_train(models.make_loss(models.lu.apply), data.train, zero, train_cfg,
+                             cfg.trainable())(params0, jax.random.PRNGKey(0)).final_params
+  red0, consts = lu_fc_reduced.reduce(params0)
+  red = dynamics.make_train(models.make_loss(lu_fc_reduced.make_apply(consts)), data.train, zero,
+                            train_cfg, {"b": True, "sigma": True})(
+                                red0, jax.random.PRNGKey(0)).final_params
+  back = lu_fc_reduced.expand(red, consts, params0)
+  assert float(jnp.max(jnp.abs(full["embeddings"] - params0["embeddings"]))) > 1e-2
+  for group in ("embeddings", "keys"):
+    np.testing.assert_allclose(back[group], full[group], atol=1e-12)
+  np.testing.assert_allclose(lu_fc_reduced.embedding_norms(red, consts),
+                             analysis.embedding_norms(full), atol=1e-12)
+  np.testing.assert_allclose(lu_fc_reduced.scores(red, consts), models.word_scores(full), atol=1e-12)
+
+
+def test_diminution_init_makes_eq8_negative(tiny_data):
+  task, data = tiny_data
+  cfg = models.LuModelConfig(n_words=task.n_words, n_classes=task.n_topics, embed_dim=4,
+                             key_dim=3, classifier="tc", embed_std=0.3, query_norm=1.0)
+  params = models.lu.init(jax.random.PRNGKey(2), cfg, jnp.float64)
+  loss = models.make_loss(models.lu.apply)
+  moved = abl.diminution_init(loss, params, data, 0, 0.5)
+  assert float(abl.eq8_projection(loss, moved, data, 0)) < 0
+  changed = np.flatnonzero(np.any(np.asarray(moved["embeddings"] != params["embeddings"]), -1))
+  assert changed.tolist() == [0]
+
+
+def test_segmented_early_stopping_finds_the_one_long_run_best(tiny_data):
+  task, data = tiny_data
+  flip = jax.random.bernoulli(jax.random.PRNGKey(9), 0.3, data.test.labels.shape)
+  dev = data.test._replace(labels=jnp.where(flip, 1 - data.test.labels, data.test.labels))
+  cfg = models.LuModelConfig(n_words=task.n_words, n_classes=task.n_topics, embed_dim=3,
+                             key_dim=2, embed_std=0.1, key_std=0.1)
+  loss = models.make_loss(models.lu.apply)
+  record = lambda p, p0: {"dev_loss": loss(p, dev)[0]}
+  lrs = jnp.array([1.0, 3.0])
+
+  def make(steps):
+    train = dynamics.make_train_early_stopping(
+        loss, data.train, dev, record, dynamics.TrainConfig(lr=1.0, steps=steps, record_every=5),
+        cfg.trainable(), patience=4, eval_every=5)
+    return jax.jit(jax.vmap(lambda p, lr: train(p, jax.random.PRNGKey(0), lr=lr)))
+
+  params0 = jax.vmap(lambda k: models.lu.init(k, cfg, jnp.float64))(
+      jax.random.split(jax.random.PRNGKey(3), 2))
+  long = make(400)(params0, lrs)
+  seg = run_segments(lambda p: make(50)(p, lrs), params0, segment=50, max_segments=8,
+                     record_every=5)
+  assert np.all(seg.stopped_at > 0) and np.all(np.asarray(long.stopped_at) > 0)
+  np.testing.assert_array_equal(seg.best_step, long.best_step)
+  np.testing.assert_allclose(seg.best_value, long.best_value, rtol=1e-12)
+  assert np.all(seg.stopped_at >= np.asarray(long.stopped_at))
+  assert np.all(seg.stopped_at - np.asarray(long.stopped_at) <= 4 * 5)
+  assert seg.observables["dev_loss"].shape == (2, len(seg.steps))
+
+
+# ---------------------------------------------------------------- the command, end to end
+
+TINY = ["--set", "theorem2.segment=20", "--set", "theorem2.segments=3",
+        "--set", "theorem2.checkpoints=[20,40,60]", "--set", "theorem2.seeds=2",
+        "--set", "theorem2.task.vocab_size=40", "--set", "theorem2.task.n_train=32",
+        "--set", "theorem2.task.n_test=16", "--set", "theorem2.task.n_nontopic=5"]
+
+
+def test_reproduce_end_to_end_writes_the_table_figures_and_rebuilds_it(tmp_path, capsys):
+  out = tmp_path / "rep"
+  code = cli.main(["reproduce", "lu2021", "--out", str(out), "--quick", "--quiet",
+                   "--only", "theorem2"] + TINY)
+  assert code == 0, capsys.readouterr()
+  doc = json.loads((out / report.JSON).read_text())
+  assert doc["columns"] == list(report.COLUMNS) and doc["modes"] == ["quick"]
+  ids = [row["id"] for row in doc["claims"]]
+  assert "theorem2.loss_decreasing" in ids and "theorem2.final_attention" in ids
+  for row in doc["claims"]:
+    assert {"paper", "ours", "tolerance", "status"} <= set(row)
+    assert row["status"] in rep.STATUSES and row["ours"]["n"] >= 1
+  text = (out / report.MARKDOWN).read_text()
+  assert "| " + " | ".join(report.COLUMNS) + " |" in text
+  for fig in doc["experiments"][0]["figures"]:
+    assert (out / fig).read_bytes()[:4] == b"\x89PNG"
+  (out / report.MARKDOWN).unlink()
+  assert cli.main(["reproduce", "lu2021", "--out", str(out), "--report-only"]) == 0
+  assert (out / report.MARKDOWN).read_text().count("| theorem2.") == len(ids)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "synthetic.stepz=3"], "did you mean 'steps'"),
+    (["--set", "nosuch.steps=3"], "no experiment 'nosuch'"),
+    (["--only", "synthetc"], "Did you mean 'synthetic'"),
+])
+def test_bad_settings_are_one_line_errors_before_anything_runs(tmp_path, capsys, args, message):
+  code = cli.main(["reproduce", "lu2021", "--out", str(tmp_path / "x"), "--quick"] + args)
+  err = capsys.readouterr().err
+  assert code == 2 and message.lower() in err.lower(), err
+  assert not (tmp_path / "x" / runner.EXPERIMENTS_DIR).exists()
