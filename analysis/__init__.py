@@ -23,3 +23,6 @@ from analysis.purity import attended_words as attended_words
 from analysis.purity import occurrence_counts as occurrence_counts
 from analysis.purity import purity_record as purity_record
 from analysis.purity import topic_purity as topic_purity
+from analysis.divergences import jsd as jsd
+from analysis.divergences import kl as kl
+from analysis.divergences import tvd as tvd

@@ -51,8 +51,12 @@ Algebra (one seed; sentence ``i`` has words ``w_il``, ``n`` sentences,
 Every array keeps the seed axis innermost (``[..., S]``) so each elementwise
 loop vectorises across seeds; seeds are processed in tiles of ``seed_tile``
 (``lax.map`` over tiles) so a tile's state stays in cache. The shift ``c`` is
-the per-seed maximum score, refreshed at every recorded step (it only guards
-``exp`` against overflow; any constant gives the same trajectory).
+each seed's largest score at every step (any constant gives the same
+trajectory; this one guards ``exp`` against overflow). The one limit of the
+factored form: a sentence whose words all score more than ~87 (float32;
+~708 in float64) below the vocabulary's top score underflows to ``Z_i = 0``;
+that step is then non-finite and reported in ``failed_at`` (the generic path,
+which shifts per sentence, would go on).
 
 Failures: a step whose forward pass is non-finite (checked through
 ``Σ_i pre_i·δ_i`` and the classifier gradients) is not applied, and the run
@@ -336,14 +340,17 @@ class _Layout(NamedTuple):
 class _State(NamedTuple):
   """Training state of a seed tile; every leaf has the seed axis last.
 
-  ``emb [V_a(+1), d, S]`` embeddings and ``score [V_a(+1), S]`` scores of the
-  rows of :class:`WordPlan`; ``cls`` the classifier with seeds last;
-  ``shift [S]``; ``step`` shape=(), int32; ``failed_at [S]`` int32, −1 while finite.
+  For the rows of :class:`WordPlan`: ``x [V_a(+1), d, S]`` the weighted
+  embeddings ``x_w = e_w ν_w`` with ``e_w = exp(s_w − c)``, ``score [V_a(+1), S]``
+  the scores ``s_w``, ``weight [V_a(+1), S]`` the weights ``e_w`` and ``shift [S]``
+  the shift ``c = max_w s_w``; ``cls`` the classifier with seeds last; ``step``
+  shape=(), int32; ``failed_at [S]`` int32, −1 while finite.
   """
-  emb: Any
+  x: Any
   score: Any
-  cls: Any
+  weight: Any
   shift: Any
+  cls: Any
   step: Any
   failed_at: Any
 
@@ -374,19 +381,15 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
   onehot = jnp.asarray(labels_onehot, dtype)[:, :, None]         # [n, J, 1]
   inv_n = 1.0 / n
 
-  def scaled(emb, es):
-    """``x = e ⊙ ν`` as channel groups ``[V, b − a, S]`` (stored: the forward gathers rows of it)."""
-    return [emb[:, a:b] * es[:, None] for a, b in groups]
-
-  def forward(xs, es):
+  def forward(x, es):
     """``Z [n, S]`` and ``N`` as channel groups ``[n, b − a, S]``: ``Σ_w C_iw [e_w, x_w]``.
 
     Every kernel here is a plain sum of row gathers (one per word position)
-    from a stored array, one array per kernel: XLA:CPU fuses neither a gather
-    of a computed value nor a gather shared between consumers.
+    from a stored array: XLA:CPU fuses neither a gather of a computed value
+    nor a gather shared between consumers (hence slices of rows per group).
     """
     z = _tree_sum([es[p] for p in positions])
-    return z, [_tree_sum([x[p] for p in positions]) for x in xs]
+    return z, [_tree_sum([x[p][:, a:b] for p in positions]) for a, b in groups]
 
   def backward(y):
     """``R = Cᵀ y``: ``[V_a(+1), c, S]`` for ``y [n, c, S]``; each part written in place."""
@@ -445,41 +448,33 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
     # into every element of their big consumers.
     pred = state.step >= 0
     c = state.cls
-    es = jnp.exp(state.score - state.shift)                            # [V, S]
-    xs = _materialize(pred, scaled, state.emb, es)
-    z, num = _materialize(pred, forward, xs, es)
+    x, es = state.x, state.weight
+    z, num = _materialize(pred, forward, x, es)
     y, grads, ok = _materialize(pred, sentences, c, z, num, state.failed_at)
     live = ok & (state.failed_at < 0)
     r = _materialize(pred, backward, y)                                # [V, K+1, S]
     w = c["U1"] if lay.kind == "tl" else c["U"]
-    g = _tree_sum([w[None, :, k] * r[:, k, None] for k in range(kk)])  # [V, d, S]
-    emb, score = state.emb, state.score
-    step_e = (lr * es)[:, None] * g                                    # τ e_w G_w
-    if trainable["embeddings"]:
-      emb = jnp.where(live, emb - step_e, emb)
+    score, shift, es_new = state.score, state.shift, es
     if trainable["keys"]:
-      # ν_w(old)·G_w from the updated ν_w, so the embeddings are updated in place
-      # first: ν_old·G = ν_new·G + τ e_w ‖G_w‖², with ν·G = (Wᵀν)·R and
-      # ‖G‖² = Rᵀ(WᵀW)R (exact algebra; the rounding is that of short dot
-      # products, and the forms differ from G's so XLA does not store G).
-      proj = [_tree_sum([w[None, a, k] * emb[:, a] for a in range(d)]) for k in range(kk)]
-      dot = _tree_sum([proj[k] * r[:, k] for k in range(kk)])
-      if trainable["embeddings"]:
-        gram = _tree_sum([w[:, k] * w[:, k2] for k in range(kk) for k2 in range(k, kk)]) if False else None
-        m = [[_tree_sum([w[a, k] * w[a, k2] for a in range(d)]) for k2 in range(kk)] for k in range(kk)]
-        norm2 = _tree_sum([m[k][k2] * r[:, k] * r[:, k2] for k in range(kk) for k2 in range(kk)])
-        dot = dot + jnp.where(live, lr * es, 0) * norm2
-      score = jnp.where(live, score - (lr * qq) * es * (dot - r[:, kk]), score)
+      # ∂L/∂s_w = e_w ν_w·G_w − e_w R_w^(K) = x_w·G_w − e_w R_w^(K), x·G = (Wᵀx)·R^(:K).
+      proj = [_tree_sum([w[None, a, k] * x[:, a] for a in range(d)]) for k in range(kk)]
+      grad_s = _tree_sum([proj[k] * r[:, k] for k in range(kk)]) - es * r[:, kk]
+      score = jnp.where(live, score - (lr * qq) * grad_s, score)
+      shift = jnp.max(score, axis=0)                                   # keeps e_w ≤ 1
+      es_new = jnp.exp(score - shift)
+    # x' = e'ν' = (e'/e) x − τ e' e G, with ν' = ν − τ e G and G = W R^(:K).
+    g = _tree_sum([w[None, :, k] * r[:, k, None] for k in range(kk)])  # [V, d, S]
+    x_new = x
+    if trainable["keys"]:
+      x_new = jnp.exp((score - shift) - (state.score - state.shift))[:, None] * x
+    if trainable["embeddings"]:
+      x_new = x_new - (lr * es_new * es)[:, None] * g
+    x_new = jnp.where(live, x_new, x)
     cls = {k: (jnp.where(live, v - lr * grads[k], v) if k in grads else v) for k, v in c.items()}
     failed_at = jnp.where((state.failed_at < 0) & ~ok, state.step, state.failed_at)
-    return _State(emb, score, cls, state.shift, state.step + 1, failed_at)
+    return _State(x_new, score, es_new, shift, cls, state.step + 1, failed_at)
 
   return step
-
-
-def _max_score(state: _State):
-  """Per-seed maximum score (the softmax shift)."""
-  return jnp.max(state.score, axis=0)
 
 
 # ----------------------------------------------------------------------------------------
@@ -496,10 +491,11 @@ def _to_state(plan: WordPlan, params0, dtype) -> _State:
     # The padding word: embedding 0, score −10³⁰ (weight 0; finite, so 0·s = 0).
     emb = jnp.concatenate([emb, jnp.zeros((1,) + emb.shape[1:], emb.dtype)], 0)
     score = jnp.concatenate([score, jnp.full((1, n_seeds), -1e30, score.dtype)], 0)
+  shift = jnp.max(score, axis=0)
+  weight = jnp.exp(score - shift)
   cls = jax.tree.map(_seeds_last, params0["classifier"])
-  state = _State(emb, score, cls, jnp.zeros((n_seeds,), dtype), jnp.zeros((), jnp.int32),
-                 -jnp.ones((n_seeds,), jnp.int32))
-  return state._replace(shift=_max_score(state))
+  return _State(emb * weight[:, None], score, weight, shift, cls, jnp.zeros((), jnp.int32),
+                -jnp.ones((n_seeds,), jnp.int32))
 
 
 class _Unpack(NamedTuple):
@@ -517,31 +513,38 @@ class _Unpack(NamedTuple):
   params0: Any
 
 
-def _unpacker(plan: WordPlan, state0: _State, params0) -> _Unpack:
+def _unpacker(plan: WordPlan, params0) -> _Unpack:
   n_vocab = params0["embeddings"].shape[1]
   rest = np.setdiff1d(np.arange(n_vocab), plan.words)
   order = np.empty(n_vocab, np.int32)
   order[np.concatenate([plan.words, rest]).astype(np.int64)] = np.arange(n_vocab)
-  rest_emb = jnp.transpose(params0["embeddings"][:, rest], (1, 2, 0))
-  return _Unpack(jnp.asarray(order), rest_emb, state0.score, params0)
+  emb0 = params0["embeddings"]
+  score0 = jnp.einsum("svk,sk->vs", params0["keys"][:, plan.words], params0["query"])
+  return _Unpack(jnp.asarray(order), jnp.transpose(emb0[:, rest], (1, 2, 0)), score0, params0)
 
 
-def _to_params(plan: WordPlan, state: _State, un: _Unpack):
+def _to_params(plan: WordPlan, state: _State, un: _Unpack, trainable: dict):
   """Seeds-last fast state -> seeds-first ordinary parameters (leaves ``[S, ...]``).
 
-  Words absent from the training set keep their initial embedding and key;
-  ``κ_w = κ_w(0) + (s_w − s_w(0)) q / ‖q‖²``. Rows are put back in vocabulary
-  order with a gather (XLA:CPU scatters are slow).
+  ``ν_w = x_w / e_w``; words absent from the training set keep their initial
+  embedding and key; ``κ_w = κ_w(0) + (s_w − s_w(0)) q / ‖q‖²``. Rows go back
+  to vocabulary order with a gather (XLA:CPU scatters are slow). Frozen groups
+  are returned unchanged, bit for bit.
   """
   n_active = len(plan.words)
-  emb0, keys0, query = (un.params0[k] for k in ("embeddings", "keys", "query"))
-  rows = jnp.concatenate([state.emb[:n_active], un.rest_emb], 0)[un.order]   # [V, d, S]
-  emb = jnp.transpose(rows, (2, 0, 1))
-  ds = state.score[:n_active] - un.score0[:n_active]                          # [V_a, S]
-  ds = jnp.concatenate([ds, jnp.zeros((len(un.order) - n_active, ds.shape[1]), ds.dtype)], 0)
-  ds = jnp.transpose(ds[un.order], (1, 0))                                    # [S, V]
-  unit = query / jnp.sum(query * query, axis=-1, keepdims=True)               # q / ‖q‖²
-  keys = keys0 + ds[:, :, None] * unit[:, None, :]
+  keys0, query = un.params0["keys"], un.params0["query"]
+  emb = un.params0["embeddings"]
+  if trainable["embeddings"]:
+    active = state.x[:n_active] / state.weight[:n_active, None]              # ν = x / e
+    rows = jnp.concatenate([active, un.rest_emb], 0)[un.order]              # [V, d, S]
+    emb = jnp.transpose(rows, (2, 0, 1))
+  keys = keys0
+  if trainable["keys"]:
+    ds = state.score[:n_active] - un.score0                                 # [V_a, S]
+    ds = jnp.concatenate([ds, jnp.zeros((len(un.order) - n_active, ds.shape[1]), ds.dtype)], 0)
+    ds = jnp.transpose(ds[un.order], (1, 0))                                # [S, V]
+    unit = query / jnp.sum(query * query, axis=-1, keepdims=True)           # q / ‖q‖²
+    keys = keys0 + ds[:, :, None] * unit[:, None, :]
   cls = jax.tree.map(_seeds_first, state.cls)
   return {"embeddings": emb, "keys": keys, "query": query, "classifier": cls}
 
@@ -608,25 +611,26 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
     qq = jnp.sum(params0["query"] ** 2, axis=-1)                      # [S]
     lr = lr.astype(dtype)
 
-    def observe(state):
-      params = _to_params(plan, state, unpack)
-      return jax.vmap(record)(params, params0), (params if record_params else None)
+    def advance(state):
+      return jax.lax.scan(lambda s_, _: (step(s_, lr, qq), None), state, None,
+                          length=cfg.record_every, unroll=unroll)[0]
 
-    def block(state, _):
-      state = state._replace(shift=_max_score(state))
-      state, _ = jax.lax.scan(lambda s_, _: (step(s_, lr, qq), None), state, None,
-                              length=cfg.record_every, unroll=unroll)
-      return state, observe(state)
+    def block(carry, r):
+      # Observe the current state, then advance to the next recorded step (not
+      # after the last record): record and the unpacking are traced once, and
+      # the last observed parameters are the final ones.
+      state, _ = carry
+      params = _to_params(plan, state, unpack, trainable)
+      obs = jax.vmap(record)(params, params0)
+      state = jax.lax.cond(r < cfg.n_records - 1, advance, lambda s_: s_, state)
+      return (state, params), (obs, params if record_params else None)
 
     state0 = _to_state(plan, params0, dtype)
-    unpack = _unpacker(plan, state0, params0)
-    state, recs = jax.lax.scan(block, state0, None, length=cfg.n_records - 1)
-    first = jax.vmap(record)(params0, params0), (params0 if record_params else None)
-    obs, params_t = jax.tree.map(
-        lambda a, b: jnp.concatenate([a[:, None], jnp.moveaxis(b, 0, 1)], axis=1), first, recs)
-    final = _to_params(plan, state, unpack)
-    failed = state.failed_at.astype(t.dtype)
-    return obs, params_t, final, failed
+    unpack = _unpacker(plan, params0)
+    (state, final), (obs, params_t) = jax.lax.scan(block, (state0, params0), jnp.arange(cfg.n_records))
+    seeds_first = lambda x: jnp.moveaxis(x, 0, 1)                     # [T, S, ...] -> [S, T, ...]
+    return (jax.tree.map(seeds_first, obs), jax.tree.map(seeds_first, params_t), final,
+            state.failed_at.astype(t.dtype))
 
   def train_batch(params0, lr=None):
     n_seeds = jax.tree.leaves(params0)[0].shape[0]

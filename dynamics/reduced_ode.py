@@ -64,7 +64,8 @@ class NonTopic(NamedTuple):
   """What the frozen rest of each sentence contributes (Assumption 1).
 
   Attributes:
-    slot: ``[n]`` int, index into ``topic_words`` of each sentence's topic word.
+    member: ``[n, T]`` one-hot: sentence ``i`` is in Ψ_t (dense, so gathers and
+      sums over Ψ_t are small matmuls rather than scatters).
     log_z: ``[n]`` ``log Z(χ_i∖t_i)``.
     nubar: ``[n, d]`` ``ν̄(χ_i∖t_i)``.
     labels: ``[n]`` int class of each sentence.
@@ -72,7 +73,7 @@ class NonTopic(NamedTuple):
     mean_nubar: ``[T, d]`` ``⟨ν̄(χ∖t)⟩_{Ψ_t}`` (0 where Ψ_t is empty).
     mean_inv_z: ``[T]`` ``⟨1/Z(χ∖t)⟩_{Ψ_t}`` (0 where Ψ_t is empty).
   """
-  slot: jax.Array
+  member: jax.Array
   log_z: jax.Array
   nubar: jax.Array
   labels: jax.Array
@@ -104,19 +105,18 @@ def nontopic_constants(params0: dict, batch: Batch, topic_word: jax.Array,
     topic_word: ``[n]`` the topic word (vocabulary id) of each sentence.
     topic_words: ``[T]`` vocabulary ids of the topic words.
   """
-  n_topic = topic_words.shape[0]
-  slot = jnp.argmax(topic_word[:, None] == topic_words[None, :], axis=1)
+  member = (topic_word[:, None] == topic_words[None, :]).astype(params0["embeddings"].dtype)
   rest = batch.mask & (batch.tokens != topic_word[:, None])
   scores = jnp.where(rest, word_scores(params0)[batch.tokens], -jnp.inf)
   log_z = jax.nn.logsumexp(scores, axis=1)
   weights = jnp.where(rest, jnp.exp(scores - log_z[:, None]), 0.0)
   nubar = jnp.einsum("nl,nld->nd", weights, params0["embeddings"][batch.tokens])
-  count = jax.ops.segment_sum(jnp.ones_like(log_z), slot, n_topic)
+  count = member.sum(0)
   per = jnp.maximum(count, 1.0)
   return NonTopic(
-      slot=slot, log_z=log_z, nubar=nubar, labels=batch.labels, count=count,
-      mean_nubar=jax.ops.segment_sum(nubar, slot, n_topic) / per[:, None],
-      mean_inv_z=jax.ops.segment_sum(jnp.exp(-log_z), slot, n_topic) / per)
+      member=member, log_z=log_z, nubar=nubar, labels=batch.labels, count=count,
+      mean_nubar=(member.T @ nubar) / per[:, None],
+      mean_inv_z=(member.T @ jnp.exp(-log_z)) / per)
 
 
 def reduced_velocity(state: ReducedState, c: NonTopic, classifier0: dict, lr, q_sq, *,
@@ -133,8 +133,8 @@ def reduced_velocity(state: ReducedState, c: NonTopic, classifier0: dict, lr, q_
     trainable: parameter group -> trains.
   """
   classifier = classifier0 if state.classifier is None else state.classifier
-  a = jax.nn.sigmoid(state.s[c.slot] - c.log_z)                       # [n] e^{s_t}/Z(χ)
-  nu_t = state.nu[c.slot]                                             # [n, d]
+  a = jax.nn.sigmoid(c.member @ state.s - c.log_z)                   # [n] e^{s_t}/Z(χ)
+  nu_t = c.member @ state.nu                                          # [n, d]
   context = a[:, None] * nu_t + (1.0 - a[:, None]) * c.nubar          # [n, d] ν̄(χ)
 
   def loss(context, classifier):
@@ -142,14 +142,13 @@ def reduced_velocity(state: ReducedState, c: NonTopic, classifier0: dict, lr, q_
     return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, c.labels))
 
   g_context, g_classifier = jax.grad(loss, argnums=(0, 1))(context, classifier)  # h_i / |Ψ|
-  n_topic = state.s.shape[0]
-  d_nu = -lr * jax.ops.segment_sum(a[:, None] * g_context, c.slot, n_topic)      # eq (5) / (7)
+  d_nu = -lr * c.member.T @ (a[:, None] * g_context)                             # eq (5) / (7)
   if form == "lemma2":
     d_s = q_sq * jnp.sum((state.nu - c.mean_nubar) * d_nu, axis=1) / (
         1.0 + jnp.exp(state.s) * c.mean_inv_z)                                   # eq (8)
   else:
-    d_s = -lr * q_sq * jax.ops.segment_sum(
-        a * jnp.sum((nu_t - context) * g_context, axis=1), c.slot, n_topic)      # eq (6)
+    d_s = -lr * q_sq * c.member.T @ (
+        a * jnp.sum((nu_t - context) * g_context, axis=1))                       # eq (6)
     d_nu = d_nu if trainable["embeddings"] else jnp.zeros_like(d_nu)
     d_s = d_s if trainable["keys"] else jnp.zeros_like(d_s)
   d_classifier = None
@@ -274,24 +273,24 @@ def solve_reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array,
 
   def vector_field(t, y, args):
     del t
-    lr_, consts_, params0_, _ = args
+    lr_, consts_, params0_ = args
     q = params0_["query"]
     velocity = reduced_velocity(y, consts_, params0_["classifier"], lr_, jnp.dot(q, q),
                                 form=form, trainable=trainable)
     return jax.tree.map(lambda v, x: v.astype(x.dtype), velocity, y)
 
-  def observe(t, y, args):
-    del t
-    _, _, params0_, topic_words_ = args
-    return record(full_params(y, params0_, topic_words_), params0_)
-
-  saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=observe), diffrax.SubSaveAt(t1=True)])
+  # The reduced state is tiny ([T, d] + [T] + classifier), so it is saved at
+  # ``ts`` and the observables are computed afterwards: reconstructing the full
+  # parameters inside the step loop would run on every step under vmap.
+  saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)])
   sol = diffrax.diffeqsolve(
       diffrax.ODETerm(vector_field), make_solver(solver), ts[0], ts[-1], dt0, state0,
-      args=(lr, consts, params0, topic_words), saveat=saveat,
+      args=(lr, consts, params0), saveat=saveat,
       stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol, dtmin=dtmin),
       max_steps=max_steps, throw=False)
-  observables, final = sol.ys
+  states, final = sol.ys
+  observables = jax.lax.map(lambda y: record(full_params(y, params0, topic_words), params0),
+                            states)
   final_state = jax.tree.map(lambda x: x[-1], final)
   traj = Trajectory(t=ts, observables=observables,
                     final_params=full_params(final_state, params0, topic_words),

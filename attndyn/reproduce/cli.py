@@ -61,7 +61,7 @@ def main(args) -> int:
     outputs.prepare_out_dir(out, force=args.force)
     start = time.perf_counter()
     docs = runner.run(args.paper, out, quick=args.quick, only=only, items=args.overrides,
-                      verbose=not args.quiet)
+                      verbose=not args.quiet, command=command)
     if not args.quiet:
       print(f"[reproduce] all experiments done in {time.perf_counter() - start:.0f} s",
             flush=True)

@@ -97,7 +97,7 @@ def build(paper: str, out: Path, *, command: Optional[Sequence[str]] = None,
       "columns": list(COLUMNS),
       "counts": counts(rows),
       "claims": rows,
-      "experiments": [{k: d.get(k) for k in ("name", "title", "mode", "partial", "seconds",
+      "experiments": [{k: d.get(k) for k in ("name", "title", "mode", "partial", "command", "seconds",
                                              "finished", "error", "figures", "settings",
                                              "details")}
                       for d in docs],
@@ -108,8 +108,14 @@ def markdown(doc: dict) -> str:
   """The replication.md text of a replication.json document."""
   c = doc["counts"]
   lines = [f"# Replication: {doc['title']}", ""]
-  if doc.get("command"):
-    lines += [f"Command: `{' '.join(doc['command'])}`", ""]
+  commands = []
+  for exp in doc["experiments"]:
+    if exp.get("command") and exp["command"] not in commands:
+      commands.append(exp["command"])
+  if not commands and doc.get("command"):
+    commands = [doc["command"]]
+  if commands:
+    lines += ["Produced by: " + "; ".join(f"`{' '.join(c)}`" for c in commands), ""]
   modes = ", ".join(doc["modes"]) or "none"
   lines += [f"Mode: {modes}. " + (
       "Quick mode uses fewer seeds, epochs and smaller sizes so that it finishes in minutes on "
@@ -135,7 +141,8 @@ def markdown(doc: dict) -> str:
   for exp in doc["experiments"]:
     seconds = exp.get("seconds")
     lines += [f"## {exp['name']}: {exp['title']}", "",
-              f"Mode {exp['mode']}, {seconds:.0f} s." if seconds is not None else f"Mode {exp['mode']}."]
+              (f"Mode {exp['mode']}, {seconds:.0f} s" if seconds is not None else f"Mode {exp['mode']}")
+              + (f", by `{' '.join(exp['command'])}`." if exp.get("command") else ".")]
     if exp.get("partial"):
       lines += ["", "**Unfinished:** this experiment was still running when its results so far "
                 "were saved; its remaining claims are missing."]

@@ -59,6 +59,7 @@ class Context:
   cache: dict = dataclasses.field(default_factory=dict)
   verbose: bool = True
   items: tuple = ()
+  command: Optional[Sequence[str]] = None
   on_partial: Optional[Callable[[Outcome], None]] = None
 
   def partial(self, outcome: Outcome) -> None:
@@ -183,6 +184,7 @@ def run_experiment(module, ctx: Context, settings: dict) -> dict:
   start = time.perf_counter()
   doc = {"name": module.NAME, "title": module.TITLE, "mode": "quick" if ctx.quick else "full",
          "settings": settings, "partial": False,
+         "command": list(ctx.command) if ctx.command else None,
          "finished": None, "seconds": None, "error": None, "claims": [], "figures": [],
          "details": {}}
   path = ctx.out / EXPERIMENTS_DIR / f"{module.NAME}.json"
@@ -215,7 +217,8 @@ def run_experiment(module, ctx: Context, settings: dict) -> dict:
 
 
 def run(paper: str, out: Path, *, quick: bool, only: Optional[Sequence[str]] = None,
-        items: Sequence[str] = (), verbose: bool = True) -> List[dict]:
+        items: Sequence[str] = (), verbose: bool = True,
+        command: Optional[Sequence[str]] = None) -> List[dict]:
   """Run the selected experiments of ``paper`` into ``out`` (settings resolved first).
 
   Returns:
@@ -224,5 +227,5 @@ def run(paper: str, out: Path, *, quick: bool, only: Optional[Sequence[str]] = N
   check_items(paper, items, quick=quick)
   modules = select(paper, only)
   resolved = [(m, settings_for(m, quick=quick, items=items)) for m in modules]
-  ctx = Context(out=Path(out), quick=quick, verbose=verbose, items=tuple(items))
+  ctx = Context(out=Path(out), quick=quick, verbose=verbose, items=tuple(items), command=command)
   return [run_experiment(m, ctx, s) for m, s in resolved]
