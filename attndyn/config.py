@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from attndyn import schema
+from dynamics import fast_lu
 from dynamics.gradient_flow import SOLVERS
 from dynamics.reduced_ode import FORMS, check_reduced_config
 from dynamics.train import TrainConfig
@@ -23,6 +24,7 @@ from tasks.topic import TopicTaskConfig
 
 TASK_KINDS = ("topic",)
 PRECISIONS = ("float32", "float64")
+GD_PATHS = ("auto", "generic", "fast")
 ODE_KINDS = ("none", "reduced", "gradient_flow", "both")
 # Continuous hyperparameters a sweep may vmap over (dotted TOML names).
 GRID_FIELDS = ("train.lr", "model.embed_std", "model.key_std", "model.query_std",
@@ -138,6 +140,10 @@ class RunConfig:
     sweep: the seeds and hyperparameters vmapped over.
     ode: the continuous-time dynamics compared with it.
     precision: ``float32`` or ``float64`` (parameters and time).
+    gd_path: how gradient descent is computed: ``auto`` (the exact fast path
+      of :mod:`dynamics.fast_lu` wherever it applies, autodiff elsewhere),
+      ``generic`` (always autodiff) or ``fast`` (the fast path, an error where
+      it does not apply). Both paths give the same trajectory to float rounding.
   """
   task: TopicTaskConfig
   model: LuModelConfig
@@ -145,10 +151,12 @@ class RunConfig:
   sweep: SweepConfig = SweepConfig()
   ode: ODEConfig = ODEConfig()
   precision: str = "float32"
+  gd_path: str = "auto"
 
   def __post_init__(self):
     check(self.precision in PRECISIONS, "precision", self.precision,
           f"one of {', '.join(PRECISIONS)}")
+    check(self.gd_path in GD_PATHS, "gd_path", self.gd_path, f"one of {', '.join(GD_PATHS)}")
     check(self.model.n_words == self.task.n_words, "model.n_words", self.model.n_words,
           f"the task's vocabulary size {self.task.n_words}")
     check(self.model.n_classes == self.task.n_topics, "model.n_classes", self.model.n_classes,
@@ -161,6 +169,19 @@ class RunConfig:
             self.train.batch_size, f"at most task.n_train = {self.task.n_train}")
     self._check_grid()
     self._check_ode()
+    check(self.model.normaliser == "softmax", "model.normaliser", self.model.normaliser,
+          '"softmax" in `attndyn run` (its GD fast path, reduced ODE and records are '
+          'softmax-only; sparsemax/entmax15 runs: `attndyn reproduce flavours`)')
+    if self.gd_path == "fast":
+      verdict = self.fast_path()
+      check(bool(verdict), "gd_path", self.gd_path,
+            f'"auto" or "generic" here: the fast path does not apply ({verdict.reason})')
+
+  def fast_path(self) -> fast_lu.FastPathCheck:
+    """Whether the exact fast path can run this config's gradient descent."""
+    if len(self.sweep.data_seeds) != 1:
+      return fast_lu.FastPathCheck(False, "several data seeds: the seeds do not share one dataset")
+    return fast_lu.fast_path_applies(self.model, self.train)
 
   def _check_grid(self):
     for name, values in self.sweep.grid:
@@ -190,6 +211,7 @@ class RunConfig:
     model["freeze"] = list(self.model.freeze)
     return {
         "precision": self.precision,
+        "gd_path": self.gd_path,
         "task": {"kind": "topic", **dataclasses.asdict(self.task)},
         "model": model,
         "train": dataclasses.asdict(self.train),
@@ -224,6 +246,7 @@ class RunConfig:
     kind = sections["task"].pop("kind", "topic")
     check(kind in TASK_KINDS, "task.kind", kind, f"one of {', '.join(TASK_KINDS)}")
     precision = schema.coerce("precision", raw.get("precision", "float32"), "str")
+    gd_path = schema.coerce("gd_path", raw.get("gd_path", "auto"), "str")
     task = TopicTaskConfig(**sections["task"])
     return cls(
         task=task,
@@ -232,6 +255,7 @@ class RunConfig:
         sweep=SweepConfig(**sections["sweep"]),
         ode=ODEConfig(**sections["ode"]),
         precision=precision,
+        gd_path=gd_path,
     )
 
 

@@ -180,6 +180,7 @@ def run_info(result: RunResult, *, command=None, checkpoints=None) -> dict:
       "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
       "command": command,
       "seconds": result.seconds,
+      "gd_path": result.gd_path,
       "resumed": bool(checkpoints is not None and any(checkpoints.loaded.values())),
       "chunks": chunks,
   })

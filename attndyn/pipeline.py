@@ -39,6 +39,7 @@ class RunResult(NamedTuple):
     m: non-topic words per sentence (Corollary 1's ``m``).
     seconds: stage -> wall-clock seconds (compilation included).
     errors: stage -> message, for ODE stages that raised (their results are absent).
+    gd_path: which gradient-descent path ran (``fast`` or ``generic``) and why.
   """
   config: RunConfig
   points: list
@@ -47,6 +48,7 @@ class RunResult(NamedTuple):
   m: int
   seconds: dict
   errors: dict
+  gd_path: dict = {}
 
 
 def precision_scope(precision: str):
@@ -92,15 +94,37 @@ def _point_setup(cfg: RunConfig, dataset: Optional[tasks.TopicDataset]):
   return setup
 
 
-def gd_fn(cfg: RunConfig, setup):
-  """Gradient descent (or the configured optimiser) of one sweep point."""
+def choose_gd_path(cfg: RunConfig) -> dict:
+  """``{"path": "fast" | "generic", "reason": ...}`` for ``cfg.gd_path``."""
+  if cfg.gd_path == "generic":
+    return {"path": "generic", "reason": "gd_path = generic"}
+  verdict = cfg.fast_path()
+  return {"path": "fast" if verdict else "generic", "reason": verdict.reason}
+
+
+def gd_fn(cfg: RunConfig, setup, dataset: Optional[tasks.TopicDataset] = None,
+          path: str = "generic"):
+  """Gradient descent (or the configured optimiser) of one sweep point.
+
+  ``path = "fast"`` (with the shared ``dataset``) builds the exact fast path
+  of :mod:`dynamics.fast_lu` once; under ``run_sweep``'s vmap it advances all
+  seeds together. Otherwise each point differentiates the model (autodiff).
+  """
   loss = models.make_loss(models.lu.apply)
   trainable = cfg.model.trainable()
+  fast = None
+  if path == "fast":
+    record = analysis.topic_observables(models.lu.apply, dataset)
+    fast = dynamics.make_fast_train(loss, dataset.train, record, cfg.train, trainable,
+                                    model_cfg=cfg.model)
 
   def fn(inp):
     p = setup(inp)
+    key = jax.random.fold_in(p.key, _MINIBATCH_STREAM)
+    if fast is not None:
+      return fast(p.params0, key, lr=p.lr)
     train = dynamics.make_train(loss, p.dataset.train, p.record, cfg.train, trainable)
-    return train(p.params0, jax.random.fold_in(p.key, _MINIBATCH_STREAM), lr=p.lr)
+    return train(p.params0, key, lr=p.lr)
 
   return fn
 
@@ -203,7 +227,9 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
     chunk = checkpoints.chunk_size if checkpoints is not None else plan_chunk_size(cfg, devices)
     seconds, errors, odes = {}, {}, {}
     start = time.perf_counter()
-    gd = _stage("gd", gd_fn(cfg, setup), inputs, cfg, chunk, progress, devices, checkpoints)
+    gd_path = choose_gd_path(cfg)
+    gd = _stage("gd", gd_fn(cfg, setup, dataset, gd_path["path"]), inputs, cfg, chunk, progress,
+                devices, checkpoints)
     seconds["gd"] = time.perf_counter() - start
     for kind in cfg.ode.kinds:
       start = time.perf_counter()
@@ -220,4 +246,4 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
         break
       seconds[kind] = time.perf_counter() - start
   return RunResult(config=cfg, points=cfg.sweep.points(), gd=gd, odes=odes,
-                   m=cfg.task.n_nontopic, seconds=seconds, errors=errors)
+                   m=cfg.task.n_nontopic, seconds=seconds, errors=errors, gd_path=gd_path)

@@ -27,7 +27,7 @@ SECTIONS = {
     "ode": {"kind": "str", "form": "str", "solver": "str", "rtol": "float", "atol": "float",
             "max_steps": "int"},
 }
-TOP_LEVEL = {"precision": "str"}
+TOP_LEVEL = {"precision": "str", "gd_path": "str"}
 MAX_SEED = 2**32 - 1  # PRNG seeds are uint32
 
 # Keys that look like config but are derived, with the reason.

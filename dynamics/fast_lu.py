@@ -131,6 +131,10 @@ def fast_path_applies(model_cfg, train_cfg: TrainConfig, trainable: Optional[dic
   trainable = model_cfg.trainable() if trainable is None else trainable
   if not hasattr(model_cfg, "classifier") or model_cfg.classifier not in ("fc", "tc", "tl"):
     return FastPathCheck(False, "not the Lu attention model with an fc/tc/tl classifier")
+  normaliser = getattr(model_cfg, "normaliser", "softmax")
+  if normaliser != "softmax":
+    return FastPathCheck(False, f"the attention normaliser is {normaliser!r} (the fast path "
+                                "factors the softmax)")
   if train_cfg.optimizer not in ("gd", "sgd"):
     return FastPathCheck(False, f"optimizer {train_cfg.optimizer!r} is not plain gradient descent")
   if train_cfg.batch_size and (batch is None or train_cfg.batch_size < batch.tokens.shape[0]):

@@ -18,8 +18,12 @@ BAD = [
     # top level: unknown names, wrong types, unknown keys and sections
     (["precision=float16"], ["precision = 'float16'", "one of float32, float64"]),
     (["precision=64"], ["precision = 64", "a string"]),
-    (["precison=float64"], ['"precison"', 'Did you mean "precision"', "Allowed: model, ode"]),
-    (["foo=1"], ['unknown key "foo" in the top level', "Allowed: model, ode, precision"]),
+    (["precison=float64"], ['"precison"', 'Did you mean "precision"', "Allowed: gd_path, model, ode"]),
+    (["foo=1"], ['unknown key "foo" in the top level', "Allowed: gd_path, model, ode, precision"]),
+    (["gd_path=quick"], ["gd_path = 'quick'", "one of auto, generic, fast"]),
+    (["gd_path=fast", "model.train_query=true", "ode.kind=none"],
+     ["gd_path = 'fast'", '"auto" or "generic" here', "the query is trained"]),
+    (["gd_path=fast", "sweep.data_seeds=2"], ["gd_path = 'fast'", "several data seeds"]),
     (["modle.embed_dim=3"], ["[modle]", 'Did you mean "model"', "Allowed sections: task"]),
     # [task]
     (["task=3"], ["[task] = 3", "a table of key = value pairs"]),
