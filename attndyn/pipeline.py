@@ -102,29 +102,31 @@ def choose_gd_path(cfg: RunConfig) -> dict:
   return {"path": "fast" if verdict else "generic", "reason": verdict.reason}
 
 
-def gd_fn(cfg: RunConfig, setup, dataset: Optional[tasks.TopicDataset] = None,
-          path: str = "generic"):
-  """Gradient descent (or the configured optimiser) of one sweep point.
-
-  ``path = "fast"`` (with the shared ``dataset``) builds the exact fast path
-  of :mod:`dynamics.fast_lu` once; under ``run_sweep``'s vmap it advances all
-  seeds together. Otherwise each point differentiates the model (autodiff).
-  """
+def gd_fn(cfg: RunConfig, setup):
+  """Gradient descent (or the configured optimiser) of one sweep point (autodiff)."""
   loss = models.make_loss(models.lu.apply)
   trainable = cfg.model.trainable()
-  fast = None
-  if path == "fast":
-    record = analysis.topic_observables(models.lu.apply, dataset)
-    fast = dynamics.make_fast_train(loss, dataset.train, record, cfg.train, trainable,
-                                    model_cfg=cfg.model)
 
   def fn(inp):
     p = setup(inp)
-    key = jax.random.fold_in(p.key, _MINIBATCH_STREAM)
-    if fast is not None:
-      return fast(p.params0, key, lr=p.lr)
     train = dynamics.make_train(loss, p.dataset.train, p.record, cfg.train, trainable)
-    return train(p.params0, key, lr=p.lr)
+    return train(p.params0, jax.random.fold_in(p.key, _MINIBATCH_STREAM), lr=p.lr)
+
+  return fn
+
+
+def fast_gd_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset):
+  """Gradient descent of a whole chunk of sweep points on the exact fast path.
+
+  :mod:`dynamics.fast_lu` advances all seeds of the chunk together (seeds
+  innermost), so this maps over the chunk itself (``run_sweep(batched=True)``).
+  """
+  record = analysis.topic_observables(models.lu.apply, dataset)
+  train_batch = dynamics.make_fast_sweep_train(cfg.model, dataset.train, record, cfg.train)
+
+  def fn(inputs):
+    params0, lr = jax.vmap(lambda inp: (setup(inp).params0, jnp.asarray(setup(inp).lr)))(inputs)
+    return train_batch(params0, lr)
 
   return fn
 
@@ -173,14 +175,18 @@ def plan_chunk_size(cfg: RunConfig, devices=None) -> Optional[int]:
 
 
 def _stage(label: str, fn, inputs, cfg: RunConfig, chunk_size, progress: bool, devices,
-           checkpoints=None):
-  """One stage over the sweep; with ``checkpoints``, read back finished chunks and save new ones."""
+           checkpoints=None, batched: bool = False):
+  """One stage over the sweep; with ``checkpoints``, read back finished chunks and save new ones.
+
+  ``batched``: ``fn`` maps a whole chunk itself (see ``dynamics.run_sweep``).
+  """
   n_dev = len(jax.devices() if devices is None else devices)
   bounds = dynamics.chunk_bounds(cfg.sweep.n_points, chunk_size, n_dev)
   done, save = [], None
   if checkpoints is not None:
     one = jax.tree.map(lambda x: x[:1], inputs)
-    done = checkpoints.completed(label, bounds, lambda: jax.eval_shape(jax.vmap(fn), one))
+    done = checkpoints.completed(
+        label, bounds, lambda: jax.eval_shape(fn if batched else jax.vmap(fn), one))
     save = checkpoints.saver(label, bounds)
   bar = ProgressBar(label, cfg.sweep.n_points, steps_per_point=cfg.train.steps,
                     initial=bounds[len(done) - 1][1] if done else 0,
@@ -193,7 +199,7 @@ def _stage(label: str, fn, inputs, cfg: RunConfig, chunk_size, progress: bool, d
 
   try:
     return dynamics.run_sweep(fn, inputs, chunk_size=chunk_size, devices=devices,
-                              on_chunk=on_chunk, done=done)
+                              on_chunk=on_chunk, done=done, batched=batched)
   finally:
     if save is not None:
       save.flush()
@@ -228,8 +234,9 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
     seconds, errors, odes = {}, {}, {}
     start = time.perf_counter()
     gd_path = choose_gd_path(cfg)
-    gd = _stage("gd", gd_fn(cfg, setup, dataset, gd_path["path"]), inputs, cfg, chunk, progress,
-                devices, checkpoints)
+    fast = gd_path["path"] == "fast"
+    fn = fast_gd_fn(cfg, setup, dataset) if fast else gd_fn(cfg, setup)
+    gd = _stage("gd", fn, inputs, cfg, chunk, progress, devices, checkpoints, batched=fast)
     seconds["gd"] = time.perf_counter() - start
     for kind in cfg.ode.kinds:
       start = time.perf_counter()

@@ -97,12 +97,12 @@ def _record(n_topic: int):
 
 
 def attndyn(w: Workload, epochs: int) -> Impl:
-  """The fast path, as ``dynamics.run_sweep`` runs it: ``jit(vmap(train))``."""
+  """The fast path as ``attndyn run`` runs it: all seeds of a chunk advanced together."""
   cfg = dynamics.TrainConfig(lr=w.lr, steps=epochs, record_every=min(RECORD_EVERY, epochs))
   record = _record(w.task.n_topic_words)
-  train = dynamics.make_fast_train(models.make_loss(models.lu.apply), w.data.train, record, cfg,
-                                   w.model_cfg.trainable(), model_cfg=w.model_cfg)
-  fn = jax.vmap(lambda p, k: train(p, k).observables["score"][-1])
+  train_batch = dynamics.make_fast_sweep_train(w.model_cfg, w.data.train, record, cfg,
+                                               w.model_cfg.trainable())
+  fn = lambda p, k: train_batch(p).observables["score"][:, -1]
   compiled, seconds, mem = _aot(fn, w.params0, w.keys)
   return Impl(lambda: jax.block_until_ready(compiled(w.params0, w.keys)), seconds, mem, w.seeds)
 

@@ -61,11 +61,13 @@ def chunk_bounds(total: int, chunk_size: Optional[int] = None, n_devices: int = 
 def run_sweep(fn: Callable, inputs: Any, *, chunk_size: Optional[int] = None,
               devices: Optional[Sequence[jax.Device]] = None,
               on_chunk: Optional[Callable[[int, int, Any], None]] = None,
-              done: Sequence[Any] = ()) -> Any:
+              done: Sequence[Any] = (), batched: bool = False) -> Any:
   """Evaluate ``vmap(fn)`` over the leading axis of ``inputs``, chunked and sharded.
 
   Args:
-    fn: a pure function of one sweep point (a pytree without the sweep axis).
+    fn: a pure function of one sweep point (a pytree without the sweep axis);
+      with ``batched``, a function of a whole chunk (leaves ``[chunk, ...]`` in
+      and out) that maps over the points itself.
     inputs: pytree whose leaves share a leading sweep axis of size P.
     chunk_size: points per compiled call (default: all P). Rounded up to a
       multiple of the device count; the last chunk is padded and trimmed.
@@ -76,6 +78,9 @@ def run_sweep(fn: Callable, inputs: Any, *, chunk_size: Optional[int] = None,
       already computed (e.g. read back from a checkpoint): those chunks are not
       run again and their outputs are used as given. Resuming this way gives
       the same result as an uninterrupted sweep.
+    batched: ``fn`` already maps over the leading axis (e.g. the fast path of
+      :mod:`dynamics.fast_lu`, which advances all seeds together), so it is
+      jitted as is rather than vmapped.
 
   Returns:
     ``fn``'s outputs stacked over the P points, as NumPy arrays on the host.
@@ -98,7 +103,7 @@ def run_sweep(fn: Callable, inputs: Any, *, chunk_size: Optional[int] = None,
     if sizes != {bounds[i][1] - bounds[i][0]}:
       raise ValueError(f"done chunk {i} has {sizes} points; chunk {i} is {bounds[i]}")
   sharding = NamedSharding(mesh, PartitionSpec(SWEEP_AXIS))
-  compiled = jax.jit(jax.vmap(fn))
+  compiled = jax.jit(fn if batched else jax.vmap(fn))
   outputs = list(done)
   for start, stop in bounds[len(done):]:
     part = jax.tree.map(lambda x: x[start:stop], inputs)
