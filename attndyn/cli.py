@@ -108,6 +108,8 @@ def _parser() -> argparse.ArgumentParser:
 
   from attndyn.reproduce import cli as reproduce_cli
   reproduce_cli.add_parser(sub)
+  from attndyn import explain as explain_cli
+  explain_cli.add_parser(sub)
 
   bench = sub.add_parser("bench", help="run the benchmarks (benchmarks.run)", add_help=False,
                          description="Pass all arguments to benchmarks.run.main.")
@@ -246,6 +248,11 @@ def _bench(args) -> int:
   return bench.main(args.args) or 0
 
 
+def _explain(args) -> int:
+  from attndyn import explain as explain_cli
+  return explain_cli.main(args)
+
+
 def _reproduce(args) -> int:
   from attndyn.reproduce import cli as reproduce_cli
   return reproduce_cli.main(args)
@@ -257,7 +264,7 @@ def main(argv=None) -> int:
   args = _parser().parse_args(argv)
   args.argv = argv
   commands = {"run": _run, "report": _report, "presets": _presets, "bench": _bench,
-              "reproduce": _reproduce}
+              "reproduce": _reproduce, "explain": _explain}
   try:
     return commands[args.command](args)
   except (ConfigError, FileNotFoundError, tomllib.TOMLDecodeError) as err:

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from models.attention import attend, softmax_attention
+from models.normalisers import NAMED_NORMALISERS, normalise
 from models.classifiers import CLASSIFIERS, FC_INITS, apply_classifier, init_classifier
 from tasks.batch import Batch
 from tasks.errors import check, is_concrete_number
@@ -46,6 +47,8 @@ class LuModelConfig:
     train_query: whether the query is trained (Appendix B).
     freeze: parameter groups held fixed: any of ``embeddings`` (EF), ``keys``
       (KF), ``query``, ``classifier``. FC's classifier is always fixed.
+    normaliser: how scores become attention weights: ``"softmax"`` (the
+      paper), ``"sparsemax"`` or ``"entmax15"`` (:mod:`models.normalisers`).
   """
   n_words: int
   n_classes: int
@@ -60,6 +63,7 @@ class LuModelConfig:
   query_norm: Optional[float] = None
   train_query: bool = False
   freeze: tuple = ()
+  normaliser: str = "softmax"
 
   def __post_init__(self):
     for name in ("n_words", "n_classes", "embed_dim", "key_dim", "hidden_dim"):
@@ -87,6 +91,8 @@ class LuModelConfig:
     check(isinstance(self.train_query, bool), "model.train_query", self.train_query, "true or false")
     check(isinstance(self.freeze, tuple) and all(g in PARAM_GROUPS for g in self.freeze),
           "model.freeze", self.freeze, f"a list drawn from {', '.join(PARAM_GROUPS)}")
+    check(self.normaliser in NAMED_NORMALISERS, "model.normaliser", self.normaliser,
+          f"one of {', '.join(NAMED_NORMALISERS)}")
 
   def trainable(self) -> dict:
     """Which parameter groups gradient descent updates."""
@@ -172,14 +178,28 @@ def init(key: jax.Array, cfg: LuModelConfig, dtype=jnp.float32) -> dict:
   }
 
 
-def apply(params: dict, batch: Batch) -> LuOutput:
-  """Forward pass: scores, attention, context vector, logits."""
+def apply(params: dict, batch: Batch, normaliser: str = "softmax") -> LuOutput:
+  """Forward pass: scores, attention, context vector, logits.
+
+  ``normaliser`` (``LuModelConfig.normaliser``) replaces the paper's softmax
+  by sparsemax or 1.5-entmax (:func:`models.normalisers.normalise`).
+  """
   scores = word_scores(params)[batch.tokens]
-  attention = softmax_attention(scores, batch.mask)
+  if normaliser == "softmax":
+    attention = softmax_attention(scores, batch.mask)
+  else:
+    attention = normalise(normaliser, scores, batch.mask)
   context = attend(params["embeddings"][batch.tokens], attention)
   return LuOutput(apply_classifier(params["classifier"], context), attention, scores, context)
 
 
 def lu_attention(cfg: LuModelConfig, dtype=jnp.float32) -> Model:
   """The Lu et al. attention model: ``Model(init, apply, cfg)``."""
-  return Model(init=lambda key: init(key, cfg, dtype), apply=apply, config=cfg)
+  return Model(init=lambda key: init(key, cfg, dtype), apply=apply_for(cfg), config=cfg)
+
+
+def apply_for(cfg: LuModelConfig) -> Callable:
+  """``apply`` with the configured normaliser: ``apply(params, batch) -> LuOutput``."""
+  if cfg.normaliser == "softmax":
+    return apply
+  return lambda params, batch: apply(params, batch, cfg.normaliser)

@@ -61,6 +61,8 @@ BAD = [
     (["model=3"], ["[model] = 3", "a table of key = value pairs"]),
     (["model.classifier=cnn"], ["model.classifier = 'cnn'", "one of fc, tc, tl"]),
     (["model.classifier=3"], ["model.classifier = 3", "a string"]),
+    (["model.normaliser=softer"], ["model.normaliser = 'softer'", "one of softmax, sparsemax, entmax15"]),
+    (["model.normaliser=sparsemax"], ["model.normaliser = 'sparsemax'", "`attndyn reproduce flavours`"]),
     (["model.fc_init=eye"], ["model.fc_init = 'eye'", "one of orthonormal, randn_unit_diag"]),
     (["model.fc_init=0"], ["model.fc_init = 0", "a string"]),
     (["model.embed_dim=0"], ["model.embed_dim = 0", POS]),

@@ -1,0 +1,62 @@
+"""Jain & Wallace's checks on the trained Attn-TC: Kendall τ-b and adversarial attention.
+
+Per normaliser, Attn-TC is trained on Section 5.1's synthetic task for every
+seed; on each test sentence (:func:`analysis.jain_wallace.explain_model`):
+τ-b of attention vs gradient importance and vs leave-one-out importance, and
+the largest JSD of an attention whose output differs by TVD ≤ ε. All rows are
+reported (``info``): there is no paper number for this model.
+"""
+import jax
+import numpy as np
+
+from analysis import jain_wallace as jw
+from analysis import replication as rep
+from attndyn.reproduce.flavours.common import seed_params, train_final_params
+from attndyn.reproduce.lu2021 import common
+from attndyn.reproduce.runner import Outcome
+
+NAME = "jain_wallace"
+TITLE = "Jain & Wallace (2019) checks on Attn-TC: attention vs importance τ, adversarial attention"
+FULL = {"task": dict(common.TEXT_TASK), "model": dict(common.TEXT_MODEL), "classifier": "tc",
+        "lr": 0.1, "steps": 5000, "seeds": 5, "normalisers": ["softmax", "sparsemax", "entmax15"],
+        "eps": 0.01, "adv_steps": 100, "adv_restarts": 4}
+QUICK = {**FULL, "steps": 2000, "seeds": 3, "normalisers": ["softmax", "sparsemax"],
+         "adv_steps": 50, "adv_restarts": 2}
+TEXTS = {"tau_grad": "Kendall τ-b, attention vs gradient importance |∂ŷ/∂x_w|",
+         "tau_loo": "Kendall τ-b, attention vs leave-one-out TVD",
+         "adv_jsd": "max JSD(adversarial attention, attention) at output TVD ≤ ε",
+         "adv_tvd": "output TVD of the adversarial attention (≤ ε by construction)"}
+PAPER = {"tau_grad": "J&W: weak for BiLSTM encoders (real text)",
+         "tau_loo": "J&W: weak for BiLSTM encoders (real text)",
+         "adv_jsd": "J&W: often large (BiLSTM, real text)", "adv_tvd": "≤ ε"}
+
+
+def run(ctx, s) -> Outcome:
+  task_cfg, data = common.topic_data(s["task"])
+  claims, results, details = [], {}, {}
+  for norm in s["normalisers"]:
+    cfg = common.lu_config(task_cfg, s["classifier"], s["model"], normaliser=norm)
+    ctx.log(f"{NAME}: training {norm} Attn-TC x {s['seeds']} seeds, {s['steps']} epochs")
+    params, loss, acc = train_final_params(cfg, data, lr=s["lr"], steps=s["steps"],
+                                           seeds=common.seeds(s["seeds"]))
+    per_seed = []
+    for i in range(s["seeds"]):
+      ctx.log(f"{NAME}: {norm} seed {i}: τ statistics and adversarial search on "
+              f"{data.test.tokens.shape[0]} test sentences")
+      per_seed.append(jw.explain_model(seed_params(params, i), data.test, norm,
+                                       jax.random.PRNGKey(1000 + i), eps=s["eps"],
+                                       steps=s["adv_steps"], restarts=s["adv_restarts"]))
+    summary = jw.summarise(per_seed)
+    results[norm] = per_seed
+    for stat in jw.STATS:
+      claims.append(rep.claim(
+          f"{NAME}.{norm}.{stat}", f"{norm} Attn-TC: {TEXTS[stat]}, mean over test sentences "
+          f"(median pooled {summary[stat]['median']:.3g}; undefined on "
+          f"{100 * summary[stat]['undefined']:.0f}% of sentences)", paper=PAPER[stat],
+          ours=rep.mean_ci(summary[stat]["per_seed"]), tolerance=rep.Tolerance("info"),
+          figure="jain_wallace.png", quick=ctx.quick,
+          note=f"ε = {s['eps']}; final train loss {np.mean(loss):.3g}, test acc "
+               f"{100 * np.mean(acc):.1f}%"))
+    details[norm] = {"summary": summary, "train_loss": loss.tolist(), "test_acc": acc.tolist()}
+  jw.explain_figure(results, ctx.path("jain_wallace.png"), eps=s["eps"])
+  return Outcome(claims, ["jain_wallace.png"], details)
