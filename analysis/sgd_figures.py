@@ -1,0 +1,115 @@
+"""Figures of ``attndyn reproduce sgd``: SGD, its SDE and gradient flow as bands over seeds.
+
+Each function draws one PNG on the Agg backend (no pyplot state) and returns
+its path. Curves are the mean over seeds with a ±1 standard-deviation band
+(the spread of the minibatch noise; every seed starts from the same
+parameters); a single reference curve (gradient flow, GD) is a dashed line.
+"""
+import os
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+COLORS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9")
+
+
+def _grid(nrows: int, ncols: int, width: float = 4.4, height: float = 3.4):
+  fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
+  FigureCanvasAgg(fig)
+  return fig, fig.subplots(nrows, ncols, squeeze=False)
+
+
+def _save(fig: Figure, path) -> str:
+  path = os.fspath(path)
+  if os.path.dirname(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+  fig.savefig(path, format="png", dpi=100)
+  return path
+
+
+def band_panels(panels: Sequence[dict], path, *, title: str = "", ncols: Optional[int] = None) -> str:
+  """Panels of mean ± sd bands: each ``{title, ylabel, xlabel, logy, curves, refs}``.
+
+  ``curves``: list of ``(label, x [K], runs [S, K])`` (mean line, ±1 sd band);
+  ``refs``: list of ``(label, x [K], y [K])`` drawn dashed.
+  """
+  n = len(panels)
+  ncols = ncols or n
+  fig, axes = _grid(-(-n // ncols), ncols)
+  for ax, panel in zip(axes.ravel(), panels):
+    for color, (label, x, runs) in zip(COLORS, panel.get("curves", [])):
+      runs = np.asarray(runs, np.float64).reshape((-1, np.shape(runs)[-1]))
+      mean, sd = runs.mean(0), runs.std(0, ddof=1) if runs.shape[0] > 1 else 0 * runs[0]
+      ax.plot(x, mean, color=color, linewidth=1.4, label=label)
+      ax.fill_between(x, mean - sd, mean + sd, color=color, alpha=0.2, linewidth=0)
+    for style, (label, x, y) in zip(("k--", "k:", "k-."), panel.get("refs", [])):
+      ax.plot(x, y, style, linewidth=1.2, label=label)
+    if panel.get("logy"):
+      ax.set_yscale("log")
+    ax.set_title(panel.get("title", ""), fontsize="medium")
+    ax.set_xlabel(panel.get("xlabel", "gradient-flow time τ = lr·step"))
+    ax.set_ylabel(panel.get("ylabel", ""))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="x-small")
+  for ax in axes.ravel()[n:]:
+    ax.set_visible(False)
+  if title:
+    fig.suptitle(title)
+  return _save(fig, path)
+
+
+def scaling_figure(series: Mapping[str, tuple], path, *, fit=None, title: str = "",
+                   xlabel: str = "lr / B", ylabel: str = "Var over seeds of $s_t$") -> str:
+  """Log-log scatter of a statistic against ``lr/B``, with the fitted line.
+
+  Args:
+    series: label -> ``(x [N], y [N])``.
+    fit: an :class:`analysis.sgd_noise.Fit` of ``log y`` on ``log x`` (drawn
+      over the first series' range), or ``None``.
+  """
+  fig, axes = _grid(1, 1, width=5.2, height=4.0)
+  ax = axes[0, 0]
+  markers = ("o", "s", "^", "D", "v")
+  xs = []
+  for (label, (x, y)), color, marker in zip(series.items(), COLORS, markers):
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    ax.plot(x, y, marker, color=color, label=label, markersize=6, linestyle="none")
+    xs.append(x)
+  if fit is not None and xs:
+    grid = np.geomspace(min(v.min() for v in xs), max(v.max() for v in xs), 50)
+    ax.plot(grid, np.exp(fit.intercept) * grid ** fit.slope, "k--", linewidth=1.1,
+            label=f"fit: slope {fit.slope:.2f} [{fit.lo:.2f}, {fit.hi:.2f}]")
+  ax.set_xscale("log")
+  ax.set_yscale("log")
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(ylabel)
+  ax.grid(alpha=0.3, which="both")
+  ax.legend(fontsize="x-small")
+  if title:
+    ax.set_title(title, fontsize="medium")
+  return _save(fig, path)
+
+
+def histogram_figure(groups: Mapping[str, np.ndarray], path, *, refs: Mapping[str, float] = None,
+                     title: str = "", xlabel: str = "take-off time τ") -> str:
+  """Overlaid histograms of per-seed values (e.g. take-off times), references as vertical lines."""
+  fig, axes = _grid(1, 1, width=5.6, height=4.0)
+  ax = axes[0, 0]
+  finite = [np.asarray(v, np.float64)[np.isfinite(v)] for v in groups.values()]
+  allv = np.concatenate([v for v in finite if v.size] or [np.zeros(1)])
+  refv = list((refs or {}).values())
+  lo, hi = min([allv.min()] + refv), max([allv.max()] + refv)
+  bins = np.linspace(lo, hi if hi > lo else lo + 1, 40)
+  for (label, v), color in zip(zip(groups, finite), COLORS):
+    ax.hist(v, bins=bins, color=color, alpha=0.45, label=f"{label} (n={v.size})")
+  for (label, x), style in zip((refs or {}).items(), ("k--", "k:", "k-.")):
+    ax.axvline(x, color="k", linestyle=style[1:], linewidth=1.2, label=label)
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel("seeds")
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize="x-small")
+  if title:
+    ax.set_title(title, fontsize="medium")
+  return _save(fig, path)

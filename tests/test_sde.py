@@ -1,0 +1,209 @@
+"""The stochastic modified equation of SGD (dynamics.sde) and the SGD-noise statistics.
+
+Time convention under test: step time, per-step noise covariance lr²·c_s·Σ/B.
+The toy is 1-D linear regression, l_i(θ) = ½(x_i θ − y_i)², whose SGD (with
+replacement) first two moments obey an exact linear recursion and whose SDE
+moments obey an exact linear ODE (multiplicative noise: Var_i(g_i) is
+quadratic in θ), so both variances are known in closed form.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dynamics
+import models
+from analysis import sgd_noise
+from dynamics import sde
+from dynamics.reduced_ode import nontopic_constants, reduced_velocity, ReducedState
+from tasks.batch import Batch
+from tasks.errors import ConfigError
+import tasks
+
+X = np.array([0.6, 1.3, -0.8, 1.1, 0.4, -1.5, 0.9, 0.7])
+Y = np.array([1.0, 0.2, -0.5, 2.0, 0.3, -1.0, 0.1, 1.4])
+N = X.size
+BATCH = Batch(jnp.arange(N, dtype=jnp.int32)[:, None], jnp.ones((N, 1), bool),
+              jnp.zeros(N, jnp.int32))
+
+
+def _losses(params, batch):
+  i = batch.tokens[:, 0]
+  return 0.5 * (jnp.asarray(X)[i] * params["theta"] - jnp.asarray(Y)[i]) ** 2
+
+
+def _moments():
+  a, c = np.mean(X ** 2), np.mean(X * Y)
+  return a, c, np.var(X ** 2), np.mean((X ** 2 - a) * (X * Y - c)), np.var(X * Y)
+
+
+def sgd_variance(lr, b, steps, theta0):
+  """Exact Var[θ_k] of SGD with replacement on the toy (moment recursion)."""
+  a, c, vaa, vac, vcc = _moments()
+  m, s = theta0, theta0 ** 2
+  for _ in range(steps):
+    eaa, eac, ecc = a * a + vaa / b, a * c + vac / b, c * c + vcc / b
+    m, s = (1 - lr * a) * m + lr * c, (1 - 2 * lr * a + lr ** 2 * eaa) * s + 2 * (
+        lr * c - lr ** 2 * eac) * m + lr ** 2 * ecc
+  return s - m * m
+
+
+def sde_variance(lr, b, t, theta0, substeps=20000):
+  """Var[θ(t)] of the Itô SME dθ = -lr(aθ - c)dt + lr sqrt(Var_i g_i(θ)/B) dW (moment ODE, RK4)."""
+  a, c, vaa, vac, vcc = _moments()
+
+  def f(u):
+    m, s = u
+    return np.array([-lr * (a * m - c),
+                     -2 * lr * (a * s - c * m) + lr ** 2 / b * (vaa * s - 2 * vac * m + vcc)])
+  u, h = np.array([theta0, theta0 ** 2]), t / substeps
+  for _ in range(substeps):
+    k1 = f(u); k2 = f(u + h / 2 * k1); k3 = f(u + h / 2 * k2); k4 = f(u + h * k3)
+    u = u + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+  return u[1] - u[0] ** 2
+
+
+def test_sde_moments_match_exact_sgd_variance_at_small_lr():
+  # The convention lr²Σ/B: at small lr the SDE's variance is SGD's up to O(lr).
+  for lr, tol in ((0.01, 0.02), (0.05, 0.08)):
+    v_sgd, v_sde = sgd_variance(lr, 2, 300, 0.0), sde_variance(lr, 2, 300.0, 0.0, 3000)
+    assert abs(v_sde / v_sgd - 1) < tol, (lr, v_sde, v_sgd)
+  # ... and not at large lr (the SME is a small-lr approximation).
+  v_sgd, v_sde = sgd_variance(0.6, 2, 300, 0.0), sde_variance(0.6, 2, 300.0, 0.0, 3000)
+  assert abs(v_sde / v_sgd - 1) > 0.2
+
+
+def test_simulated_sde_variance_matches_closed_form():
+  lr, b, t, seeds = 0.05, 2, 40.0, 3000
+  ts = np.array([0.0, t])
+  run = jax.jit(jax.vmap(lambda k: sde.sgd_sde(
+      _losses, {"theta": jnp.asarray(0.0)}, BATCH, lambda p, p0: p["theta"], lr=lr, batch_size=b,
+      ts=ts, trainable={"theta": True}, key=k, dt=0.5).observables))
+  theta = np.asarray(run(jax.random.split(jax.random.PRNGKey(1), seeds)))[:, -1]
+  expected = sde_variance(lr, b, t, 0.0, 2000)
+  # sampling error of a variance over 3000 seeds: sd ≈ sqrt(2/3000) ≈ 2.6%; EM bias ~ lr·a·dt.
+  assert abs(theta.var(ddof=1) / expected - 1) < 0.1, (theta.var(), expected)
+  a, c = np.mean(X ** 2), np.mean(X * Y)
+  mean = c / a * (1 - np.exp(-lr * a * t))
+  assert abs(theta.mean() - mean) < 4 * np.sqrt(expected / seeds)
+
+
+def test_minibatch_sgd_variance_matches_exact_recursion():
+  lr, b, steps, seeds = 0.2, 2, 40, 3000
+  loss = lambda p, batch: (jnp.mean(_losses(p, batch)), None)
+  cfg = dynamics.TrainConfig(optimizer="sgd", lr=lr, steps=steps, record_every=steps,
+                             batch_size=b, sampling="replacement")
+  train = dynamics.make_train(loss, BATCH, lambda p, p0: p["theta"], cfg, {"theta": True})
+  theta = np.asarray(jax.jit(jax.vmap(lambda k: train({"theta": jnp.asarray(0.0)}, k)
+                                      .observables))(jax.random.split(jax.random.PRNGKey(2), seeds)))
+  assert abs(theta[:, -1].var(ddof=1) / sgd_variance(lr, b, steps, 0.0) - 1) < 0.1
+  # the same params0 with the same key gives the same batch order; another key another one
+  final = jax.jit(lambda k: train({"theta": jnp.asarray(0.3)}, k).final_params["theta"])
+  assert final(jax.random.PRNGKey(5)) == final(jax.random.PRNGKey(5))
+  assert final(jax.random.PRNGKey(5)) != final(jax.random.PRNGKey(6))
+
+
+def _tiny_lu(classifier="tc"):
+  task = tasks.TopicTaskConfig(n_topics=2, words_per_topic=2, vocab_size=12, n_nontopic=3,
+                               n_train=10, n_test=4)
+  data = tasks.make_topic_dataset(jax.random.PRNGKey(0), task)
+  cfg = models.LuModelConfig(n_words=task.n_words, n_classes=2, embed_dim=3, key_dim=3,
+                             classifier=classifier, hidden_dim=3, embed_std=0.3, key_std=0.3)
+  params = models.lu.init(jax.random.PRNGKey(1), cfg, jnp.float64)
+  return task, data, cfg, params
+
+
+def test_low_rank_operator_is_lr_squared_sigma_over_b():
+  _, data, cfg, params = _tiny_lu()
+  losses = sde.per_sample_cross_entropy(models.lu.apply)
+  moving = {k: v for k, v in params.items() if cfg.trainable()[k]}
+  fixed = {k: v for k, v in params.items() if not cfg.trainable()[k]}
+  merged = lambda m, f: {k: (m[k] if k in m else f[k]) for k in params}
+  per = lambda m, f, b: losses(merged(m, f), b)
+  n, lr, b = data.train.tokens.shape[0], 0.3, 4
+  coef = sde.noise_coefficient(n, b, "shuffle")
+  assert coef == pytest.approx(np.sqrt((n - b) / (n - 1) / (n * b)))
+  flat = lambda tree: jnp.concatenate([x.ravel() for x in jax.tree.leaves(tree)])
+
+  @jax.jit
+  def compute():
+    op = sde.sme_field(per, n, coef, jnp.float64)(0.0, moving, (lr, fixed, data.train))
+    cols = jax.vmap(lambda e: flat(op.mv((jnp.zeros(()), e))), out_axes=1)(jnp.eye(n))  # [P, n]
+    g = jax.jacrev(lambda m: per(m, fixed, data.train))(moving)
+    g = jnp.concatenate([x.reshape(n, -1) for x in jax.tree.leaves(g)], 1)              # [n, P]
+    return cols, g, flat(op.mv((jnp.ones(()), jnp.zeros(n))))
+
+  cols, g, drift = compute()
+  sigma = jnp.cov(g.T, bias=True)
+  np.testing.assert_allclose(cols @ cols.T, lr ** 2 * (n - b) / (n - 1) * sigma / b, atol=1e-12)
+  np.testing.assert_allclose(drift, -lr * g.mean(0), atol=1e-12)
+
+
+def test_zero_noise_sde_with_unit_step_is_gradient_descent():
+  _, data, cfg, params = _tiny_lu()
+  losses = sde.per_sample_cross_entropy(models.lu.apply)
+  n = data.train.tokens.shape[0]
+  record = lambda p, p0: p["embeddings"][:4]
+  traj = jax.jit(lambda p: sde.sgd_sde(
+      losses, p, data.train, record, lr=0.5, batch_size=n, sampling="shuffle",
+      ts=np.arange(0.0, 21.0, 5.0), trainable=cfg.trainable(), key=jax.random.PRNGKey(0),
+      dt=1.0, brownian="unsafe"))(params)
+  gd = dynamics.make_train(models.make_loss(models.lu.apply), data.train, record,
+                           dynamics.TrainConfig(lr=0.5, steps=20, record_every=5), cfg.trainable())
+  np.testing.assert_allclose(traj.observables,
+                             jax.jit(gd)(params, jax.random.PRNGKey(0)).observables, atol=1e-10)
+
+
+def test_reduced_per_sample_velocities_and_noise():
+  task, data, cfg, params = _tiny_lu()
+  params = {**params, "keys": params["keys"] * 0}   # scores 0: every word enters Z equally
+  topic = jnp.arange(task.n_topic_words)
+  c = nontopic_constants(params, data.train, data.train_topic_word, topic)
+  state = ReducedState(params["embeddings"][topic], jnp.zeros(task.n_topic_words) + 0.2,
+                       params["classifier"])
+  q_sq = jnp.dot(params["query"], params["query"])
+  velocities = lambda st: sde.per_sample_reduced_velocities(st, c, params["classifier"], 0.4, q_sq,
+                                                            trainable=cfg.trainable())
+  state0 = state._replace(s=jnp.zeros(task.n_topic_words))
+  per, full, vel = jax.jit(lambda st: (
+      velocities(st), reduced_velocity(st, c, params["classifier"], 0.4, q_sq, form="exact",
+                                       trainable=cfg.trainable()), velocities(state0).s))(state)
+  for a, b in zip(jax.tree.leaves(per), jax.tree.leaves(full)):
+    np.testing.assert_allclose(a.mean(0), b, atol=1e-12)
+  # One Euler–Maruyama step's spread is dt·c_s/(nB)·(V − v̄)ᵀ(V − v̄) (its diagonal, s_t).
+  n, b, dt, seeds = data.train.tokens.shape[0], 2, 0.5, 2000   # vel: [n, T] at s = 0
+  run = jax.jit(jax.vmap(lambda k: sde.reduced_sgd_sde(
+      params, data.train, data.train_topic_word, topic, lambda p, p0: models.word_scores(p)[topic],
+      lr=0.4, batch_size=b, ts=np.array([0.0, dt]), trainable=cfg.trainable(), key=k, dt=dt,
+      brownian="unsafe").observables))
+  s1 = np.asarray(run(jax.random.split(jax.random.PRNGKey(3), seeds)))[:, -1]
+  expected = dt / (n * b) * np.sum((vel - vel.mean(0)) ** 2, axis=0)
+  np.testing.assert_allclose(s1.var(0, ddof=1), expected, rtol=0.12)
+
+
+def test_bad_inputs():
+  with pytest.raises(ConfigError, match="sampling"):
+    sde.finite_population_factor(10, 2, "bootstrap")
+  with pytest.raises(ConfigError, match="batch_size"):
+    sde.finite_population_factor(10, 11, "replacement")
+  with pytest.raises(ConfigError, match="brownian"):
+    sde.brownian_motion(0.0, 1.0, 3, jax.random.PRNGKey(0), 0.1, "pink")
+  with pytest.raises(ConfigError, match="dt"):
+    sde.sgd_sde(_losses, {"theta": jnp.asarray(0.0)}, BATCH, lambda p, p0: p["theta"], lr=0.1,
+                batch_size=2, ts=np.array([0.0, 1.0]), trainable={"theta": True},
+                key=jax.random.PRNGKey(0), dt=0.0)
+
+
+def test_noise_statistics():
+  rng = np.random.default_rng(0)
+  ratios = np.array([0.01, 0.02, 0.04, 0.08])
+  samples = [rng.normal(size=(400, 3)) * np.sqrt(r) for r in ratios]
+  fit = sgd_noise.loglog_slope(ratios, samples, n_boot=200)
+  assert fit.lo < 1.0 < fit.hi and abs(fit.slope - 1) < 0.15
+  samples = [rng.normal(size=(400, 3)) * r for r in ratios]   # variance ∝ ratio²
+  assert abs(sgd_noise.loglog_slope(ratios, samples, n_boot=50).slope - 2) < 0.2
+  t = np.arange(5.0)
+  np.testing.assert_allclose(sgd_noise.takeoff_times(t, [[0, 0.5, 1.5, 2, 3], [0, 0, 0, 0, 0.1]],
+                                                     1.0), [1.5, np.nan])
+  ratio, lo, hi, _ = sgd_noise.variance_ratio(2 * samples[0], samples[0], n_boot=100)
+  assert ratio == pytest.approx(4.0) and lo <= 4.0 <= hi
