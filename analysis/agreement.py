@@ -1,0 +1,47 @@
+"""Agreement between two distributions over the same source positions: Kendall τ and top-k match.
+
+Snell et al. (Section 3.2) compare the lexical probe β of a model trained with
+uniform attention with the attention of a standardly trained model by Kendall's
+τ over source positions, per target word, averaged.
+"""
+import numpy as np
+
+
+def kendall_tau_rows(x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> np.ndarray:
+  """Kendall's τ-b between ``x[r]`` and ``y[r]`` over the positions where ``mask[r]`` holds.
+
+  .. math:: \\tau_b = \\frac{n_c - n_d}{\\sqrt{(n_0 - n_x)(n_0 - n_y)}}
+
+  with ``n_0`` the number of pairs and ``n_x``, ``n_y`` the pairs tied in x or y.
+
+  Args:
+    x, y: ``[R, L]`` scores.
+    mask: ``[R, L]`` bool.
+
+  Returns:
+    ``[R]`` τ-b; NaN for rows with fewer than 2 positions or all tied.
+  """
+  x, y, m = np.asarray(x, float), np.asarray(y, float), np.asarray(mask, bool)
+  pair = m[:, :, None] & m[:, None, :]
+  pair &= np.triu(np.ones(pair.shape[1:], bool), 1)[None]
+  sx = np.sign(x[:, :, None] - x[:, None, :]) * pair
+  sy = np.sign(y[:, :, None] - y[:, None, :]) * pair
+  num = (sx * sy).sum((1, 2))
+  den = np.sqrt(np.abs(sx).sum((1, 2)) * np.abs(sy).sum((1, 2)))
+  with np.errstate(invalid="ignore", divide="ignore"):
+    return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
+def top_k_match(x: np.ndarray, y: np.ndarray, mask: np.ndarray, k: int = 1) -> np.ndarray:
+  """``[R]`` bool: ``argmax y[r]`` is among the ``k`` largest entries of ``x[r]`` (masked)."""
+  x = np.where(mask, np.asarray(x, float), -np.inf)
+  y = np.where(mask, np.asarray(y, float), -np.inf)
+  top = np.argsort(-x, axis=1, kind="stable")[:, :k]
+  return (top == np.argmax(y, 1)[:, None]).any(1)
+
+
+def rows_of(a: np.ndarray, src_mask: np.ndarray, tgt: np.ndarray):
+  """Flatten ``[N, T, L]`` to the rows of real target words: ``([R, L], mask [R, L])``."""
+  real = np.asarray(tgt) > 0
+  m = np.broadcast_to(np.asarray(src_mask, bool)[:, None, :], np.shape(a))
+  return np.asarray(a)[real], m[real]

@@ -1,0 +1,50 @@
+"""Per-seed success/failure, failure rates with a Wilson interval, and the two-stage lag statistic.
+
+Snell et al. (Section 3.3) count how often training on the copying task fails;
+with n seeds a rate is a binomial proportion, reported with the Wilson score
+interval (it stays inside [0, 1] and is not degenerate at 0/n or n/n):
+
+.. math:: \\frac{\\hat p + \\frac{z^2}{2n} \\pm z\\sqrt{\\frac{\\hat p(1-\\hat p)}{n} + \\frac{z^2}{4n^2}}}{1 + z^2/n}
+
+The two-stage story (KTIW first, attention second) is checked per seed by the
+first recorded step at which the probe's accuracy and the attention's accuracy
+cross a threshold: ``lag = t_attention − t_probe`` (> 0: the probe came first).
+"""
+import math
+from typing import Tuple
+
+import numpy as np
+
+from tasks.errors import check
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959964) -> Tuple[float, float]:
+  """``(low, high)`` of the Wilson score interval for ``k`` successes in ``n`` trials (95% default)."""
+  check(isinstance(n, (int, np.integer)) and n >= 1, "n", n, "a positive integer")
+  check(0 <= k <= n, "k", k, f"between 0 and n = {n}")
+  p = k / n
+  den = 1 + z * z / n
+  mid = (p + z * z / (2 * n)) / den
+  half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+  return max(0.0, mid - half), min(1.0, mid + half)
+
+
+def first_crossing(curves: np.ndarray, t: np.ndarray, threshold: float) -> np.ndarray:
+  """``[S]`` the first ``t`` at which each row of ``curves [S, R]`` is ≥ threshold (NaN if never)."""
+  c = np.asarray(curves) >= threshold
+  idx = np.argmax(c, axis=1)
+  return np.where(c.any(1), np.asarray(t, float)[idx], np.nan)
+
+
+def stage_lag(probe: np.ndarray, attention: np.ndarray, t: np.ndarray,
+              threshold: float = 0.5) -> np.ndarray:
+  """``[S]`` ``first_crossing(attention) − first_crossing(probe)``; NaN where either never crosses."""
+  return first_crossing(attention, t, threshold) - first_crossing(probe, t, threshold)
+
+
+def rate_text(flags) -> str:
+  """``"k/n = p (Wilson 95% [lo, hi])"`` for an array of booleans."""
+  flags = np.asarray(flags, bool).ravel()
+  k, n = int(flags.sum()), int(flags.size)
+  lo, hi = wilson_interval(k, n)
+  return f"{k}/{n} = {k / n:.2f} (Wilson 95% [{lo:.2f}, {hi:.2f}])"

@@ -1,0 +1,71 @@
+"""The copying task (Snell et al., Section 3.3), failure-rate intervals and the lag statistic."""
+import jax
+import numpy as np
+import pytest
+
+from analysis import copying_stats
+from tasks import copying
+from tasks.copying import CopyingConfig
+from tasks.errors import ConfigError
+
+# One compiled sampler per (config, n): eager sampling compiles every primitive separately.
+sample_copying = jax.jit(copying.sample_copying, static_argnums=(1, 2))
+
+
+def test_permutation_rows_are_permutations(key):
+  b = sample_copying(key, CopyingConfig("permutation", 7, 7), 20)
+  x = np.asarray(b.tokens)
+  assert np.array_equal(np.sort(x, 1), np.tile(np.arange(1, 8), (20, 1)))
+  assert np.array_equal(x, np.asarray(b.labels)) and np.asarray(b.mask).all()
+  assert len({tuple(r) for r in x}) > 10          # rows differ
+
+
+def test_iid_covers_range_with_repeats(key):
+  x = np.asarray(sample_copying(key, CopyingConfig("iid", 5, 12), 50).tokens)
+  assert x.min() == 1 and x.max() == 5
+  assert all(len(set(r)) < 12 for r in x)         # 12 draws from 5 words repeat
+
+
+def test_subset_distinct_words_from_larger_vocab(key):
+  x = np.asarray(sample_copying(key, CopyingConfig("subset", 9, 6), 40).tokens)
+  assert all(len(set(r)) == 6 for r in x) and x.min() >= 1 and x.max() <= 9
+  assert len(np.unique(x)) == 9                   # every word of the vocabulary is used
+
+
+def test_pure_function_of_key(key):
+  cfg = CopyingConfig("iid", 6, 4)
+  a, b = sample_copying(key, cfg, 8), sample_copying(key, cfg, 8)
+  assert np.array_equal(a.tokens, b.tokens)
+  c = sample_copying(jax.random.PRNGKey(1), cfg, 8)
+  assert not np.array_equal(a.tokens, c.tokens)
+  assert copying.copying_dataset(key, cfg, steps=3, batch_size=5).tokens.shape == (15, 4)
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"distribution": "perm"}, "task.distribution"),
+    ({"distribution": "permutation", "n_tokens": 5, "length": 4}, "task.length"),
+    ({"distribution": "subset", "n_tokens": 5, "length": 6}, "task.length"),
+    ({"n_tokens": 0}, "task.n_tokens")])
+def test_bad_config(kwargs, field):
+  with pytest.raises(ConfigError, match=field):
+    CopyingConfig(**kwargs)
+
+
+def test_wilson_interval_known_values():
+  lo, hi = copying_stats.wilson_interval(10, 20)
+  assert lo == pytest.approx(0.2993, abs=1e-4) and hi == pytest.approx(0.7007, abs=1e-4)
+  lo, hi = copying_stats.wilson_interval(0, 20)
+  assert lo == 0.0 and hi == pytest.approx(0.1611, abs=1e-4)
+  lo, hi = copying_stats.wilson_interval(20, 20)
+  assert hi == 1.0 and lo == pytest.approx(1 - 0.1611, abs=1e-4)
+  with pytest.raises(ConfigError):
+    copying_stats.wilson_interval(3, 2)
+
+
+def test_stage_lag():
+  t = np.arange(5) * 10.0
+  probe = np.array([[0, .6, .7, .8, .9], [0, 0, 0, 0, 0]])
+  attn = np.array([[0, 0, .2, .6, .9], [0, 0, 0, .9, 1]])
+  lag = copying_stats.stage_lag(probe, attn, t)
+  assert lag[0] == 20.0 and np.isnan(lag[1])
+  assert "3/4" in copying_stats.rate_text([1, 1, 0, 1])
