@@ -26,3 +26,6 @@ from analysis.purity import topic_purity as topic_purity
 from analysis.divergences import jsd as jsd
 from analysis.divergences import kl as kl
 from analysis.divergences import tvd as tvd
+from analysis.sgd_noise import loglog_slope as loglog_slope
+from analysis.sgd_noise import takeoff_times as takeoff_times
+from analysis.conlleval import chunk_f1 as chunk_f1

@@ -15,3 +15,4 @@ from models.objective import make_loss as make_loss
 from models.cnn_attention import CNNAttentionConfig as CNNAttentionConfig
 from models.cnn_attention import CNNOutput as CNNOutput
 from models.cnn_attention import cnn_attention as cnn_attention
+from models.transformer_tagger import TaggerConfig as TaggerConfig

@@ -14,3 +14,4 @@ from tasks.markov_pairs import MarkovPairsConfig as MarkovPairsConfig
 from tasks.markov_pairs import MarkovPairsDataset as MarkovPairsDataset
 from tasks.markov_pairs import make_markov_pairs_dataset as make_markov_pairs_dataset
 from tasks.markov_pairs import pair_ids as pair_ids
+from tasks.conll2000 import load_conll2000 as load_conll2000

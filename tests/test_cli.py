@@ -95,7 +95,7 @@ def test_run_writes_plain_npz_and_png_figures(tiny_run):
 def test_a_failed_ode_stage_keeps_everything_else(tiny_run, tmp_path, monkeypatch, capsys):
   gd = tiny_run[2].gd
 
-  def stage(label, *args):
+  def stage(label, *args, **kwargs):
     if label == "gd":
       return gd
     raise RuntimeError(f"{label} solver exploded")

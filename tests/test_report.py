@@ -2,6 +2,8 @@
 errors for a missing or damaged one."""
 import shutil
 
+import numpy as np
+
 import pytest
 
 from attndyn import cli
@@ -16,8 +18,13 @@ def test_report_writes_markdown_and_figures(results_dir, tmp_path, capsys):
   text = (out / "report.md").read_text()
   assert text.startswith("# attndyn report: Attn-TC")
   assert "| Attn-TC | 4 | 2 | " in text                           # runs, diverged
-  assert "| 2 | 0 | 0 | 1e+06 | diverged at step 4 | - | - |" in text      # the run table
-  assert "- run 3 (seed=1, data_seed=0, train.lr=1e+06) at step " in text
+  # The step is the run's own failed_at (the fast path flags the step whose factored
+  # softmax underflows, which can come before the autodiff path's overflow).
+  failed_at = np.load(results_dir[0] / "trajectories.npz")["gd/failed_at"]
+  assert list(failed_at[:2]) == [-1, -1] and failed_at[2] >= 1 and failed_at[3] >= 1
+  step = int(failed_at[2])
+  assert f"| 2 | 0 | 0 | 1e+06 | diverged at step {step} | - | - |" in text     # the run table
+  assert f"- run 3 (seed=1, data_seed=0, train.lr=1e+06) at step {int(failed_at[3])}" in text
   assert "No ODE was run" in text and "![loss.png](loss.png)" in text
   for name in ("sen.png", "dynamics.png", "loss.png", "invariant.png"):
     assert (out / name).read_bytes()[:8] == PNG

@@ -7,11 +7,12 @@ mode's budget cannot reach the paper's regime; the verdict the numbers would
 get is shown next to it).
 """
 import datetime
+import importlib
 import json
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from attndyn.reproduce import runner
+from attndyn.reproduce import PAPERS, runner
 
 MARKDOWN, JSON = "replication.md", "replication.json"
 COLUMNS = ("id", "claim", "figure", "paper", "ours (mean ± 95% CI, n)", "tolerance", "result")
@@ -81,6 +82,15 @@ def counts(rows: Sequence[dict]) -> dict:
   return out
 
 
+def paper_title(paper: str) -> str:
+  """The paper's title: its package's ``TITLE`` (or the table above, or the name)."""
+  try:
+    package = importlib.import_module(PAPERS[paper])
+  except (KeyError, ImportError):
+    package = None
+  return getattr(package, "TITLE", None) or _TITLES.get(paper, paper)
+
+
 def build(paper: str, out: Path, *, command: Optional[Sequence[str]] = None,
           environment: Optional[dict] = None) -> dict:
   """The replication.json document from the experiment files in ``out``."""
@@ -89,7 +99,7 @@ def build(paper: str, out: Path, *, command: Optional[Sequence[str]] = None,
   modes = sorted({d["mode"] for d in docs})
   return {
       "paper": paper,
-      "title": _TITLES.get(paper, paper),
+      "title": paper_title(paper),
       "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
       "command": list(command) if command else None,
       "modes": modes,
@@ -121,7 +131,7 @@ def markdown(doc: dict) -> str:
       "Quick mode uses fewer seeds, epochs and smaller sizes so that it finishes in minutes on "
       "two CPU cores; rows whose paper regime that budget cannot reach are marked "
       "`quick: not comparable` (with the verdict their numbers would get), and the full mode "
-      "(`attndyn reproduce lu2021 --out DIR` without `--quick`) is the real reproduction."
+      f"(`attndyn reproduce {doc['paper']} --out DIR` without `--quick`) is the real reproduction."
       if "quick" in doc["modes"] else "Full mode: the paper's sizes, seeds and epochs."), ""]
   env = doc.get("environment") or {}
   if env:
