@@ -13,12 +13,12 @@ predictions (TVD) of independently trained models already are.
 """
 import json
 import os
-import pickle
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from analysis import npz
 from analysis import replication as rep
 from analysis import yang_figures as figs
 from attndyn.reproduce.runner import Outcome
@@ -28,7 +28,37 @@ from models import transformer_tagger as tt
 from tasks import conll2000
 
 NAME = "tagger"
-STATE = "tagger_state.pkl"   # selected parameters and scores, reused by a later run into DIR
+STATE = "tagger_state.npz"   # selected parameters and curves (plain arrays), reused by a later run into DIR
+_ARRAYS = ("best_epoch", "dev_f1", "test_f1", "train_loss", "failed_at")
+
+
+def save_state(path, settings: str, out: dict) -> None:
+  """Write the selected taggers (``out``) as plain arrays: ``params/<path>`` and the curves."""
+  arrays = {"settings": np.frombuffer(settings.encode(), np.uint8)}
+  arrays.update({k: np.asarray(out[k]) for k in _ARRAYS})
+  leaves, _ = jax.tree_util.tree_flatten_with_path(out["params"])
+  arrays.update({"params" + jax.tree_util.keystr(p): np.asarray(x) for p, x in leaves})
+  tmp = f"{path}.tmp"
+  with open(tmp, "wb") as f:
+    npz.write(f, arrays)
+  os.replace(tmp, path)
+
+
+def load_state(path, settings: str, template) -> "dict | None":
+  """The arrays :func:`save_state` wrote, if they were trained with ``settings``; else ``None``.
+
+  ``template``: a parameter pytree of one tagger (its structure and leaf names).
+  """
+  arrays = npz.read(path, what=f"the saved taggers {os.fspath(path)!r}")
+  if bytes(arrays.get("settings", np.zeros(0, np.uint8))).decode(errors="replace") != settings:
+    return None
+  paths, treedef = jax.tree_util.tree_flatten_with_path(template)
+  names = ["params" + jax.tree_util.keystr(p) for p, _ in paths]
+  missing = [n for n in names + list(_ARRAYS) if n not in arrays]
+  if missing:
+    return None
+  return {"params": jax.tree_util.tree_unflatten(treedef, [arrays[n] for n in names]),
+          **{k: arrays[k] for k in _ARRAYS}}
 TITLE = "Table 1 'original': 1-layer 4-head transformer tagger, CoNLL-2000 chunk F1, seeds"
 FULL = {"data": {"min_count": 2}, "buckets": 4,
         "model": {"d_model": 128, "n_heads": 4, "d_ff": 256, "features": "words+pos",
@@ -52,15 +82,18 @@ def train_originals(ctx, s) -> dict:
   buckets = {"data": data, "cfg": cfg, "test_buckets": test_b, "dev_buckets": dev_b,
              "train_buckets": train_b}
   saved = ctx.path(STATE)
-  if saved.is_file():   # the trained taggers of an earlier run into DIR (e.g. before --only adversary)
-    with open(saved, "rb") as f:
-      state = pickle.load(f)
-    if state.get("settings") == key:
-      ctx.log(f"{NAME}: reusing the trained taggers in {saved}")
-      cache[key] = {**state["out"], **buckets}
-      cache[key]["params"] = jax.tree.map(jnp.asarray, cache[key]["params"])
-      return cache[key]
   pred_dev, pred_test = common.predictor(cfg, dev_b), common.predictor(cfg, test_b)
+  if saved.is_file():   # the trained taggers of an earlier run into DIR (e.g. before --only adversary)
+    state = load_state(saved, key, tt.init(jax.random.PRNGKey(0), cfg))
+    if state is not None:
+      ctx.log(f"{NAME}: reusing the trained taggers in {saved}")
+      params = state["params"]
+      n = np.asarray(state["best_epoch"]).shape[0]
+      state["test_scores"] = [
+          common.scores(pred_test(jax.tree.map(lambda x: jnp.asarray(x[i]), params)), test_b,
+                        data.tags) for i in range(n)]
+      cache[key] = {**state, **buckets, "params": jax.tree.map(jnp.asarray, params)}
+      return cache[key]
 
   def loss_fn(params, b, dropout_key, aux):
     return tt.token_nll(tt.apply(params, b, cfg, key=dropout_key).logits, b.labels, b.mask)
@@ -91,10 +124,7 @@ def train_originals(ctx, s) -> dict:
          "test_f1": test_f1, "test_scores": test_scores, "train_loss": obs["train_loss"],
          "failed_at": np.asarray(traj.failed_at)}
   ctx.out.mkdir(parents=True, exist_ok=True)
-  tmp = ctx.path(STATE + ".tmp")
-  with open(tmp, "wb") as f:
-    pickle.dump({"settings": key, "out": out}, f)
-  os.replace(tmp, ctx.path(STATE))
+  save_state(ctx.path(STATE), key, out)
   cache[key] = {**out, **buckets, "params": jax.tree.map(jnp.asarray, out["params"])}
   return cache[key]
 
