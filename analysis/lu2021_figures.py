@@ -10,31 +10,19 @@ References:
   Lu, Mao & Nayak, "On the Dynamics of Training Attention Models", ICLR 2021,
   Figs 1-10. https://arxiv.org/abs/2011.10036
 """
-import os
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
+from analysis import figure_io
 from analysis.assumption1 import histogram_ci
 from analysis.sen import sen_norm
 
 COLORS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9")
 
 
-def _grid(nrows: int, ncols: int, width: float = 4.2, height: float = 3.4):
-  fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
-  FigureCanvasAgg(fig)
-  return fig, fig.subplots(nrows, ncols, squeeze=False)
-
-
-def _save(fig: Figure, path) -> str:
-  path = os.fspath(path)
-  if os.path.dirname(path):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-  fig.savefig(path, format="png", dpi=100)
-  return path
+_grid = figure_io.grid
+_save = figure_io.save
 
 
 def _band(ax, x, runs, color, label):

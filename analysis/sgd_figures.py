@@ -5,28 +5,21 @@ its path. Curves are the mean over seeds with a ±1 standard-deviation band
 (the spread of the minibatch noise; every seed starts from the same
 parameters); a single reference curve (gradient flow, GD) is a dashed line.
 """
-import os
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+
+from analysis import figure_io
+
 
 COLORS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9")
 
 
+_save = figure_io.save
+
+
 def _grid(nrows: int, ncols: int, width: float = 4.4, height: float = 3.4):
-  fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
-  FigureCanvasAgg(fig)
-  return fig, fig.subplots(nrows, ncols, squeeze=False)
-
-
-def _save(fig: Figure, path) -> str:
-  path = os.fspath(path)
-  if os.path.dirname(path):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-  fig.savefig(path, format="png", dpi=100)
-  return path
+  return figure_io.grid(nrows, ncols, width, height)
 
 
 def band_panels(panels: Sequence[dict], path, *, title: str = "", ncols: Optional[int] = None) -> str:

@@ -14,14 +14,13 @@ import datetime
 import difflib
 import importlib
 import json
-import os
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
+from attndyn import atomic
 from attndyn import overrides as override_parser
 from attndyn.reproduce import PAPERS
 from tasks.errors import ConfigError
@@ -158,19 +157,9 @@ def select(paper: str, only: Optional[Sequence[str]]) -> list:
 
 
 def write_json(path: Path, doc: Any) -> Path:
-  """Write ``doc`` as strict JSON, atomically (a temporary file, then ``os.replace``)."""
+  """Write ``doc`` as strict JSON, atomically (creating the directory)."""
   path.parent.mkdir(parents=True, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-  try:
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-      json.dump(doc, f, indent=1, allow_nan=False)
-      f.write("\n")
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
-  return path
+  return atomic.write_json(path, doc)
 
 
 def run_experiment(module, ctx: Context, settings: dict) -> dict:

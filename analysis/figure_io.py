@@ -1,0 +1,25 @@
+"""Figure plumbing shared by the figure modules: an Agg grid of axes and a PNG writer.
+
+Figures are drawn on the Agg backend with no pyplot state, so they are safe in
+threads and under tests.
+"""
+import os
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+
+def grid(nrows: int, ncols: int, width: float = 4.2, height: float = 3.4):
+  """``(figure, axes [nrows, ncols])`` with panels ``width × height`` inches each."""
+  fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
+  FigureCanvasAgg(fig)
+  return fig, fig.subplots(nrows, ncols, squeeze=False)
+
+
+def save(fig: Figure, path, dpi: int = 100) -> str:
+  """Write ``fig`` as a PNG to ``path`` (creating its directory); returns the path."""
+  path = os.fspath(path)
+  if os.path.dirname(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+  fig.savefig(path, format="png", dpi=dpi)
+  return path
