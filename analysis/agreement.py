@@ -6,9 +6,12 @@ uniform attention with the attention of a standardly trained model by Kendall's
 """
 import numpy as np
 
+from analysis.kendall import kendall_tau_b
+
 
 def kendall_tau_rows(x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> np.ndarray:
-  """Kendall's τ-b between ``x[r]`` and ``y[r]`` over the positions where ``mask[r]`` holds.
+  """Kendall's τ-b between ``x[r]`` and ``y[r]`` over the positions where ``mask[r]`` holds
+  (:func:`analysis.kendall.kendall_tau_b` on rows).
 
   .. math:: \\tau_b = \\frac{n_c - n_d}{\\sqrt{(n_0 - n_x)(n_0 - n_y)}}
 
@@ -21,15 +24,7 @@ def kendall_tau_rows(x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> np.ndarr
   Returns:
     ``[R]`` τ-b; NaN for rows with fewer than 2 positions or all tied.
   """
-  x, y, m = np.asarray(x, float), np.asarray(y, float), np.asarray(mask, bool)
-  pair = m[:, :, None] & m[:, None, :]
-  pair &= np.triu(np.ones(pair.shape[1:], bool), 1)[None]
-  sx = np.sign(x[:, :, None] - x[:, None, :]) * pair
-  sy = np.sign(y[:, :, None] - y[:, None, :]) * pair
-  num = (sx * sy).sum((1, 2))
-  den = np.sqrt(np.abs(sx).sum((1, 2)) * np.abs(sy).sum((1, 2)))
-  with np.errstate(invalid="ignore", divide="ignore"):
-    return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+  return kendall_tau_b(x, y, mask)
 
 
 def top_k_match(x: np.ndarray, y: np.ndarray, mask: np.ndarray, k: int = 1) -> np.ndarray:
