@@ -78,3 +78,26 @@ def change_ratio(nontopic_change: np.ndarray, topic_value: np.ndarray) -> np.nda
   den = np.mean(np.abs(np.asarray(topic_value, float)), axis=-1)
   with np.errstate(divide="ignore", invalid="ignore"):
     return num / den
+
+
+def largest_change_ratio(nontopic_change: np.ndarray, topic_value: np.ndarray) -> np.ndarray:
+  """``max_w |Δx_w| / mean_t |x_t|`` per run: the largest non-topic change over topic size.
+
+  For scores this, not :func:`change_ratio`, tests Assumption 1: the score
+  gradients of a sentence's words sum to zero (the softmax weights sum to one,
+  ``Σ_w a_w (v_w − v̄)ᵀh = 0``), so with a fixed query ``Σ_w Δs_w = 0`` over the
+  vocabulary at every step and, once every non-topic score has fallen, the mean
+  non-topic ``|Δs|`` is exactly ``T/(V − T)`` times the mean topic score
+  (0.0016 at the text preset) whatever the classifier.
+
+  Args:
+    nontopic_change: ``[R, N]`` change of each non-topic word, per run.
+    topic_value: ``[R, T]`` value of each topic word, per run.
+
+  Returns:
+    ``[R]`` the ratio per run.
+  """
+  num = np.max(np.abs(np.asarray(nontopic_change, float)), axis=-1)
+  den = np.mean(np.abs(np.asarray(topic_value, float)), axis=-1)
+  with np.errstate(divide="ignore", invalid="ignore"):
+    return num / den

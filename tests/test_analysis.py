@@ -228,3 +228,11 @@ def test_each_figure_writes_a_png(tiny_run, tiny_data, tmp_path):
     assert _is_png(path)
   sizes = [len(open(p, "rb").read()) for p in paths]
   assert min(sizes) > 5000, sizes
+
+
+def test_assumption1_ratios_mean_and_largest_change():
+  from analysis.assumption1 import change_ratio, largest_change_ratio
+  change = np.array([[0.1, -0.3, 0.2], [0.0, 0.0, -0.5]])
+  topic = np.array([[2.0, -4.0], [1.0, 1.0]])
+  np.testing.assert_allclose(change_ratio(change, topic), [0.2 / 3.0, 0.5 / 3.0])
+  np.testing.assert_allclose(largest_change_ratio(change, topic), [0.1, 0.5])

@@ -54,6 +54,28 @@ def test_bag_of_words_and_softmax_laws(seed, classifier, padding):
   np.testing.assert_allclose(out2.attention, np.take_along_axis(attention, order, 1), rtol=1e-12)
 
 
+_score_grads = jax.jit(jax.grad(
+    lambda s, p, b: models.make_loss(models.lu.apply)(
+        {**p, "keys": p["keys"] + jnp.outer(s, p["query"]) / jnp.dot(p["query"], p["query"])},
+        b)[0]))
+
+
+@given(seed=st.integers(0, 2**16), classifier=st.sampled_from(["tc", "tl"]))
+def test_score_gradients_sum_to_zero_over_the_vocabulary(seed, classifier):
+  # Σ_w ∂L/∂s_w = Σ_i Σ_p a_ip (v_ip − v̄_i)ᵀh_i = 0: with a fixed query GD moves the
+  # scores along a plane, Σ_w Δs_w = 0, which fixes the non-topic mean |Δs| (Assumption 1).
+  rng = np.random.default_rng(seed)
+  params = _random_params(rng, classifier)
+  tokens = rng.integers(0, V, size=(N, L))
+  mask = rng.random((N, L)) >= 0.3
+  mask[:, 0] = True
+  labels = rng.integers(0, J, size=N)
+  batch = tasks.Batch(jnp.asarray(tokens, jnp.int32), jnp.asarray(mask), jnp.asarray(labels, jnp.int32))
+  g = np.asarray(_score_grads(jnp.zeros(V), params, batch))
+  assert np.max(np.abs(g)) > 1e-6
+  np.testing.assert_allclose(g.sum(), 0.0, atol=1e-13 * np.abs(g).sum())
+
+
 @pytest.fixture(scope="module")
 def single(tiny_run):
   """One sweep point, jitted; ``assert_max_traces`` inside jit makes a retrace raise."""
