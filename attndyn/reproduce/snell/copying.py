@@ -108,7 +108,7 @@ def run(ctx, s) -> Outcome:
         f"to attention accuracy ≥ {thr} (seeds where both cross)",
         paper="> 0: KTIW is learned first, then attention (two-stage story)",
         ours=rep.mean_ci(lag), tolerance=rep.Tolerance("at_least", 0.0, "mean lag ≥ 0"),
-        figure="Fig 1", quick=ctx.quick,
+        figure="Fig 1", quick=ctx.quick, comparable=not ctx.quick,
         note=f"{np.isfinite(lag).sum()}/{lag.size} seeds cross both; lags "
              f"{', '.join(f'{v:g}' for v in lag[np.isfinite(lag)])}; recorded every "
              f"{s['record_every']} steps"))

@@ -125,6 +125,7 @@ def run(ctx, s) -> Outcome:
         f"(held-out target words, mean over words; per seed)",
         paper="strong agreement" if c in judged else "reference", ours=rep.mean_ci(taus[c]),
         tolerance=tol, figure="Section 3.2" if c != "ibm1" else "Section 4.2", quick=ctx.quick,
+        comparable=not ctx.quick,
         note=f"top-1 match {np.mean(top1[c]):.3f} (per seed {', '.join(f'{v:.3f}' for v in top1[c])})"))
   claims.append(rep.claim(
       f"{NAME}.tau.ibm1_vs_beta_uniform", "Kendall τ between IBM-1's alignment posterior and β of "
