@@ -134,7 +134,7 @@ def run(ctx, s) -> Outcome:
   x, xd = steps[cut], steps[cut_dim]
   figs.curve_panels([
       {"title": f"score of topic word {word}", "ylabel": "$s_t$",
-       "curves": [(v, x, score[v][:, cut]) for v in ("TC", "TC-EF", "TC-KF")]},
+       "curves": [(v, x, score[v][:, cut]) for v in ("TC", "TC-KF", "TC-EF")]},
       {"title": f"‖v‖ of topic word {word}", "ylabel": "$\\|v_t\\|$",
        "curves": [(v, x, norm[v][:, cut]) for v in ("TC", "TC-KF", "TC-EF")]},
       {"title": "training loss", "ylabel": "loss", "logy": True,
