@@ -74,10 +74,7 @@ def change_ratio(nontopic_change: np.ndarray, topic_value: np.ndarray) -> np.nda
   Returns:
     ``[R]`` the ratio per run.
   """
-  num = np.mean(np.abs(np.asarray(nontopic_change, float)), axis=-1)
-  den = np.mean(np.abs(np.asarray(topic_value, float)), axis=-1)
-  with np.errstate(divide="ignore", invalid="ignore"):
-    return num / den
+  return _ratio(np.mean, nontopic_change, topic_value)
 
 
 def largest_change_ratio(nontopic_change: np.ndarray, topic_value: np.ndarray) -> np.ndarray:
@@ -97,7 +94,11 @@ def largest_change_ratio(nontopic_change: np.ndarray, topic_value: np.ndarray) -
   Returns:
     ``[R]`` the ratio per run.
   """
-  num = np.max(np.abs(np.asarray(nontopic_change, float)), axis=-1)
+  return _ratio(np.max, nontopic_change, topic_value)
+
+
+def _ratio(reduce, nontopic_change, topic_value) -> np.ndarray:
+  num = reduce(np.abs(np.asarray(nontopic_change, float)), axis=-1)
   den = np.mean(np.abs(np.asarray(topic_value, float)), axis=-1)
   with np.errstate(divide="ignore", invalid="ignore"):
     return num / den
