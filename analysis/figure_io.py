@@ -23,3 +23,22 @@ def save(fig: Figure, path, dpi: int = 100) -> str:
     os.makedirs(os.path.dirname(path), exist_ok=True)
   fig.savefig(path, format="png", dpi=dpi)
   return path
+
+
+def dress(ax, title: str = "", xlabel: str = "", ylabel: str = "", *, legend: bool = True) -> None:
+  """The house look of one panel: a medium title, axis labels, a light grid and a small legend."""
+  ax.set_title(title, fontsize="medium")
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(ylabel)
+  ax.grid(alpha=0.3)
+  if legend:
+    ax.legend(fontsize="x-small")
+
+
+def finish(fig: Figure, axes, n_used: int, path, title: str = "", dpi: int = 100) -> str:
+  """Hide the grid's unused panels after the first ``n_used``, add the title, write the PNG."""
+  for ax in axes.ravel()[n_used:]:
+    ax.set_visible(False)
+  if title:
+    fig.suptitle(title)
+  return save(fig, path, dpi)

@@ -12,14 +12,12 @@ References:
   Fig. 2 (SEN curves), Theorem 1 (eq 9), Corollary 1 (eq 10).
   https://arxiv.org/abs/2011.10036
 """
-import os
 import warnings
 from typing import Mapping, Optional
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
+from analysis import figure_io
 from analysis.sen import sen_norm
 from dynamics.trajectory import Trajectory
 
@@ -36,19 +34,12 @@ def _steps(traj: Trajectory) -> np.ndarray:
 
 
 def _figure(ncols: int = 1, width: float = 6.0):
-  fig = Figure(figsize=(width * ncols, 4.5), layout="constrained")
-  FigureCanvasAgg(fig)
-  axes = fig.subplots(1, ncols, squeeze=False)[0]
-  return fig, axes
+  fig, axes = figure_io.grid(1, ncols, width, 4.5)
+  return fig, axes[0]
 
 
-def _save(fig: Figure, path) -> str:
-  path = os.fspath(path)
-  directory = os.path.dirname(path)
-  if directory:
-    os.makedirs(directory, exist_ok=True)
-  fig.savefig(path, format="png", dpi=120)
-  return path
+def _save(fig, path) -> str:
+  return figure_io.save(fig, path, dpi=120)
 
 
 def _colors(n: int):

@@ -69,16 +69,8 @@ def sen_panels(panels: Mapping[str, tuple], path, *, title: str = "", ncols: Opt
       ax.plot(score[r], norm[r], "-", color=COLORS[r % len(COLORS)], linewidth=1.0, alpha=0.8,
               label=f"{score.shape[0]} runs (empirical)" if r == 0 else None)
     _sen_theory(ax, score, m)
-    ax.set_title(name, fontsize="medium")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="x-small")
-  for ax in axes.ravel()[n:]:
-    ax.set_visible(False)
-  if title:
-    fig.suptitle(title)
-  return _save(fig, path)
+    figure_io.dress(ax, name, xlabel, ylabel)
+  return figure_io.finish(fig, axes, n, path, title)
 
 
 def distribution_panels(panels: Mapping[str, Mapping[str, np.ndarray]], path, *, title: str = "",
@@ -135,16 +127,8 @@ def curve_panels(panels: Sequence[dict], path, *, title: str = "", ncols: Option
       ax.plot(x, y, "k--", linewidth=1.2, label=label)
     if panel.get("logy"):
       ax.set_yscale("log")
-    ax.set_title(panel.get("title", ""), fontsize="medium")
-    ax.set_xlabel(panel.get("xlabel", "epoch"))
-    ax.set_ylabel(panel.get("ylabel", ""))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="x-small")
-  for ax in axes.ravel()[n:]:
-    ax.set_visible(False)
-  if title:
-    fig.suptitle(title)
-  return _save(fig, path)
+    figure_io.dress(ax, panel.get("title", ""), panel.get("xlabel", "epoch"), panel.get("ylabel", ""))
+  return figure_io.finish(fig, axes, n, path, title)
 
 
 def twin_panels(panels: Sequence[dict], path, *, title: str = "", ncols: Optional[int] = None) -> str:
@@ -160,15 +144,9 @@ def twin_panels(panels: Sequence[dict], path, *, title: str = "", ncols: Optiona
     x = np.asarray(panel["x"], np.float64)
     (l_label, l_y), (r_label, r_y) = panel["left"], panel["right"]
     _band(ax, x, l_y, "C3", l_label)
-    ax.set_ylabel(l_label, color="C3")
     twin = ax.twinx()
     _band(twin, x, r_y, "C0", r_label)
     twin.set_ylabel(r_label, color="C0")
-    ax.set_xlabel("epoch")
-    ax.set_title(panel.get("title", ""), fontsize="medium")
-    ax.grid(alpha=0.3)
-  for ax in axes.ravel()[n:]:
-    ax.set_visible(False)
-  if title:
-    fig.suptitle(title)
-  return _save(fig, path)
+    figure_io.dress(ax, panel.get("title", ""), "epoch", legend=False)
+    ax.set_ylabel(l_label, color="C3")
+  return figure_io.finish(fig, axes, n, path, title)

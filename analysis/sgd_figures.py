@@ -41,16 +41,9 @@ def band_panels(panels: Sequence[dict], path, *, title: str = "", ncols: Optiona
       ax.plot(x, y, style, linewidth=1.2, label=label)
     if panel.get("logy"):
       ax.set_yscale("log")
-    ax.set_title(panel.get("title", ""), fontsize="medium")
-    ax.set_xlabel(panel.get("xlabel", "gradient-flow time τ = lr·step"))
-    ax.set_ylabel(panel.get("ylabel", ""))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="x-small")
-  for ax in axes.ravel()[n:]:
-    ax.set_visible(False)
-  if title:
-    fig.suptitle(title)
-  return _save(fig, path)
+    figure_io.dress(ax, panel.get("title", ""), panel.get("xlabel", "gradient-flow time τ = lr·step"),
+                    panel.get("ylabel", ""))
+  return figure_io.finish(fig, axes, n, path, title)
 
 
 def scaling_figure(series: Mapping[str, tuple], path, *, fit=None, title: str = "",

@@ -3,26 +3,21 @@
 Each function draws one PNG on the Agg backend (``matplotlib.figure.Figure`` with
 ``FigureCanvasAgg``; pyplot's global state is left alone) and returns its path.
 """
-import os
 from typing import Optional, Sequence
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+
+from analysis import figure_io
 
 COLORS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6")
 
 
 def _grid(nrows: int, ncols: int, width: float = 4.2, height: float = 3.2):
-  fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
-  FigureCanvasAgg(fig)
-  return fig, fig.subplots(nrows, ncols, squeeze=False)
+  return figure_io.grid(nrows, ncols, width, height)
 
 
-def _save(fig: Figure, path) -> str:
-  path = os.fspath(path)
-  fig.savefig(path, dpi=110)
-  return path
+def _save(fig, path) -> str:
+  return figure_io.save(fig, path, dpi=110)
 
 
 def curve_panels(panels: Sequence[dict], path, *, title: str = "", ncols: Optional[int] = None,

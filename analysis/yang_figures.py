@@ -8,14 +8,13 @@ References:
   Wiegreffe & Pinter, "Attention is not not Explanation", EMNLP 2019, Fig 5 (JSD vs TVD).
 """
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+
+from analysis import figure_io
 
 
 def _figure(ncols: int = 1, width: float = 6.0):
-  fig = Figure(figsize=(width * ncols, 4.5), layout="constrained")
-  FigureCanvasAgg(fig)
-  return fig, fig.subplots(1, ncols, squeeze=False)[0]
+  fig, axes = figure_io.grid(1, ncols, width, 4.5)
+  return fig, axes[0]
 
 
 def f1_curves(dev_f1, test_f1, path, title: str = ""):
@@ -30,8 +29,7 @@ def f1_curves(dev_f1, test_f1, path, title: str = ""):
   ax.set_ylabel("chunk F1 (conlleval)")
   ax.legend(fontsize=8)
   ax.set_title(title, fontsize=10)
-  fig.savefig(path, dpi=110)
-  return path
+  return figure_io.save(fig, path, dpi=110)
 
 
 def adversary_scatter(adv: dict, seeds, uniform, path, title: str = ""):
@@ -54,8 +52,7 @@ def adversary_scatter(adv: dict, seeds, uniform, path, title: str = ""):
   ax.set_ylabel("prediction TVD from the original (per token)")
   ax.legend(fontsize=8)
   ax.set_title(title, fontsize=10)
-  fig.savefig(path, dpi=110)
-  return path
+  return figure_io.save(fig, path, dpi=110)
 
 
 def adversary_lambda(adv: dict, orig_f1: float, path, title: str = ""):
@@ -73,5 +70,4 @@ def adversary_lambda(adv: dict, orig_f1: float, path, title: str = ""):
   a2.set_xlabel("λ")
   a2.legend(fontsize=8)
   fig.suptitle(title, fontsize=10)
-  fig.savefig(path, dpi=110)
-  return path
+  return figure_io.save(fig, path, dpi=110)
