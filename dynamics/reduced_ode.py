@@ -174,6 +174,23 @@ def full_params(state: ReducedState, params0: dict, topic_words: jax.Array) -> d
   }
 
 
+def save_at(ts: jax.Array) -> diffrax.SaveAt:
+  """Save the (tiny) reduced state at ``ts`` and at the end; observables are computed afterwards."""
+  return diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)])
+
+
+def reduced_trajectory(sol: diffrax.Solution, ts: jax.Array, params0: dict, topic_words: jax.Array,
+                       record: Callable) -> Trajectory:
+  """The :class:`Trajectory` of a reduced solve saved with :func:`save_at`: ``record`` applied to the
+  full parameters at every saved time (after the solve, so it never runs inside the step loop)."""
+  states, final = sol.ys
+  observables = jax.lax.map(lambda y: record(full_params(y, params0, topic_words), params0), states)
+  final_state = jax.tree.map(lambda x: x[-1], final)
+  return Trajectory(t=ts, observables=observables,
+                    final_params=full_params(final_state, params0, topic_words),
+                    failed_at=failure_time(ts, observables, sol.result), params=None)
+
+
 def check_reduced_config(form: str, trainable: Mapping[str, bool]) -> None:
   """Raise :class:`ConfigError` if the reduced ODE cannot describe this training setup."""
   check(form in FORMS, "form", form, f"one of {', '.join(FORMS)}")
@@ -282,17 +299,9 @@ def solve_reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array,
   # The reduced state is tiny ([T, d] + [T] + classifier), so it is saved at
   # ``ts`` and the observables are computed afterwards: reconstructing the full
   # parameters inside the step loop would run on every step under vmap.
-  saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)])
   sol = diffrax.diffeqsolve(
       diffrax.ODETerm(vector_field), make_solver(solver), ts[0], ts[-1], dt0, state0,
-      args=(lr, consts, params0), saveat=saveat,
+      args=(lr, consts, params0), saveat=save_at(ts),
       stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol, dtmin=dtmin),
       max_steps=max_steps, throw=False)
-  states, final = sol.ys
-  observables = jax.lax.map(lambda y: record(full_params(y, params0, topic_words), params0),
-                            states)
-  final_state = jax.tree.map(lambda x: x[-1], final)
-  traj = Trajectory(t=ts, observables=observables,
-                    final_params=full_params(final_state, params0, topic_words),
-                    failed_at=failure_time(ts, observables, sol.result), params=None)
-  return traj, solver_stats(sol)
+  return reduced_trajectory(sol, ts, params0, topic_words, record), solver_stats(sol)

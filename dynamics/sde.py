@@ -70,8 +70,8 @@ import jax.numpy as jnp
 import lineax
 
 from dynamics.gradient_flow import failure_time, split_trainable, time_grid, _merge
-from dynamics.reduced_ode import (NonTopic, ReducedState, check_reduced_config, full_params,
-                                  nontopic_constants, reduced_velocity)
+from dynamics.reduced_ode import (NonTopic, ReducedState, check_reduced_config, nontopic_constants,
+                                  reduced_trajectory, reduced_velocity, save_at)
 from dynamics.train import SAMPLING
 from dynamics.trajectory import Trajectory
 from models.lu import word_scores
@@ -336,15 +336,9 @@ def reduced_sgd_sde(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
                                         ).astype(x.dtype), per, y)
     return centred_operator(weighted, n, ts.dtype)
 
-  saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)])
   sol = _solve(drift, diffusion, state0, (lr, consts, params0), ts, key, n=n, dt=dt,
-               brownian=brownian, saveat=saveat)
-  states, final = sol.ys
-  observables = jax.lax.map(lambda y: record(full_params(y, params0, topic_words), params0), states)
-  final_state = jax.tree.map(lambda x: x[-1], final)
-  return Trajectory(t=ts, observables=observables,
-                    final_params=full_params(final_state, params0, topic_words),
-                    failed_at=failure_time(ts, observables, sol.result), params=None)
+               brownian=brownian, saveat=save_at(ts))
+  return reduced_trajectory(sol, ts, params0, topic_words, record)
 
 
 def per_sample_cross_entropy(apply_fn: Callable) -> Callable:

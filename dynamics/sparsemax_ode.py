@@ -39,8 +39,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from dynamics.gradient_flow import failure_time, make_solver, time_grid
-from dynamics.reduced_ode import ReducedState, full_params
+from dynamics.gradient_flow import make_solver, time_grid
+from dynamics.reduced_ode import ReducedState, reduced_trajectory, save_at
 from dynamics.trajectory import Trajectory
 from models.classifiers import apply_classifier
 from models.lu import word_scores
@@ -214,15 +214,9 @@ def sparse_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wor
                         normaliser=normaliser, form=form, trainable=trainable)
     return jax.tree.map(lambda dv, x: dv.astype(x.dtype), v, y)
 
-  saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)])
   sol = diffrax.diffeqsolve(
       diffrax.ODETerm(vector_field), make_solver(solver), ts[0], ts[-1], dt0, state0,
-      args=(lr, frame, params0), saveat=saveat,
+      args=(lr, frame, params0), saveat=save_at(ts),
       stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol, dtmin=dtmin),
       max_steps=max_steps, throw=False)
-  states, final = sol.ys
-  observables = jax.lax.map(lambda y: record(full_params(y, params0, topic_words), params0), states)
-  final_state = jax.tree.map(lambda x: x[-1], final)
-  return Trajectory(t=ts, observables=observables,
-                    final_params=full_params(final_state, params0, topic_words),
-                    failed_at=failure_time(ts, observables, sol.result), params=None)
+  return reduced_trajectory(sol, ts, params0, topic_words, record)
