@@ -27,6 +27,14 @@ def relative_error(score, emb_norm, m) -> np.ndarray:
                     np.nan)
 
 
+def _window(steps, score, emb_norm, m, start_fraction: float) -> np.ndarray:
+  """Relative errors ``[..., T' · W]`` at the recorded steps ``≥ start_fraction · steps[-1]``."""
+  steps = np.asarray(steps, np.float64)
+  window = steps >= start_fraction * steps[-1]
+  err = relative_error(score, emb_norm, m)[..., window, :]
+  return err.reshape(err.shape[:-2] + (-1,))
+
+
 def windowed_max_error(steps, score, emb_norm, m, *, start_fraction: float = 0.1) -> np.ndarray:
   """Largest Corollary-1 relative error over the recorded steps after ``start_fraction`` of training.
 
@@ -40,12 +48,17 @@ def windowed_max_error(steps, score, emb_norm, m, *, start_fraction: float = 0.1
   Returns:
     ``[...]`` the max over the window and the words (NaN ignored).
   """
-  steps = np.asarray(steps, np.float64)
-  window = steps >= start_fraction * steps[-1]
-  err = relative_error(score, emb_norm, m)[..., window, :]
-  flat = err.reshape(err.shape[:-2] + (-1,))
+  flat = _window(steps, score, emb_norm, m, start_fraction)
   with np.errstate(all="ignore"):
     return np.nanmax(np.where(np.isfinite(flat), flat, -np.inf), axis=-1)
+
+
+def windowed_mean_error(steps, score, emb_norm, m, *, start_fraction: float = 0.1) -> np.ndarray:
+  """Mean Corollary-1 relative error over the window and the words: how far a whole SEN curve lies
+  from Eq (10) (Fig 10), with the arguments of :func:`windowed_max_error`."""
+  flat = _window(steps, score, emb_norm, m, start_fraction)
+  with np.errstate(all="ignore"):
+    return np.nanmean(np.where(np.isfinite(flat), flat, np.nan), axis=-1)
 
 
 def final_mean_error(score, emb_norm, m) -> np.ndarray:

@@ -13,7 +13,7 @@ import dynamics
 import models
 from analysis import ablation as abl
 from analysis import replication as rep
-from analysis.sen_checks import windowed_max_error
+from analysis.sen_checks import windowed_max_error, windowed_mean_error
 from attndyn import cli
 from attndyn.reproduce import report, runner
 from dynamics.segmented import run_segments
@@ -85,6 +85,11 @@ def test_window_and_ablation_helpers():
   v = np.array(analysis.sen_norm(s, 5))
   v[0] = 1.0
   assert windowed_max_error(steps, s, v, 5, start_fraction=0.1) < 1e-12
+  assert windowed_mean_error(steps, s, v, 5, start_fraction=0.1) < 1e-12
+  # norms 10 % above Eq (10) on two of the nine window points: max 0.1, mean 0.2 / 9
+  v[[3, 7]] *= 1.1
+  np.testing.assert_allclose(windowed_max_error(steps, s, v, 5), 0.1, rtol=1e-12)
+  np.testing.assert_allclose(windowed_mean_error(steps, s, v, 5), 0.2 / 9, rtol=1e-12)
 
 
 # ---------------------------------------------------------------- exact reformulations
