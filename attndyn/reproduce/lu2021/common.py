@@ -50,6 +50,18 @@ def apply_for(cfg: models.LuModelConfig) -> Callable:
   return apply_linear if cfg.classifier in ("fc", "tc") else models.lu.apply
 
 
+def topic_gd(task_cfg: tasks.TopicTaskConfig, data, classifier: str, model: Dict, s: Dict):
+  """``(model config, train, TrainConfig)``: full-batch GD with lr ``s["lr"]`` for ``s["steps"]``
+  epochs on the topic task, recording :func:`analysis.topic_observables` every
+  ``s["record_every"]``; ``train(params0, key)`` gives the :class:`dynamics.Trajectory`."""
+  cfg = lu_config(task_cfg, classifier, model)
+  apply = apply_for(cfg)
+  train_cfg = dynamics.TrainConfig(lr=s["lr"], steps=s["steps"], record_every=s["record_every"])
+  train = dynamics.make_train(models.make_loss(apply), data.train,
+                              analysis.topic_observables(apply, data), train_cfg, cfg.trainable())
+  return cfg, train, train_cfg
+
+
 def seeds(n: int) -> np.ndarray:
   """``[n]`` uint32 init seeds ``0..n-1`` (the sweep input)."""
   return np.arange(int(n), dtype=np.uint32)

@@ -9,7 +9,6 @@ larger topic scores (FC > TC > TL).
 import jax
 import numpy as np
 
-import analysis
 import dynamics
 import models
 from analysis import lu2021_figures as figs
@@ -31,12 +30,7 @@ PAPER_STEPS = 5000   # shorter runs are still on the plateau: rows about trained
 
 def train_classifier(task_cfg, data, classifier: str, s: dict):
   """GD runs of one classifier over ``s["seeds"]`` seeds: trajectory plus every word's start and end."""
-  cfg = common.lu_config(task_cfg, classifier, s["model"])
-  apply = common.apply_for(cfg)
-  record = analysis.topic_observables(apply, data)
-  train_cfg = dynamics.TrainConfig(lr=s["lr"], steps=s["steps"], record_every=s["record_every"])
-  train = dynamics.make_train(models.make_loss(apply), data.train, record, train_cfg,
-                              cfg.trainable())
+  cfg, train, train_cfg = common.topic_gd(task_cfg, data, classifier, s["model"], s)
 
   def one(seed):
     key = jax.random.PRNGKey(seed)
