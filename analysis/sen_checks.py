@@ -61,6 +61,55 @@ def windowed_mean_error(steps, score, emb_norm, m, *, start_fraction: float = 0.
     return np.nanmean(np.where(np.isfinite(flat), flat, np.nan), axis=-1)
 
 
+def first_passage(score, values, grid) -> np.ndarray:
+  """``values`` where each path's ``score`` first reaches each ``grid`` level (linear interpolation).
+
+  Args:
+    score: ``[R, T]`` paths of a score (need not be monotone).
+    values: ``[R, T]`` a quantity along the same paths (e.g. ``‖v_t‖``).
+    grid: ``[G]`` score levels, each reached by every path.
+
+  Returns:
+    ``[R, G]``.
+  """
+  score, values, grid = (np.asarray(x, np.float64) for x in (score, values, grid))
+  hit = score[:, None, :] >= grid[None, :, None]                         # [R, G, T]
+  after = hit.argmax(-1)                                                  # first index at/above
+  before = np.maximum(after - 1, 0)
+  take = lambda x, i: np.take_along_axis(x, i, axis=1)
+  s0, s1, v0, v1 = take(score, before), take(score, after), take(values, before), take(values, after)
+  with np.errstate(divide="ignore", invalid="ignore"):
+    frac = np.where(s1 > s0, (grid[None] - s0) / (s1 - s0), 1.0)
+  return v0 + np.clip(frac, 0.0, 1.0) * (v1 - v0)
+
+
+def curve_error_on_scores(score, emb_norm, m, *, lo_fraction: float = 0.1,
+                          points: int = 50) -> np.ndarray:
+  """Mean relative deviation of SEN curves from Eq (10), measured along the score axis.
+
+  A curve ``‖v‖(s)`` is compared with Eq (10) at ``points`` score levels evenly
+  spaced on ``[lo_fraction · s_max, s_max]``, where ``s_max`` is the largest
+  score that every path (all runs and words given) reaches, so runs that
+  train further or sit longer at their converged end are compared on the same
+  stretch of curve (Fig 10 compares curves, not times).
+
+  Args:
+    score, emb_norm: ``[R, T, W]`` paths of W topic words in R runs.
+    m: Eq (10)'s m.
+
+  Returns:
+    ``[R]`` the mean over levels and words.
+  """
+  score, emb_norm = np.asarray(score, np.float64), np.asarray(emb_norm, np.float64)
+  r, t, w = score.shape
+  paths = lambda x: np.moveaxis(x, -1, 1).reshape(r * w, t)
+  s_max = float(score.max(axis=1).min())
+  grid = np.linspace(lo_fraction * s_max, s_max, points)
+  norms = first_passage(paths(score), paths(emb_norm), grid)              # [R·W, G]
+  err = relative_error(np.broadcast_to(grid, norms.shape), norms, m)
+  return err.reshape(r, w * points).mean(-1)
+
+
 def final_mean_error(score, emb_norm, m) -> np.ndarray:
   """Mean over words of the relative error at the last recorded step: ``[..., T, W]`` → ``[...]``."""
   err = relative_error(np.asarray(score)[..., -1, :], np.asarray(emb_norm)[..., -1, :], m)

@@ -13,7 +13,8 @@ import dynamics
 import models
 from analysis import ablation as abl
 from analysis import replication as rep
-from analysis.sen_checks import windowed_max_error, windowed_mean_error
+from analysis.sen_checks import (curve_error_on_scores, first_passage, windowed_max_error,
+                                 windowed_mean_error)
 from attndyn import cli
 from attndyn.reproduce import report, runner
 from dynamics.segmented import run_segments
@@ -90,6 +91,26 @@ def test_window_and_ablation_helpers():
   v[[3, 7]] *= 1.1
   np.testing.assert_allclose(windowed_max_error(steps, s, v, 5), 0.1, rtol=1e-12)
   np.testing.assert_allclose(windowed_mean_error(steps, s, v, 5), 0.2 / 9, rtol=1e-12)
+
+
+def test_curves_are_compared_on_a_common_score_axis():
+  # first passage: linear interpolation where each path first reaches each level, also if it dips
+  s = np.array([[0.0, 1.0, 0.5, 3.0], [0.0, 2.0, 2.5, 4.0]])
+  v = np.array([[0.0, 10.0, 99.0, 30.0], [0.0, 20.0, 25.0, 40.0]])
+  np.testing.assert_allclose(first_passage(s, v, np.array([0.5, 2.0, 3.0])),
+                             [[5.0, 99.0 + 0.6 * (30.0 - 99.0), 30.0], [5.0, 20.0, 30.0]])
+  # Eq (10) exactly, one run three times faster than the other and parked at its end: same error
+  # on the score axis (0 up to interpolation), whereas in time the two differ
+  t = np.linspace(0.0, 1.0, 200)
+  fast = np.minimum(3 * t, 1.0) * 4.0
+  score = np.stack([4.0 * t, fast])[:, :, None]
+  norm = np.array(analysis.sen_norm(score, 20))
+  np.testing.assert_allclose(curve_error_on_scores(score, norm, 20), 0.0, atol=2e-4)
+  np.testing.assert_allclose(curve_error_on_scores(score, 1.05 * norm, 20), 0.05, rtol=1e-3)
+  # the common range ends at the smallest final score: a run that goes further is cut there
+  longer = np.concatenate([score[:1], 2 * score[:1]])
+  wrong_beyond = np.where(longer > 4.2, 2.0, 1.0) * np.array(analysis.sen_norm(longer, 20))
+  np.testing.assert_allclose(curve_error_on_scores(longer, wrong_beyond, 20), 0.0, atol=2e-4)
 
 
 # ---------------------------------------------------------------- exact reformulations
