@@ -7,9 +7,11 @@ fixed number of steps of that early-stopping loop, started from given
 parameters) is called again and again from the host, carrying every run's best
 dev loss, best parameters and stopping step across segments, until every run
 has stopped (or a step budget is spent). The best parameters and best step are
-exactly those of one long run; a stop can come at most one patience window
-later than in one long run, when a segment starts after the dev loss has
-stopped improving (each segment's patience counter starts afresh).
+exactly those of one long run. Each segment's own patience counter starts
+afresh, so on its own a segment stops a run up to one patience window late,
+and never when the patience is longer than a segment; given ``patience_steps``
+the host also counts from each run's best step across segments, and the stop
+is exactly that of one long run.
 
 References:
   Lu, Mao & Nayak, "On the Dynamics of Training Attention Models", ICLR 2021,
@@ -43,8 +45,8 @@ class SegmentedRun(NamedTuple):
 
 
 def run_segments(segment_fn: Callable, params0: Any, *, segment: int, max_segments: int,
-                 record_every: int, on_segment: Optional[Callable[[int, np.ndarray], None]] = None
-                 ) -> SegmentedRun:
+                 record_every: int, on_segment: Optional[Callable[[int, np.ndarray], None]] = None,
+                 patience_steps: Optional[int] = None) -> SegmentedRun:
   """Call ``segment_fn`` until every run stopped or ``max_segments`` segments ran.
 
   Args:
@@ -57,6 +59,10 @@ def run_segments(segment_fn: Callable, params0: Any, *, segment: int, max_segmen
     max_segments: the most segments to run.
     record_every: the record interval of ``segment_fn``.
     on_segment: called as ``on_segment(k, stopped_at)`` after segment ``k``.
+    patience_steps: the early stopping's patience in steps (``patience ×
+      eval_every``): a run whose best step lies that far before a segment's end
+      stopped at ``best_step + patience_steps``, as in one long run (its records
+      after that step, up to the segment's end, are of continued training).
 
   Returns:
     A :class:`SegmentedRun`.
@@ -86,6 +92,14 @@ def run_segments(segment_fn: Callable, params0: Any, *, segment: int, max_segmen
                                res.best_params, best_params)
     now = active & (np.asarray(res.stopped_at) >= 0)
     stopped = np.where(now, k * segment + np.asarray(res.stopped_at), stopped)
+    if patience_steps is not None:
+      late = active & ((k + 1) * segment - best_step >= patience_steps)
+      stopped = np.where(late, np.minimum(np.where(now, stopped, np.iinfo(np.int64).max),
+                                          best_step + patience_steps), stopped)
+      frozen = jnp.asarray(late)
+      res = res._replace(trajectory=res.trajectory._replace(final_params=jax.tree.map(
+          lambda b, f: jnp.where(frozen.reshape((-1,) + (1,) * (b.ndim - 1)), b, f),
+          best_params, res.trajectory.final_params)))
     keep = jnp.asarray(stopped < 0)
     params = jax.tree.map(lambda a, b: jnp.where(keep.reshape((-1,) + (1,) * (a.ndim - 1)), a, b),
                           res.trajectory.final_params, params)

@@ -197,6 +197,13 @@ def test_segmented_early_stopping_finds_the_one_long_run_best(tiny_data):
   assert np.all(seg.stopped_at >= np.asarray(long.stopped_at))
   assert np.all(seg.stopped_at - np.asarray(long.stopped_at) <= 4 * 5)
   assert seg.observables["dev_loss"].shape == (2, len(seg.steps))
+  # counting the patience across segments gives the long run's stop exactly, also when the
+  # patience (20 steps) is longer than a segment (10 steps; alone, a segment never stops a run)
+  for segment in (50, 10):
+    exact = run_segments(lambda p: make(segment)(p, lrs), params0, segment=segment,
+                         max_segments=400 // segment, record_every=5, patience_steps=4 * 5)
+    np.testing.assert_array_equal(exact.stopped_at, np.asarray(long.stopped_at))
+    np.testing.assert_array_equal(exact.best_step, long.best_step)
 
 
 # ---------------------------------------------------------------- the command, end to end

@@ -137,7 +137,8 @@ def _group(ctx, s: dict, data, b: dict, variants, steps: int, label: str) -> dic
 
   res = dynamics_segmented.run_segments(lambda p: seg(p, aux, b), params0, segment=segment,
                                         max_segments=n_seg, record_every=s["record_every"],
-                                        on_segment=progress)
+                                        on_segment=progress,
+                                        patience_steps=s["patience"] * s["eval_every"])
   evaluate = jax.jit(jax.vmap(lambda p, c, batch: (
       models.accuracy(apply_of(c)(p, batch).logits, batch.labels), scores_of(p, c), norms_of(p, c)),
       in_axes=(0, 0, None)))
