@@ -96,10 +96,6 @@ def run_segments(segment_fn: Callable, params0: Any, *, segment: int, max_segmen
       late = active & ((k + 1) * segment - best_step >= patience_steps)
       stopped = np.where(late, np.minimum(np.where(now, stopped, np.iinfo(np.int64).max),
                                           best_step + patience_steps), stopped)
-      frozen = jnp.asarray(late)
-      res = res._replace(trajectory=res.trajectory._replace(final_params=jax.tree.map(
-          lambda b, f: jnp.where(frozen.reshape((-1,) + (1,) * (b.ndim - 1)), b, f),
-          best_params, res.trajectory.final_params)))
     keep = jnp.asarray(stopped < 0)
     params = jax.tree.map(lambda a, b: jnp.where(keep.reshape((-1,) + (1,) * (a.ndim - 1)), a, b),
                           res.trajectory.final_params, params)
