@@ -48,11 +48,10 @@ from typing import Callable, Mapping, NamedTuple, Optional
 import diffrax
 import jax
 import jax.numpy as jnp
-import optax
 
 from dynamics.gradient_flow import failure_time, make_solver, solver_stats, time_grid
 from dynamics.trajectory import Trajectory
-from models.classifiers import apply_classifier
+from models.channel_major import apply_classifier_channels, cross_entropy_channels
 from models.lu import word_scores
 from tasks.batch import Batch
 from tasks.errors import ConfigError, check
@@ -67,7 +66,7 @@ class NonTopic(NamedTuple):
     member: ``[n, T]`` one-hot: sentence ``i`` is in Ψ_t (dense, so gathers and
       sums over Ψ_t are small matmuls rather than scatters).
     log_z: ``[n]`` ``log Z(χ_i∖t_i)``.
-    nubar: ``[n, d]`` ``ν̄(χ_i∖t_i)``.
+    nubar: ``[d, n]`` ``ν̄(χ_i∖t_i)``, channel-major (sentence ``i`` is column ``i``).
     labels: ``[n]`` int class of each sentence.
     count: ``[T]`` ``|Ψ_t|``.
     mean_nubar: ``[T, d]`` ``⟨ν̄(χ∖t)⟩_{Ψ_t}`` (0 where Ψ_t is empty).
@@ -110,12 +109,12 @@ def nontopic_constants(params0: dict, batch: Batch, topic_word: jax.Array,
   scores = jnp.where(rest, word_scores(params0)[batch.tokens], -jnp.inf)
   log_z = jax.nn.logsumexp(scores, axis=1)
   weights = jnp.where(rest, jnp.exp(scores - log_z[:, None]), 0.0)
-  nubar = jnp.einsum("nl,nld->nd", weights, params0["embeddings"][batch.tokens])
+  nubar = jnp.einsum("nl,nld->dn", weights, params0["embeddings"][batch.tokens])
   count = member.sum(0)
   per = jnp.maximum(count, 1.0)
   return NonTopic(
       member=member, log_z=log_z, nubar=nubar, labels=batch.labels, count=count,
-      mean_nubar=(member.T @ nubar) / per[:, None],
+      mean_nubar=(nubar @ member).T / per[:, None],
       mean_inv_z=(member.T @ jnp.exp(-log_z)) / per)
 
 
@@ -133,22 +132,24 @@ def reduced_velocity(state: ReducedState, c: NonTopic, classifier0: dict, lr, q_
     trainable: parameter group -> trains.
   """
   classifier = classifier0 if state.classifier is None else state.classifier
-  a = jax.nn.sigmoid(c.member @ state.s - c.log_z)                   # [n] e^{s_t}/Z(χ)
-  nu_t = c.member @ state.nu                                          # [n, d]
-  context = a[:, None] * nu_t + (1.0 - a[:, None]) * c.nubar          # [n, d] ν̄(χ)
+  # Channel-major ([d, n]: the sentence axis last) so that, vmapped over seeds,
+  # no small per-seed matrix product remains (models.channel_major).
+  member_t = c.member.T                                               # [T, n]
+  a = jax.nn.sigmoid(state.s @ member_t - c.log_z)                    # [n] e^{s_t}/Z(χ)
+  nu_t = state.nu.T @ member_t                                        # [d, n]
+  context = a * nu_t + (1.0 - a) * c.nubar                            # [d, n] ν̄(χ)
 
   def loss(context, classifier):
-    logits = apply_classifier(classifier, context)
-    return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, c.labels))
+    return cross_entropy_channels(apply_classifier_channels(classifier, context), c.labels)
 
   g_context, g_classifier = jax.grad(loss, argnums=(0, 1))(context, classifier)  # h_i / |Ψ|
-  d_nu = -lr * c.member.T @ (a[:, None] * g_context)                             # eq (5) / (7)
+  d_nu = -lr * ((a * g_context) @ c.member).T                                    # eq (5) / (7)
   if form == "lemma2":
     d_s = q_sq * jnp.sum((state.nu - c.mean_nubar) * d_nu, axis=1) / (
         1.0 + jnp.exp(state.s) * c.mean_inv_z)                                   # eq (8)
   else:
-    d_s = -lr * q_sq * c.member.T @ (
-        a * jnp.sum((nu_t - context) * g_context, axis=1))                       # eq (6)
+    d_s = -lr * q_sq * (
+        (a * jnp.sum((nu_t - context) * g_context, axis=0)) @ c.member)           # eq (6)
     d_nu = d_nu if trainable["embeddings"] else jnp.zeros_like(d_nu)
     d_s = d_s if trainable["keys"] else jnp.zeros_like(d_s)
   d_classifier = None

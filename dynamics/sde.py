@@ -279,10 +279,10 @@ def per_sample_reduced_velocities(state: ReducedState, c: NonTopic, classifier0:
     A :class:`ReducedState` whose leaves carry a leading axis ``n``.
   """
   def one(member, log_z, nubar, label):
-    ci = c._replace(member=member[None], log_z=log_z[None], nubar=nubar[None],
+    ci = c._replace(member=member[None], log_z=log_z[None], nubar=nubar[:, None],
                     labels=label[None])
     return reduced_velocity(state, ci, classifier0, lr, q_sq, form="exact", trainable=trainable)
-  return jax.vmap(one)(c.member, c.log_z, c.nubar, c.labels)
+  return jax.vmap(one, in_axes=(0, 0, 1, 0))(c.member, c.log_z, c.nubar, c.labels)
 
 
 def reduced_sgd_sde(params0: dict, batch: Batch, topic_word: jax.Array, topic_words: jax.Array,
