@@ -162,6 +162,8 @@ def flow_fn(cfg: RunConfig, setup):
 
 
 ODE_FNS = {"reduced": reduced_fn, "gradient_flow": flow_fn}
+# Per-stage XLA options (see dynamics.reduced_ode.COMPILER_OPTIONS).
+ODE_COMPILER_OPTIONS = {"reduced": dynamics.REDUCED_ODE_COMPILER_OPTIONS}
 
 
 def plan_chunk_size(cfg: RunConfig, devices=None) -> Optional[int]:
@@ -175,7 +177,7 @@ def plan_chunk_size(cfg: RunConfig, devices=None) -> Optional[int]:
 
 
 def _stage(label: str, fn, inputs, cfg: RunConfig, chunk_size, progress: bool, devices,
-           checkpoints=None, batched: bool = False):
+           checkpoints=None, batched: bool = False, compiler_options=None):
   """One stage over the sweep; with ``checkpoints``, read back finished chunks and save new ones.
 
   ``batched``: ``fn`` maps a whole chunk itself (see ``dynamics.run_sweep``).
@@ -199,7 +201,8 @@ def _stage(label: str, fn, inputs, cfg: RunConfig, chunk_size, progress: bool, d
 
   try:
     return dynamics.run_sweep(fn, inputs, chunk_size=chunk_size, devices=devices,
-                              on_chunk=on_chunk, done=done, batched=batched)
+                              on_chunk=on_chunk, done=done, batched=batched,
+                              compiler_options=compiler_options)
   finally:
     if save is not None:
       save.flush()
@@ -242,7 +245,8 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
       start = time.perf_counter()
       try:
         odes[kind] = _stage(kind, ODE_FNS[kind](cfg, setup), inputs, cfg, chunk, progress,
-                            devices, checkpoints)
+                            devices, checkpoints,
+                            compiler_options=ODE_COMPILER_OPTIONS.get(kind))
       except ConfigError:  # a damaged checkpoint: bad input, not a failed stage
         raise
       except Exception as err:  # keep what is computed; report the stage that failed

@@ -10,6 +10,7 @@ from dynamics.train import make_train as make_train
 from dynamics.train import minibatch as minibatch
 from dynamics.trajectory import Trajectory as Trajectory
 from dynamics.gradient_flow import gradient_flow as gradient_flow
+from dynamics.reduced_ode import COMPILER_OPTIONS as REDUCED_ODE_COMPILER_OPTIONS
 from dynamics.reduced_ode import reduced_sen_ode as reduced_sen_ode
 from dynamics.early_stopping import EarlyStopped as EarlyStopped
 from dynamics.early_stopping import make_train_early_stopping as make_train_early_stopping

@@ -61,7 +61,8 @@ def chunk_bounds(total: int, chunk_size: Optional[int] = None, n_devices: int = 
 def run_sweep(fn: Callable, inputs: Any, *, chunk_size: Optional[int] = None,
               devices: Optional[Sequence[jax.Device]] = None,
               on_chunk: Optional[Callable[[int, int, Any], None]] = None,
-              done: Sequence[Any] = (), batched: bool = False) -> Any:
+              done: Sequence[Any] = (), batched: bool = False,
+              compiler_options: Optional[dict] = None) -> Any:
   """Evaluate ``vmap(fn)`` over the leading axis of ``inputs``, chunked and sharded.
 
   Args:
@@ -81,6 +82,8 @@ def run_sweep(fn: Callable, inputs: Any, *, chunk_size: Optional[int] = None,
     batched: ``fn`` already maps over the leading axis (e.g. the fast path of
       :mod:`dynamics.fast_lu`, which advances all seeds together), so it is
       jitted as is rather than vmapped.
+    compiler_options: XLA options for the compiled call (``jax.jit``'s), e.g.
+      :data:`dynamics.reduced_ode.COMPILER_OPTIONS`.
 
   Returns:
     ``fn``'s outputs stacked over the P points, as NumPy arrays on the host.
@@ -103,7 +106,7 @@ def run_sweep(fn: Callable, inputs: Any, *, chunk_size: Optional[int] = None,
     if sizes != {bounds[i][1] - bounds[i][0]}:
       raise ValueError(f"done chunk {i} has {sizes} points; chunk {i} is {bounds[i]}")
   sharding = NamedSharding(mesh, PartitionSpec(SWEEP_AXIS))
-  compiled = jax.jit(fn if batched else jax.vmap(fn))
+  compiled = jax.jit(fn if batched else jax.vmap(fn), compiler_options=compiler_options)
   outputs = list(done)
   for start, stop in bounds[len(done):]:
     part = jax.tree.map(lambda x: x[start:stop], inputs)
