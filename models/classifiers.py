@@ -11,6 +11,8 @@ Trainable weights start as PyTorch's ``nn.Linear`` does, uniform in
 import jax
 import jax.numpy as jnp
 
+from models.orthogonal import qr
+
 CLASSIFIERS = ("fc", "tc", "tl")
 FC_INITS = ("orthonormal", "randn_unit_diag")
 
@@ -40,7 +42,7 @@ def init_classifier(key: jax.Array, kind: str, in_dim: int, n_classes: int, *,
   if kind == "fc":
     if fc_init == "orthonormal":
       # Orthonormal columns (needs J <= d); QR of a Gaussian matrix.
-      q, r = jnp.linalg.qr(jax.random.normal(key, (in_dim, n_classes), dtype))
+      q, r = qr(jax.random.normal(key, (in_dim, n_classes), dtype))
       return {"U": q * jnp.sign(jnp.diagonal(r))[None, :]}
     u = jax.random.normal(key, (in_dim, n_classes), dtype)
     diag = jnp.arange(min(in_dim, n_classes))

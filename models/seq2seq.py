@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from models.orthogonal import orthogonal
 from tasks.batch import Batch
 from tasks.errors import check
 
@@ -101,7 +102,8 @@ class Seq2SeqOutput(NamedTuple):
 
 
 def _cell(cfg: Seq2SeqConfig) -> nn.OptimizedLSTMCell:
-  return nn.OptimizedLSTMCell(features=cfg.hidden)
+  # Flax's default orthogonal recurrent init, through a QR that is safe under vmap (models.orthogonal).
+  return nn.OptimizedLSTMCell(features=cfg.hidden, recurrent_kernel_init=orthogonal())
 
 
 def fused_lstm_weights(cell_params: dict):
