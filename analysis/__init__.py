@@ -1,4 +1,5 @@
 """Theory quantities, metrics and figures."""
+from analysis.absence import recall_without_topic_word as recall_without_topic_word
 from analysis.invariant import invariant as invariant
 from analysis.invariant import invariant_drift as invariant_drift
 from analysis.invariant import nontopic_context as nontopic_context

@@ -4,7 +4,10 @@ Claims checked: all three reach 100% test accuracy; Corollary 1's SEN curve
 (Eq (10)) holds within 2% once the first 10% of training is over; the
 non-topic words' score (and norm) changes are two orders of magnitude below
 the topic words' (Assumption 1, Fig 1); a lower-capacity classifier gives
-larger topic scores (FC > TC > TL).
+larger topic scores (FC > TC > TL). And how a larger-capacity classifier absorbs
+signal (:mod:`analysis.absence`): per topic, the test recall with the topic
+word masked out; with TL one topic per seed is recognised by absence, and it is
+the topic whose words score lowest.
 """
 import jax
 import numpy as np
@@ -12,6 +15,7 @@ import numpy as np
 import dynamics
 import models
 from analysis import lu2021_figures as figs
+from analysis.absence import recall_without_topic_word
 from analysis import replication as rep
 from analysis.assumption1 import change_ratio, largest_change_ratio
 from analysis.sen_checks import windowed_max_error
@@ -23,7 +27,7 @@ TITLE = "Section 5.1: Attn-FC/TC/TL on the synthetic task (Figs 1-2, Corollary 1
 FULL = {"task": dict(common.TEXT_TASK), "model": dict(common.TEXT_MODEL), "lr": 0.1,
         "steps": 5000, "record_every": 50, "seeds": 5, "classifiers": ["fc", "tc", "tl"],
         "sen_start_fraction": 0.1, "sen_tolerance": 0.02, "assumption1_ratio": 0.01,
-        "sen_word": 0}
+        "sen_word": 0, "absence_recall": 0.9}
 QUICK = {**FULL, "steps": 1500, "record_every": 50}
 PAPER_STEPS = 5000   # shorter runs are still on the plateau: rows about trained models not comparable
 
@@ -31,12 +35,15 @@ PAPER_STEPS = 5000   # shorter runs are still on the plateau: rows about trained
 def train_classifier(task_cfg, data, classifier: str, s: dict):
   """GD runs of one classifier over ``s["seeds"]`` seeds: trajectory plus every word's start and end."""
   cfg, train, train_cfg = common.topic_gd(task_cfg, data, classifier, s["model"], s)
+  apply = common.apply_for(cfg)
 
   def one(seed):
     key = jax.random.PRNGKey(seed)
     params0 = models.lu.init(key, cfg)
     traj = train(params0, key)
-    return {"obs": traj.observables, "failed_at": traj.failed_at,
+    absent = recall_without_topic_word(apply, traj.final_params, data.test,
+                                       task_cfg.n_topic_words, task_cfg.n_topics)
+    return {"obs": traj.observables, "failed_at": traj.failed_at, "absent_recall": absent,
             "start": common.word_values(params0), "end": common.word_values(traj.final_params)}
 
   out = dynamics.run_sweep(lambda inp: one(inp["seed"]), {"seed": common.seeds(s["seeds"])})
@@ -92,6 +99,28 @@ def run(ctx, s) -> Outcome:
         paper="nearly constant (Fig 1)", ours=rep.mean_ci(norm_ratio), figure="Fig 1, Assumption 1",
         tolerance=rep.Tolerance("at_most", bound, f"≤ {bound:g}"), quick=quick,
         comparable=converged))
+    absent = r["absent_recall"] >= s["absence_recall"]                       # [S, J]
+    claims.append(rep.claim(
+        f"{NAME}.{c}.absence", f"{name}: topics per run still recognised with their topic word "
+        f"masked out (test recall ≥ {s['absence_recall']:g})",
+        paper="not reported (explains 'the classifier absorbs the signal', Sec 5.1)",
+        ours=rep.mean_ci(absent.sum(1).astype(float)), tolerance=rep.Tolerance("info"),
+        figure="Sec 5.1", quick=quick, comparable=converged,
+        note="per-run recalls by topic: " + "; ".join(
+            " ".join(f"{v:.2f}" for v in row) for row in r["absent_recall"])))
+    if absent.any():
+      topic_score = r["end"]["score"][:, :n_topic].reshape(
+          absent.shape[0], task_cfg.n_topics, task_cfg.words_per_topic).mean(-1)   # [S, J]
+      lowest = np.argmin(topic_score, axis=1)
+      has = absent.any(1)
+      claims.append(rep.claim(
+          f"{NAME}.{c}.absence_lowest", f"{name}: in runs with a topic recognised by absence, "
+          "it is the topic whose words have the lowest final score",
+          paper="not reported", ours=rep.mean_ci(absent[np.arange(len(lowest)), lowest][has].astype(float)),
+          tolerance=rep.Tolerance("info"), figure="Sec 5.1", quick=quick, comparable=converged,
+          note=f"{int(has.sum())}/{len(has)} runs have one; lowest-topic mean score "
+               f"{topic_score[np.arange(len(lowest)), lowest].mean():.3f} vs the other topics "
+               f"{np.mean(np.delete(topic_score, lowest, axis=1)):.3f}"))
     notes.append(f"{name}: final loss {np.mean(obs['loss'][:, -1]):.4g}, mean topic score "
                  f"{np.mean(obs['score'][:, -1]):.3f}, max |Δs| of a non-topic word "
                  f"{np.max(np.abs(ds[:, n_topic:])):.3g}.")
