@@ -104,6 +104,10 @@ class ODEConfig:
     rtol: relative tolerance of the adaptive step-size controller.
     atol: absolute tolerance of the adaptive step-size controller.
     max_steps: most solver steps per run before it is reported as failed.
+    dtmin: smallest solver step, accepted whatever its error estimate (unset:
+      none). TL's ReLU makes the vector field discontinuous; where the flow
+      slides along a kink the adaptive controller stalls, and a floor lets it
+      step through as GD does (see :func:`dynamics.gradient_flow`).
   """
   kind: str = "none"
   form: str = "lemma2"
@@ -111,6 +115,7 @@ class ODEConfig:
   rtol: float = 1e-6
   atol: float = 1e-9
   max_steps: int = 100_000
+  dtmin: Optional[float] = None
 
   def __post_init__(self):
     check(self.kind in ODE_KINDS, "ode.kind", self.kind, f"one of {', '.join(ODE_KINDS)}")
@@ -122,6 +127,8 @@ class ODEConfig:
             "a finite number > 0")
     check(schema.is_int(self.max_steps) and self.max_steps >= 1, "ode.max_steps",
           self.max_steps, "a positive integer")
+    check(self.dtmin is None or (schema.is_number(self.dtmin) and 0 < self.dtmin < float("inf")),
+          "ode.dtmin", self.dtmin, "a finite number > 0, or unset")
 
   @property
   def kinds(self) -> tuple:

@@ -141,7 +141,7 @@ def reduced_fn(cfg: RunConfig, setup):
         p.params0, p.dataset.train, p.dataset.train_topic_word,
         jnp.arange(cfg.task.n_topic_words), p.record, lr=p.lr, ts=cfg.train.record_steps(),
         trainable=trainable, form=ode.form, solver=ode.solver, rtol=ode.rtol, atol=ode.atol,
-        max_steps=ode.max_steps)
+        max_steps=ode.max_steps, dtmin=ode.dtmin)
 
   return fn
 
@@ -156,7 +156,7 @@ def flow_fn(cfg: RunConfig, setup):
     return dynamics.gradient_flow(
         loss, p.params0, p.dataset.train, p.record, lr=p.lr, ts=cfg.train.record_steps(),
         trainable=trainable, solver=ode.solver, rtol=ode.rtol, atol=ode.atol,
-        max_steps=ode.max_steps)
+        max_steps=ode.max_steps, dtmin=ode.dtmin)
 
   return fn
 

@@ -26,7 +26,7 @@ SECTIONS = {
     "sweep": {"seeds": "seeds", "data_seeds": "seeds", "grid": "grid", "chunk_size": "?int",
               "checkpoint_every": "int"},
     "ode": {"kind": "str", "form": "str", "solver": "str", "rtol": "float", "atol": "float",
-            "max_steps": "int"},
+            "max_steps": "int", "dtmin": "?float"},
 }
 TOP_LEVEL = {"precision": "str", "gd_path": "str"}
 MAX_SEED = 2**32 - 1  # PRNG seeds are uint32

@@ -185,11 +185,15 @@ BAD = [
     (["ode.max_steps=0"], ["ode.max_steps = 0", POS]),
     (["ode.max_steps=-1"], ["ode.max_steps = -1", POS]),
     (["ode.max_steps=1.5"], ["ode.max_steps = 1.5", INT]),
+    (["ode.dtmin=0"], ["ode.dtmin = 0.0", FIN_POS + ", or unset"]),
+    (["ode.dtmin=-0.1"], ["ode.dtmin = -0.1", FIN_POS]),
+    (["ode.dtmin=inf"], ["ode.dtmin = inf", FIN_POS]),
+    (['ode.dtmin="small"'], ["ode.dtmin = 'small'", 'a number, or "none" (unset)']),
     (["train.optimizer=adam"], ["ode.kind = 'both'", '"none" when train.optimizer = "adam"']),
     (["model.train_query=true", "ode.kind=reduced"], ['ode.kind = "reduced"',
                                                       "set model.train_query = false"]),
     (['model.freeze=["keys"]'], ['ode.kind = "both"', "use form='exact'"]),
-    (["ode.tol=1e-6"], ['"ode.tol"', 'Did you mean "rtol"', "Allowed: atol, form"]),
+    (["ode.tol=1e-6"], ['"ode.tol"', 'Did you mean "rtol"', "Allowed: atol, dtmin, form"]),
 ]
 
 
