@@ -5,7 +5,7 @@ per-experiment results, timing), :mod:`attndyn.reproduce.report` writes
 ``replication.md`` / ``replication.json``, and each paper is a subpackage
 holding one experiment per file (settings as data plus a small ``run``
 function that calls :mod:`tasks`, :mod:`models`, :mod:`dynamics` and
-:mod:`analysis`): :mod:`attndyn.reproduce.lu2021`.
+:mod:`analysis`): one subpackage per entry of ``PAPERS``.
 """
 PAPERS = {"lu2021": "attndyn.reproduce.lu2021", "yang": "attndyn.reproduce.yang",
           "sgd": "attndyn.reproduce.sgd", "flavours": "attndyn.reproduce.flavours",

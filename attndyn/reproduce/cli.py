@@ -3,6 +3,7 @@ import argparse
 import time
 from pathlib import Path
 
+from attndyn.reproduce import PAPERS
 from tasks.errors import ConfigError
 
 EPILOG = """examples:
@@ -11,6 +12,7 @@ EPILOG = """examples:
   attndyn reproduce lu2021 --out results/lu2021 --only sst,purity --force
   attndyn reproduce lu2021 --out results/tiny --quick --set synthetic.steps=100 --set sst.seeds=1
   attndyn reproduce lu2021 --out results/lu2021 --report-only
+  attndyn reproduce snell --out results/snell --set copying.preset=cpu
 
 Every experiment writes DIR/experiments/NAME.json as soon as it finishes;
 replication.md and replication.json are rebuilt from all of them at the end,
@@ -26,7 +28,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
                      description="Run every experiment of a paper (seeds vmapped), write each "
                                  "figure as PNG and a replication table with pass/fail per claim.")
-  p.add_argument("paper", metavar="PAPER", help="which paper: lu2021")
+  p.add_argument("paper", metavar="PAPER", help=f"which paper: {', '.join(PAPERS)}")
   p.add_argument("--out", required=True, metavar="DIR", help="output directory (new or empty)")
   p.add_argument("--quick", action="store_true",
                  help="fewer seeds and epochs: minutes on 2 CPU cores (rows the budget cannot "
