@@ -15,7 +15,6 @@ lexical probe is ``β_{t,l} = softmax(γ[x_l])_{o_t}`` (attending only to l).
 """
 import jax
 import jax.numpy as jnp
-import optax
 
 from tasks.batch import Batch
 
@@ -33,13 +32,18 @@ def apply(params: dict, batch: Batch) -> jax.Array:
 
 
 def loss(params: dict, batch: Batch):
-  """``(mean cross-entropy over real target words, logits)``: every target word scored by the same logits."""
+  """``(mean cross-entropy over real target words, logits)``: every target word scored by the same logits.
+
+  Pair i's target words share its logits ``ℓ_i``, so the summed cross-entropy is
+  ``Σ_t w_it (logsumexp(ℓ_i) − ℓ_i[o_t])``: no ``[n, T, V_tgt]`` tensor is formed.
+  """
   logits = apply(params, batch)
   y = batch.labels
-  ce = optax.softmax_cross_entropy_with_integer_labels(
-      jnp.broadcast_to(logits[:, None, :], y.shape + logits.shape[-1:]), y)
-  w = (y > 0).astype(ce.dtype)
-  return (ce * w).sum() / jnp.maximum(w.sum(), 1), logits
+  w = (y > 0).astype(logits.dtype)
+  picked = jnp.take_along_axis(logits, y, axis=1)                     # [n, T]
+  lse = jax.nn.logsumexp(logits, axis=-1)                             # [n]
+  total = (w.sum(1) * lse).sum() - (w * picked).sum()
+  return total / jnp.maximum(w.sum(), 1), logits
 
 
 def lexical_probe(params: dict, batch: Batch) -> jax.Array:

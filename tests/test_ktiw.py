@@ -73,3 +73,14 @@ def test_bow_proxy_gradient_is_cooccurrence():
   beta = bow_proxy.lexical_probe({"gamma": jnp.asarray(counts)}, b)
   p = jax.nn.softmax(jnp.asarray(counts), -1)
   np.testing.assert_allclose(beta[1, 2, 3], p[5, 5])                # o_3 = 5, x_4 = 5
+
+
+def test_bow_proxy_loss_equals_the_per_target_cross_entropy(key):
+  """The shared-logits form equals the cross-entropy of every target word scored separately."""
+  b = _batch()
+  gamma = {"gamma": jax.random.normal(key, (6, 6), jnp.float64)}
+  value, logits = bow_proxy.loss(gamma, b)
+  y = np.asarray(b.labels)
+  logp = np.asarray(jax.nn.log_softmax(logits, -1))
+  ref = -np.mean([logp[i, o] for i in range(2) for o in y[i] if o > 0])
+  np.testing.assert_allclose(value, ref, rtol=1e-12)
