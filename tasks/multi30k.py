@@ -1,7 +1,7 @@
 """Multi30k en→de as a small toy translation task (Snell et al., Section 3.2, on real text).
 
-Reads the shipped slice ``data/multi30k/train.3000.{en,de}`` (see data/SOURCES.md),
-lowercases, splits punctuation off words, keeps pairs whose both sides have at
+Reads the shipped training set ``data/multi30k/train.{en,de}`` (29,000 pairs; see
+data/SOURCES.md), lowercases, splits punctuation off words, keeps pairs whose both sides have at
 most ``max_len`` words, and maps words seen fewer than ``min_count`` times to
 ``<unk>``. Id 0 is padding (and the decoder's begin-of-sentence); id 1 is ``<unk>``.
 No end-of-sentence token: the probes are read at the target words only.
@@ -18,7 +18,7 @@ from tasks.batch import Batch
 from tasks.errors import ConfigError, check
 
 DEFAULT_ROOT = pathlib.Path(__file__).resolve().parents[1] / "data" / "multi30k"
-DEFAULT_STEM = "train.3000"
+DEFAULT_STEM = "train"
 _TOKEN = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]", re.UNICODE)
 
 
@@ -48,7 +48,7 @@ class Multi30kData:
 
 def _read(path: pathlib.Path) -> list:
   if not path.is_file():
-    raise ConfigError(f"{path}: Multi30k file does not exist; expected the shipped slice "
+    raise ConfigError(f"{path}: Multi30k file does not exist; expected the shipped files "
                       f"data/multi30k/{DEFAULT_STEM}.{{en,de}} (see data/SOURCES.md)")
   try:
     lines = path.read_text(encoding="utf-8").splitlines()
