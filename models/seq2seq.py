@@ -55,6 +55,9 @@ class Seq2SeqConfig:
     heads: number of attention heads K.
     shared_embedding: one table for source and target (needs ``src_vocab == tgt_vocab``).
     attn_std: standard deviation of the entries of each ``W_a^k`` (scaled by 1/√hidden).
+    embed_std: standard deviation of the embedding entries: 1, PyTorch's ``nn.Embedding``
+      default, which the authors' code uses. (At 0.1, hidden 64, copying i.i.d. tokens
+      reaches token accuracy 0.28–0.60 after 200 Adam steps instead of 0.95–0.96.)
   """
   src_vocab: int
   tgt_vocab: int
@@ -63,6 +66,7 @@ class Seq2SeqConfig:
   heads: int = 1
   shared_embedding: bool = False
   attn_std: float = 1.0
+  embed_std: float = 1.0
 
   def __post_init__(self):
     for name in ("src_vocab", "tgt_vocab", "hidden", "heads"):
@@ -78,8 +82,10 @@ class Seq2SeqConfig:
     if self.shared_embedding:
       check(self.src_vocab == self.tgt_vocab, "model.shared_embedding", self.shared_embedding,
             f"false unless src_vocab == tgt_vocab (got {self.src_vocab} and {self.tgt_vocab})")
-    check(isinstance(self.attn_std, (int, float)) and 0 < self.attn_std < float("inf"),
-          "model.attn_std", self.attn_std, "a finite number > 0")
+    for name in ("attn_std", "embed_std"):
+      value = getattr(self, name)
+      check(isinstance(value, (int, float)) and not isinstance(value, bool)
+            and 0 < value < float("inf"), f"model.{name}", value, "a finite number > 0")
 
   def trainable(self) -> dict:
     """Parameter groups gradient descent updates (uniform attention has no trained W_a)."""
@@ -173,9 +179,9 @@ def init(key: jax.Array, cfg: Seq2SeqConfig, head_keys: Optional[jax.Array] = No
   ks = jax.random.split(key, 8)
   x = jnp.zeros((1, d))
   carry = _cell(cfg).initialize_carry(ks[0], x.shape)
-  embed = {"src": jax.random.normal(ks[1], (cfg.src_vocab, d)) * 0.1}
+  embed = {"src": jax.random.normal(ks[1], (cfg.src_vocab, d)) * cfg.embed_std}
   if not cfg.shared_embedding:
-    embed["tgt"] = jax.random.normal(ks[2], (cfg.tgt_vocab, d)) * 0.1
+    embed["tgt"] = jax.random.normal(ks[2], (cfg.tgt_vocab, d)) * cfg.embed_std
   if head_keys is None:
     head_keys = jax.random.split(ks[3], k) if k > 1 else ks[3][None]
   else:
