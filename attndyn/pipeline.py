@@ -162,7 +162,8 @@ def flow_fn(cfg: RunConfig, setup):
 
 
 ODE_FNS = {"reduced": reduced_fn, "gradient_flow": flow_fn}
-# Per-stage XLA options (see dynamics.reduced_ode.COMPILER_OPTIONS).
+# Per-stage XLA options (see dynamics.reduced_ode.COMPILER_OPTIONS; the fast GD path uses
+# dynamics.fast_lu.COMPILER_OPTIONS).
 ODE_COMPILER_OPTIONS = {"reduced": dynamics.REDUCED_ODE_COMPILER_OPTIONS}
 
 
@@ -239,7 +240,8 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
     gd_path = choose_gd_path(cfg)
     fast = gd_path["path"] == "fast"
     fn = fast_gd_fn(cfg, setup, dataset) if fast else gd_fn(cfg, setup)
-    gd = _stage("gd", fn, inputs, cfg, chunk, progress, devices, checkpoints, batched=fast)
+    gd = _stage("gd", fn, inputs, cfg, chunk, progress, devices, checkpoints, batched=fast,
+                compiler_options=dynamics.FAST_COMPILER_OPTIONS if fast else None)
     seconds["gd"] = time.perf_counter() - start
     for kind in cfg.ode.kinds:
       start = time.perf_counter()

@@ -44,10 +44,10 @@ class Impl(NamedTuple):
   measured_seeds: int
 
 
-def _aot(fn, *args) -> tuple:
+def _aot(fn, *args, compiler_options=None) -> tuple:
   """``(compiled, seconds to lower + compile, XLA memory bytes)``."""
   t0 = time.perf_counter()
-  compiled = jax.jit(fn).lower(*args).compile()
+  compiled = jax.jit(fn, compiler_options=compiler_options).lower(*args).compile()
   seconds = time.perf_counter() - t0
   try:
     m = compiled.memory_analysis()
@@ -103,7 +103,8 @@ def attndyn(w: Workload, epochs: int) -> Impl:
   train_batch = dynamics.make_fast_sweep_train(w.model_cfg, w.data.train, record, cfg,
                                                w.model_cfg.trainable())
   fn = lambda p, k: train_batch(p).observables["score"][:, -1]
-  compiled, seconds, mem = _aot(fn, w.params0, w.keys)
+  compiled, seconds, mem = _aot(fn, w.params0, w.keys,
+                                compiler_options=dynamics.FAST_COMPILER_OPTIONS)
   return Impl(lambda: jax.block_until_ready(compiled(w.params0, w.keys)), seconds, mem, w.seeds)
 
 

@@ -23,7 +23,8 @@ Also: throughput vs M and vs n_train (S = 64), the memory of a 1,024-seed sweep
 run in chunks (``dynamics.run_sweep`` with ``chunk_size``), and the reduced
 ODE for 64 seeds including compile (when ``dynamics.reduced_sen_ode`` exists), recording
 the topic words' scores and norms, and again recording ``attndyn run``'s full-model
-observables.
+observables; each is then traced, compiled and solved once more as separate stages
+(``again_trace_s``, ``again_compile_s``, ``again_solve_s``) to show where the time goes.
 
 Writes ``DIR/bench.json`` (the table: a list of rows with ``impl``, ``seeds``,
 ``seed_epochs_per_s``, ``compile_s``, ``peak_mem_mb``, ratios, ...),
@@ -162,7 +163,8 @@ def memory_claim(seeds: int, epochs: int, chunk: int) -> dict:
   keys = jax.random.split(jax.random.PRNGKey(2), seeds)
   with PeakRSS() as mem:
     t0 = time.perf_counter()
-    out = dynamics.run_sweep(fn, keys, chunk_size=chunk)
+    out = dynamics.run_sweep(fn, keys, chunk_size=chunk,
+                             compiler_options=dynamics.FAST_COMPILER_OPTIONS)
     seconds = time.perf_counter() - t0
   out_bytes = sum(np.asarray(x).nbytes for x in jax.tree.leaves(out))
   # Only the recorded observables grow with the epochs; the final parameters
@@ -225,9 +227,19 @@ def reduced_ode_timing(seeds: int = 64, observables: str = "sen") -> dict:
   out = dynamics.run_sweep(fn, keys, compiler_options=dynamics.REDUCED_ODE_COMPILER_OPTIONS)
   seconds = time.perf_counter() - t0
   failed = int(np.sum(np.asarray(out.failed_at) >= 0))
+  # Where the time goes: the same program again, a fresh function (no cache hit), staged.
+  t0 = time.perf_counter()
+  lowered = jax.jit(jax.vmap(lambda k: fn(k)),
+                    compiler_options=dynamics.REDUCED_ODE_COMPILER_OPTIONS).lower(keys)
+  t1 = time.perf_counter()
+  compiled = lowered.compile()
+  t2 = time.perf_counter()
+  jax.block_until_ready(compiled(keys))
+  t3 = time.perf_counter()
   return {"seeds": seeds, "epochs": 5000, "observables": observables,
           "seconds_including_compile": seconds, "failed_runs": failed, "rtol": ode.rtol,
-          "atol": ode.atol, "solver": ode.solver}
+          "atol": ode.atol, "solver": ode.solver,
+          "again_trace_s": t1 - t0, "again_compile_s": t2 - t1, "again_solve_s": t3 - t2}
 
 
 def plot(rows, scale_rows, path: Path):

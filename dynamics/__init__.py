@@ -14,6 +14,7 @@ from dynamics.reduced_ode import COMPILER_OPTIONS as REDUCED_ODE_COMPILER_OPTION
 from dynamics.reduced_ode import reduced_sen_ode as reduced_sen_ode
 from dynamics.early_stopping import EarlyStopped as EarlyStopped
 from dynamics.early_stopping import make_train_early_stopping as make_train_early_stopping
+from dynamics.fast_lu import COMPILER_OPTIONS as FAST_COMPILER_OPTIONS
 from dynamics.fast_lu import FastPathCheck as FastPathCheck
 from dynamics.fast_lu import fast_path_applies as fast_path_applies
 from dynamics.fast_lu import make_fast_sweep_train as make_fast_sweep_train
