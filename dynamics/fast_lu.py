@@ -92,10 +92,10 @@ CHANNEL_GROUP = 4
 # 8 seeds ran 2791 / 3882 / 5050 / 4318 seed·epochs/s (benchmarks/run.py measures the default).
 SEED_TILE = 16
 # XLA options for compiling the fast path (pass to jax.jit or dynamics.run_sweep): LLVM at -O1.
-# Its kernels are sums of gathers and elementwise loops that XLA has already fused; -O2's extra
-# LLVM passes add compile time and no speed. Text preset, 2-core EPYC, 5 interleaved
-# compiles each (/tmp script, a busy box): S=64 lower+compile 3.20 s vs 3.63 s at -O2,
-# 2517 vs 2430 seed·epochs/s; S=8 2.96 vs 2.81 s, 2355 vs 2046 seed·epochs/s.
+# Its kernels are sums of gathers and elementwise loops; -O2's extra LLVM passes bought no
+# speed here. Text preset, 2-core EPYC, median of 5 interleaved compiles each (/tmp script, a
+# busy box): S=64 lower+compile 3.20 s vs 3.63 s at -O2, 2517 vs 2430 seed·epochs/s; S=8
+# 2.96 vs 2.81 s (no gain in compile), 2355 vs 2046 seed·epochs/s.
 COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
 
 
