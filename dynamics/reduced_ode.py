@@ -48,6 +48,7 @@ from typing import Callable, Mapping, NamedTuple, Optional
 import diffrax
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dynamics.gradient_flow import failure_time, make_solver, solver_stats, time_grid
 from dynamics.trajectory import Trajectory
@@ -165,18 +166,46 @@ def reduced_velocity(state: ReducedState, c: NonTopic, classifier0: dict, lr, q_
   return ReducedState(d_nu, d_s, d_classifier)
 
 
+def topic_ids(topic_words):
+  """``topic_words`` as NumPy when known at trace time (so :func:`full_params` sees the
+  layout), else the traced array itself."""
+  return topic_words if isinstance(topic_words, jax.core.Tracer) else np.asarray(topic_words)
+
+
+def is_leading_ids(topic_words) -> bool:
+  """Whether ``topic_words`` is known at trace time to be ``0, 1, ..., T-1`` (the topic
+  task's layout: :class:`tasks.TopicDataset` numbers the topic words first)."""
+  if isinstance(topic_words, jax.core.Tracer):
+    return False
+  ids = np.asarray(topic_words)
+  return ids.ndim == 1 and np.array_equal(ids, np.arange(ids.shape[0]))
+
+
 def full_params(state: ReducedState, params0: dict, topic_words: jax.Array) -> dict:
   """Model parameters with the topic words (and classifier) taken from ``state``.
 
-  Embedding rows ``ν_t`` are scattered into ``params0``'s; the topic keys move
-  along the query, ``κ_t = κ_t(0) + (s_t - s_t(0)) q/‖q‖²``, so ``qᵀκ_t = s_t``.
+  Embedding rows ``ν_t`` replace ``params0``'s; the topic keys move along the
+  query, ``κ_t = κ_t(0) + (s_t - s_t(0)) q/‖q‖²``, so ``qᵀκ_t = s_t``. When the
+  topic words are known to be the leading ids (:func:`is_leading_ids`) the rows
+  are concatenated instead of scattered (the same values): XLA then sees which
+  rows came from ``state``, so a ``record`` that reads only the topic rows never
+  copies the ``[V, d]`` tables (text preset, 64 seeds × 101 saved times, topic
+  scores and norms: the solve 1.1-1.3 s → 0.65 s on the benchmarks' 2-core CPU).
   """
   q = params0["query"]
   s0 = word_scores(params0)[topic_words]
-  keys = params0["keys"].at[topic_words].add((state.s - s0)[:, None] * q / jnp.dot(q, q))
+  shift = (state.s - s0)[:, None] * q / jnp.dot(q, q)
+  embeddings, keys = params0["embeddings"], params0["keys"]
+  if is_leading_ids(topic_words):
+    n = topic_words.shape[0]
+    embeddings = jnp.concatenate([state.nu.astype(embeddings.dtype), embeddings[n:]])
+    keys = jnp.concatenate([keys[:n] + shift, keys[n:]])
+  else:
+    embeddings = embeddings.at[topic_words].set(state.nu)
+    keys = keys.at[topic_words].add(shift)
   return {
       **params0,
-      "embeddings": params0["embeddings"].at[topic_words].set(state.nu),
+      "embeddings": embeddings,
       "keys": keys,
       "classifier": params0["classifier"] if state.classifier is None else state.classifier,
   }
@@ -236,7 +265,7 @@ def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
     topic_word: ``[n]`` vocabulary id of each sentence's topic word
       (``dataset.train_topic_word``).
     topic_words: ``[T]`` vocabulary ids of the topic words
-      (``jnp.arange(dataset.n_topic_words)``).
+      (``np.arange(dataset.n_topic_words)``; NumPy lets :func:`full_params` see the layout).
     record: ``record(params, params0) -> pytree`` of float observables,
       evaluated on the reconstructed full parameters (:func:`full_params`).
     lr: learning rate (float or traced scalar).
@@ -285,7 +314,7 @@ def solve_reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array,
   """
   check_reduced_config(form, trainable)
   ts = time_grid(ts)
-  topic_words = jnp.asarray(topic_words)
+  topic_words = topic_ids(topic_words)
   n = batch.tokens.shape[0]
   check(topic_words.ndim == 1, "topic_words", topic_words.shape, "a 1-D array of word ids [T]")
   check(jnp.shape(topic_word) == (n,), "topic_word", jnp.shape(topic_word),
