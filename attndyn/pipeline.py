@@ -139,9 +139,30 @@ def reduced_fn(cfg: RunConfig, setup):
     p = setup(inp)
     return dynamics.reduced_sen_ode(
         p.params0, p.dataset.train, p.dataset.train_topic_word,
-        jnp.arange(cfg.task.n_topic_words), p.record, lr=p.lr, ts=cfg.train.record_steps(),
+        np.arange(cfg.task.n_topic_words), p.record, lr=p.lr, ts=cfg.train.record_steps(),
         trainable=trainable, form=ode.form, solver=ode.solver, rtol=ode.rtol, atol=ode.atol,
         max_steps=ode.max_steps, dtmin=ode.dtmin)
+
+  return fn
+
+
+def reduced_sweep_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset):
+  """Lemma 2's reduced SEN ODE of a whole chunk of sweep points sharing ``dataset``, as one
+  solve (:func:`dynamics.reduced_sen_ode_sweep`; ``run_sweep(batched=True)``)."""
+  trainable, ode = cfg.model.trainable(), cfg.ode
+  record = analysis.topic_observables(models.lu.apply, dataset)
+
+  def start(inp):
+    point = setup(inp)
+    return point.params0, jnp.asarray(point.lr)
+
+  def fn(inputs):
+    params0, lr = jax.vmap(start)(inputs)
+    return dynamics.reduced_sen_ode_sweep(
+        params0, dataset.train, dataset.train_topic_word, np.arange(cfg.task.n_topic_words),
+        record, lr=lr, ts=cfg.train.record_steps(), trainable=trainable, form=ode.form,
+        solver=ode.solver, rtol=ode.rtol, atol=ode.atol, max_steps=ode.max_steps,
+        dtmin=ode.dtmin)
 
   return fn
 
@@ -245,10 +266,12 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
     seconds["gd"] = time.perf_counter() - start
     for kind in cfg.ode.kinds:
       start = time.perf_counter()
+      # Points sharing one dataset solve the reduced ODE together (one diffeqsolve per chunk).
+      together = kind == "reduced" and dataset is not None
+      fn = reduced_sweep_fn(cfg, setup, dataset) if together else ODE_FNS[kind](cfg, setup)
       try:
-        odes[kind] = _stage(kind, ODE_FNS[kind](cfg, setup), inputs, cfg, chunk, progress,
-                            devices, checkpoints,
-                            compiler_options=ODE_COMPILER_OPTIONS.get(kind))
+        odes[kind] = _stage(kind, fn, inputs, cfg, chunk, progress, devices, checkpoints,
+                            batched=together, compiler_options=ODE_COMPILER_OPTIONS.get(kind))
       except ConfigError:  # a damaged checkpoint: bad input, not a failed stage
         raise
       except Exception as err:  # keep what is computed; report the stage that failed

@@ -21,10 +21,12 @@ Method:
 
 Also: throughput vs M and vs n_train (S = 64), the memory of a 1,024-seed sweep
 run in chunks (``dynamics.run_sweep`` with ``chunk_size``), and the reduced
-ODE for 64 seeds including compile (when ``dynamics.reduced_sen_ode`` exists), recording
-the topic words' scores and norms, and again recording ``attndyn run``'s full-model
-observables; each is then traced, compiled and solved once more as separate stages
-(``again_trace_s``, ``again_compile_s``, ``again_solve_s``) to show where the time goes.
+ODE for 64 seeds from given initial parameters, including trace and compile (when
+``dynamics.reduced_sen_ode_sweep`` exists): all seeds as one solve, recording the topic
+words' scores and norms; the same as vmapped per-seed solves; and the joint solve
+recording ``attndyn run``'s full-model observables. Each is then traced, compiled and
+solved once more as separate stages (``again_trace_s``, ``again_compile_s``,
+``again_solve_s``) to show where the time goes.
 
 Writes ``DIR/bench.json`` (the table: a list of rows with ``impl``, ``seeds``,
 ``seed_epochs_per_s``, ``compile_s``, ``peak_mem_mb``, ratios, ...),
@@ -179,25 +181,31 @@ def memory_claim(seeds: int, epochs: int, chunk: int) -> dict:
           / MB}
 
 
-def reduced_ode_timing(seeds: int = 64, observables: str = "sen") -> dict:
-  """The reduced SEN ODE (Lemma 2) for ``seeds`` seeds, wall time including compile.
+def reduced_ode_timing(seeds: int = 64, observables: str = "sen", solve: str = "together") -> dict:
+  """The reduced SEN ODE (Lemma 2) for ``seeds`` seeds, wall time including trace and compile.
 
   Solved with the tolerances ``attndyn run`` uses (``[ode]`` defaults), not the
   module's float64-grade defaults, which lie below float32 rounding, and saved
-  at the 101 times of a 5,000-epoch run recorded every 50.
+  at the 101 times of a 5,000-epoch run recorded every 50. The ODE starts from
+  given initial parameters: ``init_s`` (their own compiled call, the same
+  ``models.lu.init`` the GD stage runs) is timed apart and is not in
+  ``seconds_including_compile``.
 
   Args:
-    seeds: seeds solved in one vmapped call.
+    seeds: seeds solved in one compiled call.
     observables: ``"sen"`` records what the reduced system itself is about,
       every topic word's score ``s_t`` and ``‖v_t‖`` (the issue's "reduced ODE
       for 64 seeds"); ``"full"`` records what ``attndyn run`` does,
       :func:`analysis.topic_observables` of the reconstructed full model (loss,
       train/test accuracy, Theorem-1 quantity, non-topic changes: a forward pass
       of all 1,000 sentences per seed and saved time).
+    solve: ``"together"``: :func:`dynamics.reduced_sen_ode_sweep`, one solve for
+      all seeds (what ``attndyn run`` does when the seeds share a dataset);
+      ``"vmap"``: ``vmap`` of the per-seed :func:`dynamics.reduced_sen_ode`.
   """
   import dynamics
-  if not hasattr(dynamics, "reduced_sen_ode"):
-    return {"skipped": "dynamics.reduced_sen_ode not available in this checkout"}
+  if not hasattr(dynamics, "reduced_sen_ode_sweep"):
+    return {"skipped": "dynamics.reduced_sen_ode_sweep not available in this checkout"}
   import analysis
   import models
   from attndyn.config import ODEConfig
@@ -211,35 +219,45 @@ def reduced_ode_timing(seeds: int = 64, observables: str = "sen") -> dict:
   else:
     def record(params, params0):
       del params0
-      return {"score": models.word_scores(params)[:n_topic],
-              "emb_norm": analysis.embedding_norms(params)[:n_topic]}
+      topic = {"query": params["query"], "keys": params["keys"][:n_topic],
+               "embeddings": params["embeddings"][:n_topic]}
+      return {"score": models.word_scores(topic), "emb_norm": analysis.embedding_norms(topic)}
   topic_words = jnp.arange(n_topic)
+  kw = dict(lr=w.lr, ts=cfg.record_steps(), trainable=w.model_cfg.trainable(),
+            solver=ode.solver, rtol=ode.rtol, atol=ode.atol, max_steps=ode.max_steps)
 
-  def fn(key):
-    params0 = models.lu.init(key, w.model_cfg, jnp.float32)
-    return dynamics.reduced_sen_ode(params0, w.data.train, w.data.train_topic_word, topic_words,
-                                    record, lr=w.lr, ts=cfg.record_steps(),
-                                    trainable=w.model_cfg.trainable(), solver=ode.solver,
-                                    rtol=ode.rtol, atol=ode.atol, max_steps=ode.max_steps)
+  if solve == "together":
+    def fn(params0):
+      return dynamics.reduced_sen_ode_sweep(params0, w.data.train, w.data.train_topic_word,
+                                            topic_words, record, **kw)
+  else:
+    def fn(params0):
+      return jax.vmap(lambda p: dynamics.reduced_sen_ode(
+          p, w.data.train, w.data.train_topic_word, topic_words, record, **kw))(params0)
 
   keys = jax.random.split(jax.random.PRNGKey(3), seeds)
   t0 = time.perf_counter()
-  out = dynamics.run_sweep(fn, keys, compiler_options=dynamics.REDUCED_ODE_COMPILER_OPTIONS)
+  params0 = jax.block_until_ready(
+      jax.jit(jax.vmap(lambda k: models.lu.init(k, w.model_cfg, jnp.float32)))(keys))
+  init_s = time.perf_counter() - t0
+  t0 = time.perf_counter()
+  out = dynamics.run_sweep(fn, params0, batched=True,
+                           compiler_options=dynamics.REDUCED_ODE_COMPILER_OPTIONS)
   seconds = time.perf_counter() - t0
   failed = int(np.sum(np.asarray(out.failed_at) >= 0))
-  # Where the time goes: the same program again, staged (jax.vmap returns a new function, so
-  # jit's cache does not hit).
+  # Where the time goes: the same program again, staged (a new function, so jit's cache
+  # does not hit).
   t0 = time.perf_counter()
-  staged = jax.jit(jax.vmap(fn), compiler_options=dynamics.REDUCED_ODE_COMPILER_OPTIONS)
-  lowered = staged.lower(keys)
+  staged = jax.jit(lambda p: fn(p), compiler_options=dynamics.REDUCED_ODE_COMPILER_OPTIONS)
+  lowered = staged.lower(params0)
   t1 = time.perf_counter()
   compiled = lowered.compile()
   t2 = time.perf_counter()
-  jax.block_until_ready(compiled(keys))
+  jax.block_until_ready(compiled(params0))
   t3 = time.perf_counter()
-  return {"seeds": seeds, "epochs": 5000, "observables": observables,
-          "seconds_including_compile": seconds, "failed_runs": failed, "rtol": ode.rtol,
-          "atol": ode.atol, "solver": ode.solver,
+  return {"seeds": seeds, "epochs": 5000, "observables": observables, "solve": solve,
+          "seconds_including_compile": seconds, "init_s": init_s, "failed_runs": failed,
+          "rtol": ode.rtol, "atol": ode.atol, "solver": ode.solver,
           "again_trace_s": t1 - t0, "again_compile_s": t2 - t1, "again_solve_s": t3 - t2}
 
 
@@ -345,11 +363,13 @@ def main(argv=None) -> int:
           f"{mem['output_mb']:.0f} MB, {mem['seconds']:.1f} s; projected peak at 5000 epochs "
           f"{mem['projected_5000_epoch_peak_mb']:.0f} MB", flush=True)
   if not args.no_ode:
-    print("\n# reduced ODE (Lemma 2), 64 seeds, including compile", flush=True)
-    # The solve with its own observables first (cold), then as attndyn run records it.
+    print("\n# reduced ODE (Lemma 2), 64 seeds, including trace and compile", flush=True)
+    # The joint solve with its own observables first (cold), then vmapped per-seed solves,
+    # then the joint solve recording what attndyn run records.
     extra["reduced_ode"] = ode = reduced_ode_timing(64, "sen")
+    extra["reduced_ode_vmap"] = vmapped = reduced_ode_timing(64, "sen", solve="vmap")
     extra["reduced_ode_full_observables"] = full = reduced_ode_timing(64, "full")
-    for r in (ode, full):
+    for r in (ode, vmapped, full):
       print("  " + ("; ".join(f"{k} {v}" for k, v in r.items())), flush=True)
   (out / "extra.json").write_text(json.dumps(extra, indent=1, default=str))
   plot(rows, scale_rows, out / "scaling.png")

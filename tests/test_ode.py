@@ -228,6 +228,96 @@ def test_gradient_flow_vmap_over_seeds_equals_separate_solves():
       np.testing.assert_allclose(got[i], want, rtol=1e-8, atol=1e-10)
 
 
+def test_full_params_same_whether_topic_ids_are_known_or_traced():
+  """Known leading ids (concatenated rows) and traced ids (scattered rows) give the same
+  parameters, and the topic scores equal the state's."""
+  task, data, cfg, params0 = _setup("tc")
+  n_topic = task.n_topic_words
+  state = ReducedState(nu=jnp.full((n_topic, 3), 0.25), s=jnp.linspace(-1.0, 2.0, n_topic),
+                       classifier=None)
+  known = dynamics.reduced_ode.full_params(state, params0, np.arange(n_topic))
+  traced = jax.jit(lambda ids: dynamics.reduced_ode.full_params(state, params0, ids))(
+      jnp.arange(n_topic))
+  assert dynamics.reduced_ode.is_leading_ids(np.arange(n_topic))
+  assert not dynamics.reduced_ode.is_leading_ids(np.array([1, 0]))
+  for got, want in zip(jax.tree.leaves(known), jax.tree.leaves(traced)):
+    np.testing.assert_allclose(got, want, rtol=1e-15, atol=1e-15)
+  np.testing.assert_allclose(models.word_scores(known)[:n_topic], state.s, rtol=1e-12)
+
+
+def _sweep_setup(classifier):
+  task, data, cfg, _ = _setup(classifier)
+  params0 = jax.vmap(lambda k: lu.init(k, cfg, jnp.float64))(
+      jax.random.split(jax.random.PRNGKey(5), 3))
+  return task, data, cfg, params0, jnp.linspace(0.0, 100.0, N_REC), jnp.array([1.0, 0.5, 2.0])
+
+
+@pytest.mark.parametrize("classifier", ["fc", "tc"])
+def test_reduced_sweep_equals_separate_solves(classifier):
+  """Seeds solved together (one shared step, each seed's error within tolerance) equal
+  separate solves to the tolerance; per-seed learning rates; a trainable classifier rides along.
+
+  (TL's ReLU makes the field discontinuous: where steps are forced at ``dtmin`` the result
+  depends on the step sequence, so TL is checked against Theorem 1 instead, below.)
+  """
+  task, data, cfg, params0, ts, lr = _sweep_setup(classifier)
+  n_topic, record = task.n_topic_words, _topic_record(task.n_topic_words)
+  kw = dict(ts=ts, trainable=cfg.trainable(), rtol=1e-10, atol=1e-12)
+  together = jax.jit(lambda p, lr: dynamics.reduced_sen_ode_sweep(
+      p, data.train, data.train_topic_word, jnp.arange(n_topic), record, lr=lr, **kw))(params0, lr)
+  np.testing.assert_array_equal(together.failed_at, [-1, -1, -1])
+  assert together.t.shape == (3, N_REC) and together.observables["s"].shape == (3, N_REC, n_topic)
+  moved = np.abs(np.asarray(together.observables["s"])[:, -1]).max()
+  assert moved > 0.5, f"scores barely moved ({moved}); the comparison would be vacuous"
+  for i in range(3):
+    one = dynamics.reduced_sen_ode(jax.tree.map(lambda x: x[i], params0), data.train,
+                                   data.train_topic_word, jnp.arange(n_topic), record,
+                                   lr=lr[i], **kw)
+    for got, want in zip(jax.tree.leaves((together.observables, together.final_params)),
+                         jax.tree.leaves((one.observables, one.final_params))):
+      np.testing.assert_allclose(got[i], want, rtol=1e-7, atol=1e-9)
+
+
+def test_reduced_sweep_conserves_theorem1_q_for_tl():
+  """Along the joint solve, every seed's Q_t (eq 9) is conserved (TL: steps floored at 0.01,
+  as in the single-solve Theorem-1 test)."""
+  task, data, cfg, _ = _setup("tl", n_topics=3, words_per_topic=1, vocab_size=20, n_nontopic=3,
+                               n_train=40, dim=4, embed_std=0.2)
+  params0 = jax.vmap(lambda k: lu.init(k, cfg, jnp.float64))(
+      jax.random.split(jax.random.PRNGKey(5), 3))
+  ts, lr = jnp.linspace(0.0, 100.0, 21), jnp.array([1.0, 1.5, 2.0])
+  n_topic = task.n_topic_words
+  together = dynamics.reduced_sen_ode_sweep(
+      params0, data.train, data.train_topic_word, jnp.arange(n_topic), _topic_record(n_topic),
+      lr=lr, ts=ts, trainable=cfg.trainable(), dtmin=0.01, max_steps=50_000)
+  np.testing.assert_array_equal(together.failed_at, [-1, -1, -1])
+  for i in range(3):
+    s = np.asarray(together.observables["s"][i])
+    nu = np.asarray(together.observables["nu"][i])
+    growth = np.abs(s[-1] - s[0])
+    assert growth.max() > 0.5, f"seed {i}: scores barely moved ({growth})"
+    q = _theorem1_q(s, nu, jax.tree.map(lambda x: x[i], params0), data)
+    drift = np.abs(q - q[0]).max(0) / np.maximum(1.0, growth)
+    assert drift.max() <= 1e-6, (i, drift)
+
+
+def test_reduced_sweep_isolates_a_diverged_seed():
+  """A seed whose velocity is not finite is reported failed; the others finish as if alone."""
+  task, data, cfg, _ = _setup("tc")
+  n_topic = task.n_topic_words
+  ts = jnp.linspace(0.0, 100.0, N_REC)
+  params0 = jax.vmap(lambda k: lu.init(k, cfg, jnp.float64))(
+      jax.random.split(jax.random.PRNGKey(5), 2))
+  record = _topic_record(n_topic)
+  together = dynamics.reduced_sen_ode_sweep(
+      params0, data.train, data.train_topic_word, jnp.arange(n_topic), record,
+      lr=jnp.array([1.0, jnp.nan]), ts=ts, trainable=cfg.trainable(), max_steps=SHARED_STEPS)
+  np.testing.assert_array_equal(together.failed_at, [-1.0, 0.0])
+  alone = _tc_reduced()(jax.tree.map(lambda x: x[0], params0), 1.0, ts)
+  np.testing.assert_allclose(together.observables["s"][0], alone.observables["s"],
+                             rtol=1e-6, atol=1e-8)
+
+
 def test_failures_are_reported_not_raised():
   """Solver failures give failed_at >= 0 (a recorded time), never an exception.
 

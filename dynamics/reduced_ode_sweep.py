@@ -1,0 +1,149 @@
+"""Lemma 2's reduced SEN ODE for a whole sweep of seeds as one diffrax solve.
+
+The seeds of a sweep that share one dataset are independent copies of the
+reduced system of :mod:`dynamics.reduced_ode`, so they can be stepped as a
+single ODE whose state carries a leading seed axis ``S``:
+
+.. math:: \\frac{d y^{(i)}}{dt} = f(y^{(i)};\\, θ_0^{(i)}, \\mathrm{lr}^{(i)}), \\qquad i = 1..S
+
+with ``f`` the velocity of eqs (5)-(8) (:func:`dynamics.reduced_ode.reduced_velocity`,
+vmapped over seeds). One adaptive step size is shared by all seeds. The error
+norm the PID controller sees is the *largest per-seed RMS*
+(:func:`seed_max_rms_norm`), so every accepted step meets ``rtol``/``atol`` for
+every seed, as it would solved alone, while the solver's control flow stays
+scalar. The step sequence is shared, so a seed's result depends, within the
+tolerance, on which seeds share its solve.
+
+Against ``vmap`` of :func:`dynamics.reduced_sen_ode` this trades steps for
+program size: the shared step follows the most demanding seed at each time (text
+preset TC, 64 seeds, rtol 1e-6: 149 steps against 82 for the slowest seed
+alone), but a vmapped ``diffeqsolve`` turns every scalar of the step-size logic
+into a per-seed select and is slower to trace and compile. Measured by
+``benchmarks.run`` on its 2-core CPU (64 seeds, parameters given, topic scores
+and norms recorded, three processes): trace 0.95-1.1 s, compile 1.9-2.1 s,
+solve 1.0-1.2 s, against 1.7-1.9 s, 2.3-3.7 s and 0.64-0.88 s vmapped.
+
+A seed whose error is not finite (a diverged run) is left out of the norm, so
+it cannot stall the others: its observables turn non-finite and its own
+``failed_at`` reports it, as under ``vmap``. A solve that fails as a whole
+(step budget spent) marks every seed.
+
+References:
+  Lu, Mao & Nayak, "On the Dynamics of Training Attention Models", ICLR 2021.
+  https://arxiv.org/abs/2011.10036
+"""
+from typing import Callable, Mapping, Optional
+
+import diffrax
+import jax
+import jax.numpy as jnp
+
+from dynamics.gradient_flow import failure_time, make_solver, solver_stats, time_grid
+from dynamics.reduced_ode import (NonTopic, ReducedState, check_reduced_config, full_params,
+                                  nontopic_constants, reduced_velocity, topic_ids)
+from dynamics.trajectory import Trajectory
+from models.lu import word_scores
+from tasks.batch import Batch
+from tasks.errors import check
+
+# The constants shared by every seed (they depend on the data only) and those per seed.
+_CONSTANT_AXES = NonTopic(member=None, log_z=0, nubar=0, labels=None, count=None,
+                          mean_nubar=0, mean_inv_z=0)
+
+
+def seed_max_rms_norm(tree) -> jax.Array:
+  """``max_i RMS(tree^{(i)})`` over the leading seed axis, non-finite seeds left out.
+
+  The error norm for a system of independent seeds stepped together: a step is
+  accepted only if it is acceptable for every seed on its own.
+  """
+  leaves = [jnp.reshape(x, (x.shape[0], -1)) for x in jax.tree.leaves(tree)]
+  square = sum(jnp.sum(jnp.abs(x) ** 2, axis=1) for x in leaves)
+  per_seed = jnp.sqrt(square / sum(x.shape[1] for x in leaves))
+  return jnp.max(jnp.where(jnp.isfinite(per_seed), per_seed, 0.0))
+
+
+def reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
+                          topic_words: jax.Array, record: Callable, *, lr, ts,
+                          trainable: Mapping[str, bool], form: str = "lemma2", solver="tsit5",
+                          rtol: float = 1e-8, atol: float = 1e-10, max_steps: int = 100_000,
+                          dt0: Optional[float] = None,
+                          dtmin: Optional[float] = None) -> Trajectory:
+  """:func:`dynamics.reduced_sen_ode` for ``S`` seeds sharing one dataset, solved together.
+
+  Args:
+    params0: initial parameters with a leading seed axis ``S`` on every leaf.
+    batch: training sentences ``[n, L]``, shared by all seeds.
+    topic_word: ``[n]`` vocabulary id of each sentence's topic word.
+    topic_words: ``[T]`` vocabulary ids of the topic words (NumPy or a concrete array:
+      see :func:`dynamics.reduced_ode.full_params`).
+    record: ``record(params, params0) -> pytree`` of one seed's full parameters.
+    lr: learning rate, a scalar or ``[S]``.
+    ts: ``[K]`` increasing recorded times in steps.
+    trainable, form, solver, rtol, atol, max_steps, dt0, dtmin: as for
+      :func:`dynamics.reduced_sen_ode`; the tolerances hold for every seed.
+
+  Returns:
+    A :class:`Trajectory` with a leading ``S`` axis, as ``vmap`` of
+    :func:`dynamics.reduced_sen_ode` returns: ``t [S, K]``, observables
+    ``[S, K, ...]``, ``final_params``, ``failed_at [S]``, ``params=None``.
+
+  Raises:
+    ConfigError: as :func:`dynamics.reduced_sen_ode`.
+  """
+  return solve_reduced_sen_ode_sweep(
+      params0, batch, topic_word, topic_words, record, lr=lr, ts=ts, trainable=trainable,
+      form=form, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, dt0=dt0,
+      dtmin=dtmin)[0]
+
+
+def solve_reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
+                                topic_words: jax.Array, record: Callable, *, lr, ts,
+                                trainable: Mapping[str, bool], form: str = "lemma2",
+                                solver="tsit5", rtol: float = 1e-8, atol: float = 1e-10,
+                                max_steps: int = 100_000, dt0: Optional[float] = None,
+                                dtmin: Optional[float] = None):
+  """:func:`reduced_sen_ode_sweep` that also returns the solve's step counts (shared)."""
+  check_reduced_config(form, trainable)
+  ts = time_grid(ts)
+  topic_words = topic_ids(topic_words)
+  n = batch.tokens.shape[0]
+  check(topic_words.ndim == 1, "topic_words", topic_words.shape, "a 1-D array of word ids [T]")
+  check(jnp.shape(topic_word) == (n,), "topic_word", jnp.shape(topic_word),
+        f"one topic word id per sentence, shape ({n},)")
+  seeds = jax.tree.leaves(params0)[0].shape[0]
+  lr = jnp.broadcast_to(jnp.asarray(lr, ts.dtype), (seeds,))
+  consts = jax.vmap(nontopic_constants, (0, None, None, None))(
+      params0, batch, topic_word, topic_words)
+  consts = consts._replace(member=consts.member[0], labels=consts.labels[0],
+                           count=consts.count[0])
+  state0 = ReducedState(
+      nu=params0["embeddings"][:, topic_words],
+      s=jax.vmap(word_scores)(params0)[:, topic_words],
+      classifier=params0["classifier"] if trainable["classifier"] else None)
+
+  def one_seed(y, c, p0, lr_):
+    q = p0["query"]
+    velocity = reduced_velocity(y, c, p0["classifier"], lr_, jnp.dot(q, q), form=form,
+                                trainable=trainable)
+    return jax.tree.map(lambda v, x: v.astype(x.dtype), velocity, y)
+
+  def vector_field(t, y, args):
+    del t
+    return jax.vmap(one_seed, (0, _CONSTANT_AXES, 0, 0))(y, *args)
+
+  # Saved at ts only (ts[-1] is t1); observables are computed afterwards, per seed.
+  sol = diffrax.diffeqsolve(
+      diffrax.ODETerm(vector_field), make_solver(solver), ts[0], ts[-1], dt0, state0,
+      args=(consts, params0, lr), saveat=diffrax.SaveAt(ts=ts),
+      stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol, dtmin=dtmin,
+                                                norm=seed_max_rms_norm),
+      max_steps=max_steps, throw=False)
+
+  def trajectory(states, p0):  # one seed: states [K, ...]
+    observables = jax.lax.map(lambda y: record(full_params(y, p0, topic_words), p0), states)
+    final = full_params(jax.tree.map(lambda x: x[-1], states), p0, topic_words)
+    return Trajectory(t=ts, observables=observables, final_params=final,
+                      failed_at=failure_time(ts, observables, sol.result), params=None)
+
+  return jax.vmap(trajectory, (1, 0))(sol.ys, params0), solver_stats(sol)
