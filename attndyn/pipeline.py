@@ -115,6 +115,14 @@ def gd_fn(cfg: RunConfig, setup):
   return fn
 
 
+def _start(setup):
+  """``inputs -> (params0, lr)`` of one sweep point (for stages that map a whole chunk)."""
+  def start(inp):
+    point = setup(inp)
+    return point.params0, jnp.asarray(point.lr)
+  return start
+
+
 def fast_gd_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset):
   """Gradient descent of a whole chunk of sweep points on the exact fast path.
 
@@ -125,7 +133,7 @@ def fast_gd_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset):
   train_batch = dynamics.make_fast_sweep_train(cfg.model, dataset.train, record, cfg.train)
 
   def fn(inputs):
-    params0, lr = jax.vmap(lambda inp: (setup(inp).params0, jnp.asarray(setup(inp).lr)))(inputs)
+    params0, lr = jax.vmap(_start(setup))(inputs)
     return train_batch(params0, lr)
 
   return fn
@@ -152,12 +160,8 @@ def reduced_sweep_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset):
   trainable, ode = cfg.model.trainable(), cfg.ode
   record = analysis.topic_observables(models.lu.apply, dataset)
 
-  def start(inp):
-    point = setup(inp)
-    return point.params0, jnp.asarray(point.lr)
-
   def fn(inputs):
-    params0, lr = jax.vmap(start)(inputs)
+    params0, lr = jax.vmap(_start(setup))(inputs)
     return dynamics.reduced_sen_ode_sweep(
         params0, dataset.train, dataset.train_topic_word, np.arange(cfg.task.n_topic_words),
         record, lr=lr, ts=cfg.train.record_steps(), trainable=trainable, form=ode.form,

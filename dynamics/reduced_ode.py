@@ -166,6 +166,16 @@ def reduced_velocity(state: ReducedState, c: NonTopic, classifier0: dict, lr, q_
   return ReducedState(d_nu, d_s, d_classifier)
 
 
+def seed_velocity(state: ReducedState, c: NonTopic, params0: dict, lr, *, form: str,
+                  trainable: Mapping[str, bool]) -> ReducedState:
+  """:func:`reduced_velocity` of one seed with its fixed query and classifier from
+  ``params0``, cast to the state's dtypes (what a diffrax vector field returns)."""
+  q = params0["query"]
+  velocity = reduced_velocity(state, c, params0["classifier"], lr, jnp.dot(q, q), form=form,
+                              trainable=trainable)
+  return jax.tree.map(lambda v, x: v.astype(x.dtype), velocity, state)
+
+
 def topic_ids(topic_words):
   """``topic_words`` as NumPy when known at trace time (so :func:`full_params` sees the
   layout), else the traced array itself."""
@@ -245,6 +255,24 @@ def check_reduced_config(form: str, trainable: Mapping[str, bool]) -> None:
                       f"groups.")
 
 
+def check_solve_inputs(form: str, trainable: Mapping[str, bool], ts, batch: Batch,
+                       topic_word: jax.Array, topic_words) -> tuple:
+  """Check a reduced solve's configuration and inputs; return ``(ts, topic_words)`` as used.
+
+  Raises:
+    ConfigError: see :func:`check_reduced_config`; ``topic_words`` not 1-D or
+      ``topic_word`` not one id per sentence.
+  """
+  check_reduced_config(form, trainable)
+  ts = time_grid(ts)
+  topic_words = topic_ids(topic_words)
+  n = batch.tokens.shape[0]
+  check(topic_words.ndim == 1, "topic_words", topic_words.shape, "a 1-D array of word ids [T]")
+  check(jnp.shape(topic_word) == (n,), "topic_word", jnp.shape(topic_word),
+        f"one topic word id per sentence, shape ({n},)")
+  return ts, topic_words
+
+
 def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_words: jax.Array,
                     record: Callable, *, lr, ts, trainable: Mapping[str, bool],
                     form: str = "lemma2", solver="tsit5", rtol: float = 1e-8,
@@ -313,13 +341,7 @@ def solve_reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array,
     ``(Trajectory, stats)`` with ``stats`` from
     :func:`dynamics.gradient_flow.solver_stats`.
   """
-  check_reduced_config(form, trainable)
-  ts = time_grid(ts)
-  topic_words = topic_ids(topic_words)
-  n = batch.tokens.shape[0]
-  check(topic_words.ndim == 1, "topic_words", topic_words.shape, "a 1-D array of word ids [T]")
-  check(jnp.shape(topic_word) == (n,), "topic_word", jnp.shape(topic_word),
-        f"one topic word id per sentence, shape ({n},)")
+  ts, topic_words = check_solve_inputs(form, trainable, ts, batch, topic_word, topic_words)
   consts = nontopic_constants(params0, batch, topic_word, topic_words)
   state0 = ReducedState(
       nu=params0["embeddings"][topic_words],
@@ -329,10 +351,7 @@ def solve_reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array,
   def vector_field(t, y, args):
     del t
     lr_, consts_, params0_ = args
-    q = params0_["query"]
-    velocity = reduced_velocity(y, consts_, params0_["classifier"], lr_, jnp.dot(q, q),
-                                form=form, trainable=trainable)
-    return jax.tree.map(lambda v, x: v.astype(x.dtype), velocity, y)
+    return seed_velocity(y, consts_, params0_, lr_, form=form, trainable=trainable)
 
   # The reduced state is tiny ([T, d] + [T] + classifier), so it is saved at
   # ``ts`` and the observables are computed afterwards: reconstructing the full

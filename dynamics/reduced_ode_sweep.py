@@ -37,19 +37,19 @@ References:
   Lu, Mao & Nayak, "On the Dynamics of Training Attention Models", ICLR 2021.
   https://arxiv.org/abs/2011.10036
 """
+import functools
 from typing import Callable, Mapping, Optional
 
 import diffrax
 import jax
 import jax.numpy as jnp
 
-from dynamics.gradient_flow import failure_time, make_solver, solver_stats, time_grid
-from dynamics.reduced_ode import (NonTopic, ReducedState, check_reduced_config, full_params,
-                                  nontopic_constants, reduced_velocity, topic_ids)
+from dynamics.gradient_flow import failure_time, make_solver, solver_stats
+from dynamics.reduced_ode import (NonTopic, ReducedState, check_solve_inputs, full_params,
+                                  nontopic_constants, seed_velocity)
 from dynamics.trajectory import Trajectory
 from models.lu import word_scores
 from tasks.batch import Batch
-from tasks.errors import check
 
 # The constants shared by every seed (they depend on the data only) and those per seed.
 _CONSTANT_AXES = NonTopic(member=None, log_z=0, nubar=0, labels=None, count=None,
@@ -109,13 +109,7 @@ def solve_reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Arr
                                 max_steps: int = 100_000, dt0: Optional[float] = None,
                                 dtmin: Optional[float] = None):
   """:func:`reduced_sen_ode_sweep` that also returns the solve's step counts (shared)."""
-  check_reduced_config(form, trainable)
-  ts = time_grid(ts)
-  topic_words = topic_ids(topic_words)
-  n = batch.tokens.shape[0]
-  check(topic_words.ndim == 1, "topic_words", topic_words.shape, "a 1-D array of word ids [T]")
-  check(jnp.shape(topic_word) == (n,), "topic_word", jnp.shape(topic_word),
-        f"one topic word id per sentence, shape ({n},)")
+  ts, topic_words = check_solve_inputs(form, trainable, ts, batch, topic_word, topic_words)
   seeds = jax.tree.leaves(params0)[0].shape[0]
   lr = jnp.broadcast_to(jnp.asarray(lr, ts.dtype), (seeds,))
   consts = jax.vmap(nontopic_constants, (0, None, None, None))(
@@ -127,11 +121,7 @@ def solve_reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Arr
       s=jax.vmap(word_scores)(params0)[:, topic_words],
       classifier=params0["classifier"] if trainable["classifier"] else None)
 
-  def one_seed(y, c, p0, lr_):
-    q = p0["query"]
-    velocity = reduced_velocity(y, c, p0["classifier"], lr_, jnp.dot(q, q), form=form,
-                                trainable=trainable)
-    return jax.tree.map(lambda v, x: v.astype(x.dtype), velocity, y)
+  one_seed = functools.partial(seed_velocity, form=form, trainable=trainable)
 
   def vector_field(t, y, args):
     del t
