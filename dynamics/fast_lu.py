@@ -75,6 +75,7 @@ import hashlib
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax
+import jax.extend.core as jax_core
 import jax.numpy as jnp
 import numpy as np
 
@@ -329,15 +330,37 @@ def _materialize(pred, fn, *args):
   XLA:CPU fuses a cheap sum of gathers into each of its consumers, recomputing
   the gathers per consumer; a ``lax.cond`` on a predicate that is always true at
   run time (``pred``, traced, so XLA cannot fold it) is a fusion boundary.
+  ``fn`` is traced once (its jaxpr is replayed as the taken branch), not once
+  for the output shapes and again for the branch.
   """
-  out_shape = jax.eval_shape(fn, *args)
+  closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
+  out_tree = jax.tree.structure(out_shape)
+  computed = lambda *leaves: jax.tree.unflatten(out_tree, jax_core.jaxpr_as_fun(closed)(*leaves))
   zeros = lambda *_: jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), out_shape)
-  return jax.lax.cond(pred, fn, zeros, *args)
+  return jax.lax.cond(pred, computed, zeros, *jax.tree.leaves(args))
 
 
-def _gather_sum(table, index):
-  """``Σ_k table[index[:, k]]``: ``[n, ...]`` from ``table [R, ...]``, ``index [n, K]``."""
-  return _tree_sum([table[index[:, k]] for k in range(index.shape[1])])
+def _rows(table, index):
+  """``table[index]``: rows of ``table [R, ...]`` at ``index [n, 1]`` (NumPy int32, in bounds).
+
+  The gather ``jnp`` indexing emits, bound directly: the program is built
+  from hundreds of these, and ``jnp``'s general indexing dominated its trace.
+  """
+  dims = jax.lax.GatherDimensionNumbers(offset_dims=tuple(range(1, table.ndim)),
+                                        collapsed_slice_dims=(0,), start_index_map=(0,))
+  return jax.lax.gather(table, index, dims, (1,) + table.shape[1:],
+                        mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
+
+
+def _columns(index):
+  """The columns of a NumPy index table ``[n, K]`` as ``K`` int32 arrays ``[n, 1]`` for :func:`_rows`."""
+  index = np.asarray(index, np.int32)
+  return [np.ascontiguousarray(index[:, k:k + 1]) for k in range(index.shape[1])]
+
+
+def _gather_sum(table, columns):
+  """``Σ_k table[index[:, k]]``: ``[n, ...]`` from ``table [R, ...]``, ``columns = _columns(index)``."""
+  return _tree_sum([_rows(table, c) for c in columns])
 
 
 class _Layout(NamedTuple):
@@ -384,11 +407,8 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
   n, d, kk, n_cls = lay.n, lay.d, lay.k, lay.n_classes
   n_heavy = plan.n_heavy
   heavy_counts = jnp.asarray(plan.heavy_counts, dtype)           # [H, n]
-  # Unsigned row indices: jnp indexing then skips the negative-index fix-up
-  # (a compare + select + add per gather), a third of the traced program.
-  row_tokens = np.asarray(plan.row_tokens, np.uint32)            # [n, L]
-  positions = [jnp.asarray(row_tokens[:, k]) for k in range(row_tokens.shape[1])]
-  buckets = [jnp.asarray(occ.astype(np.uint32)) for _, occ in plan.buckets]
+  positions = _columns(plan.row_tokens)                          # L × [n, 1]
+  buckets = [_columns(occ) for _, occ in plan.buckets]
   starts = [start for start, _ in plan.buckets]
   n_rows = len(plan.words) + int(plan.dummy)
   groups = [(a, min(a + CHANNEL_GROUP, d)) for a in range(0, d, CHANNEL_GROUP)]
@@ -402,8 +422,9 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
     from a stored array: XLA:CPU fuses neither a gather of a computed value
     nor a gather shared between consumers (hence slices of rows per group).
     """
-    z = _tree_sum([es[p] for p in positions])
-    return z, [_tree_sum([x[p][:, a:b] for p in positions]) for a, b in groups]
+    z = _tree_sum([_rows(es, p) for p in positions])
+    return z, [_tree_sum([jax.lax.slice_in_dim(_rows(x, p), a, b, axis=1) for p in positions])
+               for a, b in groups]
 
   def backward(y):
     """``R = Cᵀ y``: ``[V_a(+1), c, S]`` for ``y [n, c, S]``; each part written in place."""
