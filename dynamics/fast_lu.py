@@ -343,8 +343,10 @@ def _materialize(pred, fn, *args):
 def _rows(table, index):
   """``table[index]``: rows of ``table [R, ...]`` at ``index [n, 1]`` (NumPy int32, in bounds).
 
-  The gather ``jnp`` indexing emits, bound directly: the program is built
-  from hundreds of these, and ``jnp``'s general indexing dominated its trace.
+  The gather ``jnp`` indexing emits, bound directly: the step holds over a
+  hundred of these, and ``jnp``'s general indexing machinery was about half of
+  its trace time (text preset, S=64: tracing 0.30 s before, 0.14 s after, with
+  the single trace of :func:`_materialize`).
   """
   dims = jax.lax.GatherDimensionNumbers(offset_dims=tuple(range(1, table.ndim)),
                                         collapsed_slice_dims=(0,), start_index_map=(0,))
