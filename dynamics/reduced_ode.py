@@ -52,7 +52,7 @@ import numpy as np
 
 from dynamics.gradient_flow import failure_time, make_solver, solver_stats, time_grid
 from dynamics.trajectory import Trajectory
-from models.channel_major import apply_classifier_channels, cross_entropy_channels
+from models.channel_major import apply_classifier_channels, channel_mix, cross_entropy_channels
 from models.lu import word_scores
 from tasks.batch import Batch
 from tasks.errors import ConfigError, check
@@ -138,8 +138,21 @@ def reduced_velocity(state: ReducedState, c: NonTopic, classifier0: dict, lr, q_
     q_sq: ``‖q‖²`` of the fixed query.
     form: ``"exact"`` or ``"lemma2"``.
     trainable: parameter group -> trains.
+
+  FC/TC use :func:`linear_velocity` (class space), TL :func:`autodiff_velocity`;
+  the two agree for FC/TC to float rounding (tested).
   """
   classifier = classifier0 if state.classifier is None else state.classifier
+  velocity = linear_velocity if "U" in classifier else autodiff_velocity
+  return velocity(state, c, classifier, lr, q_sq, form=form, trainable=trainable)
+
+
+def autodiff_velocity(state: ReducedState, c: NonTopic, classifier: dict, lr, q_sq, *,
+                      form: str, trainable: Mapping[str, bool]) -> ReducedState:
+  """:func:`reduced_velocity` for any classifier: ``h_i`` by autodiff of its channel-major form.
+
+  ``classifier`` is the one in use (``state.classifier`` when it trains).
+  """
   # Channel-major ([d, n]: the sentence axis last) so that, vmapped over seeds,
   # no small per-seed matrix product remains (models.channel_major).
   member_t = c.member.T                                               # [T, n]
@@ -163,6 +176,44 @@ def reduced_velocity(state: ReducedState, c: NonTopic, classifier0: dict, lr, q_
   d_classifier = None
   if state.classifier is not None:
     d_classifier = jax.tree.map(lambda g: -lr * g, g_classifier)
+  return ReducedState(d_nu, d_s, d_classifier)
+
+
+def linear_velocity(state: ReducedState, c: NonTopic, classifier: dict, lr, q_sq, *,
+                    form: str, trainable: Mapping[str, bool]) -> ReducedState:
+  """:func:`reduced_velocity` for a linear classifier (FC/TC, logits ``Uᵀν̄``), in class space.
+
+  With ``δ_i = (p_i − y_i)/n`` the gradient is ``h_i = U δ_i``, and
+  ``ν̄(χ_i) = a_i ν_t + (1 − a_i) ν̄(χ_i∖t)``, so every per-sentence quantity is a
+  ``J``-vector: ``logits_i = a_i Uᵀν_t + (1 − a_i) Uᵀν̄(χ_i∖t)``; eq (5)
+  ``ν̇_t = −lr U Σ_{i∈Ψ_t} a_i δ_i``; eq (6)'s ``(ν_t − ν̄(χ_i))ᵀh_i =
+  (1 − a_i)(Uᵀν_t − Uᵀν̄(χ_i∖t))ᵀδ_i``; ``∂L/∂U = Σ_t ν_t (Σ_{i∈Ψ_t} a_i δ_i)ᵀ +
+  Σ_i (1 − a_i) ν̄(χ_i∖t) δ_iᵀ``. The ``[d, n]`` constants are read twice per
+  evaluation and no ``[d, n]`` array is formed (the autodiff form builds
+  several), which is most of a reduced solve's run time.
+  """
+  u = classifier["U"]                                                 # [d, J]
+  member_t = c.member.T                                               # [T, n]
+  a = jax.nn.sigmoid(state.s @ member_t - c.log_z)                    # [n]
+  topic_logits = (state.nu @ u).T @ member_t                          # [J, n] Uᵀν_t
+  rest_logits = channel_mix(u, c.nubar)                               # [J, n] Uᵀν̄(χ∖t)
+  logits = a * topic_logits + (1.0 - a) * rest_logits
+  delta = (jax.nn.softmax(logits, axis=0) - jax.nn.one_hot(c.labels, u.shape[1], axis=0,
+                                                            dtype=logits.dtype)) / logits.shape[1]
+  per_topic = (a * delta) @ c.member                                  # [J, T] Σ_{Ψ_t} a δ
+  d_nu = -lr * (u @ per_topic).T                                      # eq (5) / (7)
+  if form == "lemma2":
+    d_s = q_sq * jnp.sum((state.nu - c.mean_nubar) * d_nu, axis=1) / (
+        1.0 + jnp.exp(state.s) * c.mean_inv_z)                        # eq (8)
+  else:
+    gap = jnp.sum((topic_logits - rest_logits) * delta, axis=0)       # [n]
+    d_s = -lr * q_sq * ((a * (1.0 - a) * gap) @ c.member)             # eq (6)
+    d_nu = d_nu if trainable["embeddings"] else jnp.zeros_like(d_nu)
+    d_s = d_s if trainable["keys"] else jnp.zeros_like(d_s)
+  d_classifier = None
+  if state.classifier is not None:
+    grad_u = state.nu.T @ per_topic.T + jnp.einsum("dn,jn->dj", c.nubar, (1.0 - a) * delta)
+    d_classifier = {"U": -lr * grad_u}
   return ReducedState(d_nu, d_s, d_classifier)
 
 

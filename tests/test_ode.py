@@ -21,8 +21,8 @@ import dynamics  # noqa: E402
 import models  # noqa: E402
 import tasks  # noqa: E402
 from dynamics.gradient_flow import failure_time  # noqa: E402
-from dynamics.reduced_ode import (ReducedState, nontopic_constants,  # noqa: E402
-                                  reduced_velocity)
+from dynamics.reduced_ode import (ReducedState, autodiff_velocity, linear_velocity,  # noqa: E402
+                                  nontopic_constants, reduced_velocity)
 from models import lu  # noqa: E402
 
 FEW = settings(deadline=None, max_examples=4, derandomize=True)
@@ -175,9 +175,13 @@ def test_reduced_exact_tracks_gd_with_large_vocabulary():
 
 
 @pytest.mark.parametrize("freeze", [(), ("keys",), ("embeddings",)])
-@pytest.mark.parametrize("classifier", ["tc", "tl"])
+@pytest.mark.parametrize("classifier", ["fc", "tc", "tl"])
 def test_reduced_exact_velocity_is_the_model_gradient(classifier, freeze):
-  """Eqs (5)-(6) equal autodiff of the full loss w.r.t. the topic rows (ds = qᵀdκ)."""
+  """Eqs (5)-(6) equal autodiff of the full loss w.r.t. the topic rows (ds = qᵀdκ).
+
+  FC/TC go through the class-space form (``linear_velocity``), TL through autodiff
+  of the channel-major classifier.
+  """
   task, data, cfg, params0 = _setup(classifier, freeze=freeze)
   trainable = cfg.trainable()
   topic_words = jnp.arange(task.n_topic_words)
@@ -194,6 +198,30 @@ def test_reduced_exact_velocity_is_the_model_gradient(classifier, freeze):
   np.testing.assert_allclose(vel.s, want_s, rtol=1e-10, atol=1e-14)
   for got, want in zip(jax.tree.leaves(vel.classifier), jax.tree.leaves(grads["classifier"])):
     np.testing.assert_allclose(got, -0.3 * want, rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("form,freeze", [("lemma2", ()), ("exact", ()), ("exact", ("keys",)),
+                                         ("exact", ("embeddings",))])
+@pytest.mark.parametrize("classifier", ["fc", "tc"])
+def test_linear_velocity_equals_autodiff_velocity(classifier, form, freeze):
+  """The class-space velocity of FC/TC is the autodiff one (eqs 5-8), away from the start."""
+  task, data, cfg, params0 = _setup(classifier, freeze=freeze)
+  trainable = cfg.trainable()
+  n_topic = task.n_topic_words
+  consts = nontopic_constants(params0, data.train, data.train_topic_word, jnp.arange(n_topic))
+  rng = np.random.default_rng(7)
+  classifier0 = params0["classifier"]
+  state = ReducedState(params0["embeddings"][:n_topic] + 0.3 * rng.normal(size=(n_topic, cfg.embed_dim)),
+                       jnp.asarray(rng.normal(size=n_topic)),
+                       classifier0 if trainable["classifier"] else None)
+  q = params0["query"]
+  kw = dict(form=form, trainable=trainable)
+  used = classifier0 if state.classifier is None else state.classifier
+  got = jax.jit(lambda st: linear_velocity(st, consts, used, 0.3, q @ q, **kw))(state)
+  want = jax.jit(lambda st: autodiff_velocity(st, consts, used, 0.3, q @ q, **kw))(state)
+  assert (got.classifier is None) == (state.classifier is None)
+  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+    np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-14)
 
 
 def test_solvers_start_at_params0_and_end_at_final_params():
