@@ -28,8 +28,10 @@ is ``ν`` (so ``final_params`` are model parameters), which turns eqs (5)-(8) in
        {1 + e^{s_t} ⟨1/Z(χ∖t)⟩_{Ψ_t}}
    \\qquad \\text{(eq 8, form="lemma2")}
 
-with ``h_i = ∇_{ν̄} l(χ_i, y_i)`` from the actual classifier (FC, TC or TL) by
-autodiff, and the descent sign (the paper's eqs 1-8 omit it). A trainable
+with ``h_i = ∇_{ν̄} l(χ_i, y_i)`` from the actual classifier (FC, TC or TL): in
+closed form ``U δ_i`` for the linear ones (:func:`linear_velocity`), by autodiff
+for TL (:func:`autodiff_velocity`), and the descent sign (the paper's eqs 1-8
+omit it). A trainable
 classifier follows ``dθ_c/dt = -lr ∇_{θ_c} L`` of the reduced model. Along
 ``form="lemma2"`` Theorem 1's
 
