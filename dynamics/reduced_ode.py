@@ -168,13 +168,11 @@ def autodiff_velocity(state: ReducedState, c: NonTopic, classifier: dict, lr, q_
   g_context, g_classifier = jax.grad(loss, argnums=(0, 1))(context, classifier)  # h_i / |Ψ|
   d_nu = -lr * ((a * g_context) @ c.member).T                                    # eq (5) / (7)
   if form == "lemma2":
-    d_s = q_sq * jnp.sum((state.nu - c.mean_nubar) * d_nu, axis=1) / (
-        1.0 + jnp.exp(state.s) * c.mean_inv_z)                                   # eq (8)
+    d_s = lemma2_score_velocity(state, c, d_nu, q_sq)                            # eq (8)
   else:
     d_s = -lr * q_sq * (
         (a * jnp.sum((nu_t - context) * g_context, axis=0)) @ c.member)           # eq (6)
-    d_nu = d_nu if trainable["embeddings"] else jnp.zeros_like(d_nu)
-    d_s = d_s if trainable["keys"] else jnp.zeros_like(d_s)
+    d_nu, d_s = _frozen_to_zero(d_nu, d_s, trainable)
   d_classifier = None
   if state.classifier is not None:
     d_classifier = jax.tree.map(lambda g: -lr * g, g_classifier)
@@ -205,18 +203,29 @@ def linear_velocity(state: ReducedState, c: NonTopic, classifier: dict, lr, q_sq
   per_topic = (a * delta) @ c.member                                  # [J, T] Σ_{Ψ_t} a δ
   d_nu = -lr * (u @ per_topic).T                                      # eq (5) / (7)
   if form == "lemma2":
-    d_s = q_sq * jnp.sum((state.nu - c.mean_nubar) * d_nu, axis=1) / (
-        1.0 + jnp.exp(state.s) * c.mean_inv_z)                        # eq (8)
+    d_s = lemma2_score_velocity(state, c, d_nu, q_sq)                 # eq (8)
   else:
     gap = jnp.sum((topic_logits - rest_logits) * delta, axis=0)       # [n]
     d_s = -lr * q_sq * ((a * (1.0 - a) * gap) @ c.member)             # eq (6)
-    d_nu = d_nu if trainable["embeddings"] else jnp.zeros_like(d_nu)
-    d_s = d_s if trainable["keys"] else jnp.zeros_like(d_s)
+    d_nu, d_s = _frozen_to_zero(d_nu, d_s, trainable)
   d_classifier = None
   if state.classifier is not None:
     grad_u = state.nu.T @ per_topic.T + jnp.einsum("dn,jn->dj", c.nubar, (1.0 - a) * delta)
     d_classifier = {"U": -lr * grad_u}
   return ReducedState(d_nu, d_s, d_classifier)
+
+
+def lemma2_score_velocity(state: ReducedState, c: NonTopic, d_nu, q_sq):
+  """Eq (8): ``ṡ_t = ‖q‖² (ν_t − ⟨ν̄(χ∖t)⟩)ᵀν̇_t / (1 + e^{s_t}⟨1/Z(χ∖t)⟩)``."""
+  return q_sq * jnp.sum((state.nu - c.mean_nubar) * d_nu, axis=1) / (
+      1.0 + jnp.exp(state.s) * c.mean_inv_z)
+
+
+def _frozen_to_zero(d_nu, d_s, trainable: Mapping[str, bool]):
+  """Eqs (5)-(6) with frozen embeddings or keys: their velocity is zero."""
+  d_nu = d_nu if trainable["embeddings"] else jnp.zeros_like(d_nu)
+  d_s = d_s if trainable["keys"] else jnp.zeros_like(d_s)
+  return d_nu, d_s
 
 
 def seed_velocity(state: ReducedState, c: NonTopic, params0: dict, lr, *, form: str,
