@@ -287,7 +287,8 @@ def plot(rows, scale_rows, path: Path):
            title=f"Throughput vs {label} (S=64)")
   for ax in axes:
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    if ax.get_legend_handles_labels()[0]:  # the scaling panels are empty with --no-scaling
+      ax.legend()
   fig.tight_layout()
   fig.savefig(path, dpi=120)
   plt.close(fig)

@@ -19,9 +19,11 @@ program size: the shared step follows the most demanding seed at each time (text
 preset TC, 64 seeds, rtol 1e-6: 149 steps against 82 for the slowest seed
 alone), but a vmapped ``diffeqsolve`` turns every scalar of the step-size logic
 into a per-seed select and is slower to trace and compile. Measured by
-``benchmarks.run`` on its 2-core CPU (64 seeds, parameters given, topic scores
-and norms recorded, three processes): trace 0.95-1.1 s, compile 1.9-2.1 s,
-solve 1.0-1.2 s, against 1.7-1.9 s, 2.3-3.7 s and 0.64-0.88 s vmapped.
+``benchmarks.run``'s reduced-ODE timing on its 2-core CPU (64 seeds, parameters
+given, topic scores and norms recorded, FC/TC's class-space velocity, three
+processes): trace 0.97-1.17 s, compile 2.07-2.48 s, solve 1.01-1.42 s, against
+1.58-2.13 s, 2.33-3.48 s and 0.60-0.91 s vmapped; cold totals 4.23-4.90 s
+against 4.78-6.28 s.
 
 A discontinuous field is the exception: TL's ReLU kinks shorten each seed's
 steps at its own times, and the shared step takes them all (text-preset TL, 5
