@@ -210,15 +210,14 @@ def test_linear_velocity_equals_autodiff_velocity(classifier, form, freeze):
   n_topic = task.n_topic_words
   consts = nontopic_constants(params0, data.train, data.train_topic_word, jnp.arange(n_topic))
   rng = np.random.default_rng(7)
-  classifier0 = params0["classifier"]
-  state = ReducedState(params0["embeddings"][:n_topic] + 0.3 * rng.normal(size=(n_topic, cfg.embed_dim)),
-                       jnp.asarray(rng.normal(size=n_topic)),
-                       classifier0 if trainable["classifier"] else None)
+  classifier = params0["classifier"]
+  nu = params0["embeddings"][:n_topic] + 0.3 * rng.normal(size=(n_topic, cfg.embed_dim))
+  state = ReducedState(nu, jnp.asarray(rng.normal(size=n_topic)),
+                       classifier if trainable["classifier"] else None)
   q = params0["query"]
   kw = dict(form=form, trainable=trainable)
-  used = classifier0 if state.classifier is None else state.classifier
-  got = jax.jit(lambda st: linear_velocity(st, consts, used, 0.3, q @ q, **kw))(state)
-  want = jax.jit(lambda st: autodiff_velocity(st, consts, used, 0.3, q @ q, **kw))(state)
+  got = jax.jit(lambda st: linear_velocity(st, consts, classifier, 0.3, q @ q, **kw))(state)
+  want = jax.jit(lambda st: autodiff_velocity(st, consts, classifier, 0.3, q @ q, **kw))(state)
   assert (got.classifier is None) == (state.classifier is None)
   for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
     np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-14)
