@@ -190,10 +190,6 @@ ODE_FNS = {"reduced": reduced_fn, "gradient_flow": flow_fn}
 # Per-stage XLA options (see dynamics.reduced_ode.COMPILER_OPTIONS; the fast GD path uses
 # dynamics.fast_lu.COMPILER_OPTIONS).
 ODE_COMPILER_OPTIONS = {"reduced": dynamics.REDUCED_ODE_COMPILER_OPTIONS}
-# The shared dataset's generator (threefry draws, a few ms to run) at LLVM -O1: the same
-# arrays bit for bit, compiled faster (text preset, 2-core CPU, 3 interleaved compiles:
-# 1.62-1.68 s against 2.15-2.37 s at the default -O2).
-DATA_COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
 
 
 def plan_chunk_size(cfg: RunConfig, devices=None) -> Optional[int]:
@@ -260,7 +256,7 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
     dataset = None
     if len(cfg.sweep.data_seeds) == 1:
       dataset = jax.jit(tasks.make_topic_dataset, static_argnums=1,
-                        compiler_options=DATA_COMPILER_OPTIONS)(
+                        compiler_options=tasks.TOPIC_COMPILER_OPTIONS)(
           jax.random.PRNGKey(cfg.sweep.data_seeds[0]), cfg.task)
     setup = _point_setup(cfg, dataset)
     inputs = sweep_inputs(cfg)

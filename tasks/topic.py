@@ -112,6 +112,13 @@ def _sentences(key: jax.Array, cfg: TopicTaskConfig, n: int):
   return tokens.astype(jnp.int32), labels.astype(jnp.int32), topic_word.astype(jnp.int32)
 
 
+# XLA options for jit-compiling make_topic_dataset on its own (pass to jax.jit): LLVM at -O1.
+# The generator is integer threefry draws that run in milliseconds; -O1 gives the same arrays
+# bit for bit and compiles faster (text preset, 2-core CPU, 3 interleaved compiles: 1.62-1.68 s
+# against 2.15-2.37 s at the default -O2).
+COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
+
+
 def make_topic_dataset(key: jax.Array, cfg: TopicTaskConfig) -> TopicDataset:
   """Generate the task (Section 3): a pure function of ``key``; vmappable over keys.
 

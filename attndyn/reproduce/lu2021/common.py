@@ -32,7 +32,8 @@ def topic_data(task: Dict, data_seed: int = 0):
   """``(TopicTaskConfig, TopicDataset)`` of a task dict (generated once per process)."""
   cfg = tasks.TopicTaskConfig(**task)
   if (cfg, data_seed) not in _DATA:
-    _DATA[cfg, data_seed] = jax.jit(tasks.make_topic_dataset, static_argnums=1)(
+    _DATA[cfg, data_seed] = jax.jit(tasks.make_topic_dataset, static_argnums=1,
+                                    compiler_options=tasks.TOPIC_COMPILER_OPTIONS)(
         jax.random.PRNGKey(data_seed), cfg)
   return cfg, _DATA[cfg, data_seed]
 
