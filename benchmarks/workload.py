@@ -56,12 +56,14 @@ def make_workload(seeds: int, *, vocab_size: int = 5000, n_train: int = 800,
 def model_bytes_per_seed_epoch(w: Workload) -> float:
   """Bytes one seed·epoch must move at least (float32), the yardstick for bandwidth.
 
-  Read and write every training word's embedding and score once, gather each
-  token's ``[e_w ν_w, e_w]`` row once for the forward pass, write and read the
-  ``K + 1`` backward channels per word:
-  ``4 · (2 V_a (d + 1) + n L (d + 1) + 2 V_a (J + 1))``.
+  Read and write every training word's weighted embedding and score once,
+  write and read its ``J`` projected channels ``Uᵀx_w``, gather each token's
+  ``[e_w, Uᵀx_w]`` row once for the forward pass, write and read the ``J + 1``
+  backward channels per word:
+  ``4 · (2 V_a (d + 1) + 2 V_a J + n L (J + 1) + 2 V_a (J + 1))``.
   """
   tokens = np.asarray(w.data.train.tokens)
   active = len(np.unique(tokens))
   d, j = w.model_cfg.embed_dim, w.model_cfg.n_classes
-  return 4.0 * (2 * active * (d + 1) + tokens.size * (d + 1) + 2 * active * (j + 1))
+  return 4.0 * (2 * active * (d + 1) + 2 * active * j + tokens.size * (j + 1)
+                + 2 * active * (j + 1))

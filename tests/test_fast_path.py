@@ -108,16 +108,19 @@ def _padded(data):
   return data.train._replace(tokens=jnp.asarray(tokens), mask=jnp.asarray(mask))
 
 
-@pytest.mark.parametrize("classifier,freeze,padded", [
-    ("tc", ("keys",), False), ("tl", ("embeddings",), True)])
-def test_matches_autodiff_float64_exactly(data, classifier, freeze, padded):
-  """In float64 the reformulation is exact up to summation order: frozen groups (KF, EF)
-  and masked positions (variable-length sentences) included."""
+@pytest.mark.parametrize("classifier,freeze,padded,project", [
+    ("tc", ("keys",), False, False), ("tc", (), True, True),
+    ("tl", ("embeddings",), True, True), ("tl", (), False, False)])
+def test_matches_autodiff_float64_exactly(data, classifier, freeze, padded, project):
+  """In float64 the reformulation is exact up to summation order: frozen groups (KF, EF),
+  masked positions (variable-length sentences) and both forms of the forward pass
+  (gathering ``Wᵀx``, with ``∂L/∂W`` over words, or ``x``) included."""
   batch = _padded(data) if padded else None
   if padded:
     assert fast_lu.plan_words(batch.tokens, batch.mask).dummy
   run_generic, run_fast, _, model = _trainers(data, _model_cfg(classifier, freeze=freeze),
-                                              jnp.float64, steps=200, batch=batch)
+                                              jnp.float64, steps=200, batch=batch,
+                                              project=project)
   params0, keys = _seeds(model)
   lr = jnp.full((3,), 0.5)
   generic, fast = run_generic(params0, keys, lr), run_fast(params0, keys, lr)
@@ -214,9 +217,22 @@ def test_plan_reproduces_the_count_matrix(n, width, vocab, seed, heavy):
   assert np.all(np.diff(counts[:, :-1].sum(0)) <= 0)            # rows by decreasing count
 
 
-@given(n=st.integers(1, 60), seed=st.integers(0, 2**16))
-def test_sum_rows_is_a_sum(n, seed):
-  """Law: the unrolled two-level row sum equals ``sum(axis=0)``."""
+@given(n=st.integers(1, 200), parts=st.integers(2, 9), seed=st.integers(0, 2**16))
+def test_sum_rows_is_a_sum(n, parts, seed):
+  """Law: the unrolled two- and three-level row sums equal ``sum(axis=0)``."""
   x = np.random.default_rng(seed).normal(size=(n, 3, 2))
-  got = fast_lu._sum_rows(lambda a, b: jnp.asarray(x[a:b]), n)
-  np.testing.assert_allclose(np.asarray(got), x.sum(0), rtol=1e-12, atol=1e-12)
+  x_fn = lambda a, b: jnp.asarray(x[a:b])
+  for got in (fast_lu._sum_rows(x_fn, n), fast_lu._sum_many_rows(x_fn, n, parts)):
+    np.testing.assert_allclose(np.asarray(got), x.sum(0), rtol=1e-12, atol=1e-12)
+
+
+def test_projected_forward_when_it_gathers_fewer_channels(data):
+  """The cost model: gather ``Wᵀx`` (K + 1 channels) for a frozen classifier with K < d,
+  never when K > d; the default test model (K = 3, d = 6) gathers ``Wᵀx``."""
+  plan = fast_lu.plan_words(data.train.tokens, data.train.mask)
+  frozen = dict(_model_cfg("fc").trainable(), classifier=False)
+  layout = lambda d, k: fast_lu._Layout(plan.n, d, k, TASK.n_topics, "tc")
+  assert fast_lu.projected_forward_pays(plan, layout(6, 3), frozen)
+  assert not fast_lu.projected_forward_pays(plan, layout(6, 9), frozen)
+  assert not fast_lu.projected_forward_pays(plan, layout(6, 9), _model_cfg("tc").trainable())
+  assert fast_lu.projected_forward_pays(plan, layout(6, 3), _model_cfg("tc").trainable())
