@@ -102,13 +102,14 @@ from tasks.errors import ConfigError
 HEAVY_COUNT = 16
 # Channels gathered together in one forward fusion (measured best on a 2-core AVX2 CPU).
 CHANNEL_GROUP = 4
-# A gathered float costs about this many multiply-adds (projected_forward_pays): text preset,
-# 64 seeds, 2-core EPYC, the forward over Wᵀx vs over x ran 2.1× faster for TC, 3.3× for FC
-# and the same for TL (K = 10 of d = 15), which a cost of 6 reproduces.
+# A gathered float costs about this many multiply-adds (projected_forward_pays). Text preset,
+# 64 seeds, 2-core EPYC, paired: gathering Wᵀx instead of x ran 2.1× faster for TC, 3.3× for
+# FC, 1.0–1.1× for TL (K = 10 of d = 15); a cost of 6 predicts 1.8×, 2.4× and 1.0×.
 GATHER_COST = 6
 # Seeds per tile: a tile's state ([V, d, S] float32, 4.8 MB at V = 5008, d = 15) stays in
-# the last-level cache. Text preset, 64 seeds, 2-core EPYC (32 MB L3): tiles of 64 / 32 / 16 /
-# 8 seeds ran 2791 / 3882 / 5050 / 4318 seed·epochs/s (benchmarks/run.py measures the default).
+# the last-level cache. Text preset, TC, 64 seeds, 2-core EPYC (32 MB L3), interleaved medians
+# of 5: tiles of 64 / 32 / 16 / 8 seeds ran 5063 / 6346 / 7990 / 4667 seed·epochs/s
+# (benchmarks/run.py measures the default).
 SEED_TILE = 16
 # XLA options for compiling the fast path (pass to jax.jit or dynamics.run_sweep): LLVM at -O1.
 # Its kernels are sums of gathers and elementwise loops; -O2's extra LLVM passes bought no
@@ -442,7 +443,7 @@ def _seeds_first(x):
 
 
 def projected_forward_pays(plan: WordPlan, lay: _Layout, trainable: dict) -> bool:
-  """Whether the forward pass should gather ``Wᵀx_w`` (``K + 1`` channels) rather than ``x_w`` (``d + 1``).
+  """Whether the forward pass gathers ``Wᵀx_w`` (``K + 1`` channels) rather than ``x_w`` (``d + 1``).
 
   A cost model in multiply-adds per seed and step, with a gathered float
   counted as ``GATHER_COST`` of them. Gathering ``x``: ``n L (d + 1)``
@@ -455,7 +456,8 @@ def projected_forward_pays(plan: WordPlan, lay: _Layout, trainable: dict) -> boo
   tokens = plan.row_tokens.size
   rows = len(plan.words)
   cls = int(trainable["classifier"])
-  gather_x = GATHER_COST * tokens * (d + 1) + n * d * kk * (1 + cls) + rows * d * kk * int(trainable["keys"])
+  keys = int(trainable["keys"])
+  gather_x = GATHER_COST * tokens * (d + 1) + n * d * kk * (1 + cls) + rows * d * kk * keys
   gather_proj = GATHER_COST * tokens * (kk + 1) + rows * d * kk * (1 + cls)
   return gather_proj < gather_x
 
@@ -559,7 +561,11 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
     c = state.cls
     x, es = state.x, state.weight
     w = c[first_layer]
-    proj = _materialize(pred, project, w, x) if projected else project(w, x)  # [V, K, S]
+    proj = None                                                        # P = Wᵀx [V, K, S]
+    if projected:
+      proj = _materialize(pred, project, w, x)
+    elif trainable["keys"]:
+      proj = project(w, x)
     z, sums = _materialize(pred, forward, proj if projected else x, es)
     y, grads, ok = _materialize(pred, sentences, c, z, sums, state.failed_at)
     r = _materialize(pred, backward, y)                                # [V, K+1, S]
