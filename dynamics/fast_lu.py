@@ -430,6 +430,11 @@ class _State(NamedTuple):
   failed_at: Any
 
 
+def _finite_per_seed(x):
+  """``[S]``: whether every entry of a seeds-last array ``x [..., S]`` is finite."""
+  return jnp.all(jnp.isfinite(x.reshape(-1, x.shape[-1])), axis=0)
+
+
 def _seeds_last(x):
   return jnp.moveaxis(x, 0, -1)
 
@@ -550,7 +555,7 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
         grads[first_layer] = outer_sum(avg, delta, n, _sum_rows)
     ok = jnp.isfinite(_sum_rows(lambda a, b: pd[a:b], n))              # [S]
     for g in grads.values():
-      ok &= jnp.all(jnp.isfinite(g.reshape(-1, g.shape[-1])), axis=0)
+      ok &= _finite_per_seed(g)
     return y, grads, ok
 
   def step(state: _State, lr, qq) -> _State:
@@ -573,7 +578,7 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
       # ∂L/∂W = Σ_i ν̄_i δ_iᵀ = Σ_w x_w R_w^(:K)ᵀ, since ν̄_i = Σ_w C_iw x_w / Z_i.
       first = outer_sum(x, r[:, :kk], x.shape[0], _sum_many_rows)
       grads = dict(grads, **{first_layer: first})
-      ok &= jnp.all(jnp.isfinite(first.reshape(-1, first.shape[-1])), axis=0)
+      ok &= _finite_per_seed(first)
     live = ok & (state.failed_at < 0)
     score, shift, es_new = state.score, state.shift, es
     if trainable["keys"]:
