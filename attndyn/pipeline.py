@@ -187,9 +187,14 @@ def flow_fn(cfg: RunConfig, setup):
 
 
 ODE_FNS = {"reduced": reduced_fn, "gradient_flow": flow_fn}
-# Per-stage XLA options (see dynamics.reduced_ode.COMPILER_OPTIONS; the fast GD path uses
-# dynamics.fast_lu.COMPILER_OPTIONS).
-ODE_COMPILER_OPTIONS = {"reduced": dynamics.REDUCED_ODE_COMPILER_OPTIONS}
+def ode_compiler_options(kind: str, classifier: str) -> Optional[dict]:
+  """XLA options for an ODE stage (the fast GD path uses dynamics.fast_lu.COMPILER_OPTIONS):
+  the reduced ODE's (dynamics.reduced_ode), chosen by classifier; the gradient flow's defaults."""
+  if kind != "reduced":
+    return None
+  if classifier in ("fc", "tc"):
+    return dynamics.REDUCED_ODE_LINEAR_COMPILER_OPTIONS
+  return dynamics.REDUCED_ODE_COMPILER_OPTIONS
 
 
 def plan_chunk_size(cfg: RunConfig, devices=None) -> Optional[int]:
@@ -279,7 +284,8 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
       fn = reduced_sweep_fn(cfg, setup, dataset) if together else ODE_FNS[kind](cfg, setup)
       try:
         odes[kind] = _stage(kind, fn, inputs, cfg, chunk, progress, devices, checkpoints,
-                            batched=together, compiler_options=ODE_COMPILER_OPTIONS.get(kind))
+                            batched=together,
+                            compiler_options=ode_compiler_options(kind, cfg.model.classifier))
       except ConfigError:  # a damaged checkpoint: bad input, not a failed stage
         raise
       except Exception as err:  # keep what is computed; report the stage that failed

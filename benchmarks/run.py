@@ -210,6 +210,7 @@ def reduced_ode_timing(seeds: int = 64, observables: str = "sen", solve: str = "
   import analysis
   import models
   from attndyn.config import ODEConfig
+  from dynamics import xla_options
   ode = ODEConfig(kind="reduced")
 
   w = make_workload(1)
@@ -236,22 +237,23 @@ def reduced_ode_timing(seeds: int = 64, observables: str = "sen", solve: str = "
       return jax.vmap(lambda p: dynamics.reduced_sen_ode(
           p, w.data.train, w.data.train_topic_word, topic_words, record, **kw))(params0)
 
+  # The options attndyn run compiles the TC preset's reduced-ODE stage with.
+  options = xla_options.supported(dynamics.REDUCED_ODE_LINEAR_COMPILER_OPTIONS)
   keys = jax.random.split(jax.random.PRNGKey(3), seeds)
   t0 = time.perf_counter()
   # Compiled with the ODE stage's options, as attndyn run compiles the init inside that stage.
   params0 = jax.block_until_ready(
       jax.jit(jax.vmap(lambda k: models.lu.init(k, w.model_cfg, jnp.float32)),
-              compiler_options=dynamics.REDUCED_ODE_COMPILER_OPTIONS)(keys))
+              compiler_options=options)(keys))
   init_s = time.perf_counter() - t0
   t0 = time.perf_counter()
-  out = dynamics.run_sweep(fn, params0, batched=True,
-                           compiler_options=dynamics.REDUCED_ODE_COMPILER_OPTIONS)
+  out = dynamics.run_sweep(fn, params0, batched=True, compiler_options=options)
   seconds = time.perf_counter() - t0
   failed = int(np.sum(np.asarray(out.failed_at) >= 0))
   # Where the time goes: the same program again, staged (a new function, so jit's cache
   # does not hit).
   t0 = time.perf_counter()
-  staged = jax.jit(lambda p: fn(p), compiler_options=dynamics.REDUCED_ODE_COMPILER_OPTIONS)
+  staged = jax.jit(lambda p: fn(p), compiler_options=options)
   lowered = staged.lower(params0)
   t1 = time.perf_counter()
   compiled = lowered.compile()

@@ -11,6 +11,7 @@ from dynamics.train import minibatch as minibatch
 from dynamics.trajectory import Trajectory as Trajectory
 from dynamics.gradient_flow import gradient_flow as gradient_flow
 from dynamics.reduced_ode import COMPILER_OPTIONS as REDUCED_ODE_COMPILER_OPTIONS
+from dynamics.reduced_ode import LINEAR_COMPILER_OPTIONS as REDUCED_ODE_LINEAR_COMPILER_OPTIONS
 from dynamics.reduced_ode import reduced_sen_ode as reduced_sen_ode
 from dynamics.reduced_ode_sweep import reduced_sen_ode_sweep as reduced_sen_ode_sweep
 from dynamics.early_stopping import EarlyStopped as EarlyStopped

@@ -17,6 +17,8 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from dynamics import xla_options
+
 SWEEP_AXIS = "sweep"
 
 
@@ -83,7 +85,8 @@ def run_sweep(fn: Callable, inputs: Any, *, chunk_size: Optional[int] = None,
       :mod:`dynamics.fast_lu`, which advances all seeds together), so it is
       jitted as is rather than vmapped.
     compiler_options: XLA options for the compiled call (``jax.jit``'s), e.g.
-      :data:`dynamics.reduced_ode.COMPILER_OPTIONS`.
+      :data:`dynamics.reduced_ode.COMPILER_OPTIONS`; those the installed XLA
+      does not know are dropped (:func:`dynamics.xla_options.supported`).
 
   Returns:
     ``fn``'s outputs stacked over the P points, as NumPy arrays on the host.
@@ -106,7 +109,8 @@ def run_sweep(fn: Callable, inputs: Any, *, chunk_size: Optional[int] = None,
     if sizes != {bounds[i][1] - bounds[i][0]}:
       raise ValueError(f"done chunk {i} has {sizes} points; chunk {i} is {bounds[i]}")
   sharding = NamedSharding(mesh, PartitionSpec(SWEEP_AXIS))
-  compiled = jax.jit(fn if batched else jax.vmap(fn), compiler_options=compiler_options)
+  compiled = jax.jit(fn if batched else jax.vmap(fn),
+                     compiler_options=xla_options.supported(compiler_options))
   outputs = list(done)
   for start, stop in bounds[len(done):]:
     part = jax.tree.map(lambda x: x[start:stop], inputs)

@@ -20,6 +20,7 @@ jax.config.update("jax_enable_x64", True)
 import dynamics  # noqa: E402
 import models  # noqa: E402
 import tasks  # noqa: E402
+from dynamics import xla_options  # noqa: E402
 from dynamics.gradient_flow import failure_time  # noqa: E402
 from dynamics.reduced_ode import (ReducedState, autodiff_velocity, linear_velocity,  # noqa: E402
                                   nontopic_constants, reduced_velocity)
@@ -290,8 +291,11 @@ def test_reduced_sweep_equals_separate_solves(classifier):
   task, data, cfg, params0, ts, lr = _sweep_setup(classifier)
   n_topic, record = task.n_topic_words, _topic_record(task.n_topic_words)
   kw = dict(ts=ts, trainable=cfg.trainable(), rtol=1e-10, atol=1e-12)
+  # Compiled with the options attndyn run uses for FC/TC; the separate solves with XLA's defaults.
+  options = xla_options.supported(dynamics.REDUCED_ODE_LINEAR_COMPILER_OPTIONS)
   together = jax.jit(lambda p, lr: dynamics.reduced_sen_ode_sweep(
-      p, data.train, data.train_topic_word, jnp.arange(n_topic), record, lr=lr, **kw))(params0, lr)
+      p, data.train, data.train_topic_word, jnp.arange(n_topic), record, lr=lr, **kw),
+      compiler_options=options)(params0, lr)
   np.testing.assert_array_equal(together.failed_at, [-1, -1, -1])
   assert together.t.shape == (3, N_REC) and together.observables["s"].shape == (3, N_REC, n_topic)
   moved = np.abs(np.asarray(together.observables["s"])[:, -1]).max()

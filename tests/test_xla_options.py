@@ -1,0 +1,24 @@
+"""dynamics.xla_options: per-stage XLA options are kept only where the installed XLA knows them."""
+import jax
+import numpy as np
+
+import dynamics
+from dynamics import xla_options
+
+
+def test_unknown_option_is_dropped_and_known_ones_kept():
+  options = {"xla_backend_optimization_level": 1, "xla_attndyn_no_such_option": True}
+  assert xla_options.supported(options) == {"xla_backend_optimization_level": 1}
+  assert xla_options.supported(None) is None
+  assert xla_options.supported({}) == {}
+
+
+def test_stage_options_compile_and_give_the_default_result():
+  """Every stage's options, as the installed XLA takes them, compile a program to XLA's answer."""
+  x = np.linspace(-3.0, 3.0, 64, dtype=np.float32)
+  f = lambda v: jax.nn.softmax(v) @ jax.numpy.tanh(v)
+  want = jax.jit(f)(x)
+  for options in (dynamics.FAST_COMPILER_OPTIONS, dynamics.REDUCED_ODE_COMPILER_OPTIONS,
+                  dynamics.REDUCED_ODE_LINEAR_COMPILER_OPTIONS):
+    got = jax.jit(f).lower(x).compile(xla_options.supported(options))(x)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
