@@ -187,9 +187,12 @@ def flow_fn(cfg: RunConfig, setup):
 
 
 ODE_FNS = {"reduced": reduced_fn, "gradient_flow": flow_fn}
+
+
 def ode_compiler_options(kind: str, classifier: str) -> Optional[dict]:
-  """XLA options for an ODE stage (the fast GD path uses dynamics.fast_lu.COMPILER_OPTIONS):
-  the reduced ODE's (dynamics.reduced_ode), chosen by classifier; the gradient flow's defaults."""
+  """XLA options for an ODE stage: the reduced ODE's by classifier (see
+  dynamics.reduced_ode.LINEAR_COMPILER_OPTIONS), XLA's defaults for the gradient flow.
+  (The fast GD stage uses dynamics.fast_lu.COMPILER_OPTIONS.)"""
   if kind != "reduced":
     return None
   if classifier in ("fc", "tc"):

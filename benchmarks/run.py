@@ -188,9 +188,9 @@ def reduced_ode_timing(seeds: int = 64, observables: str = "sen", solve: str = "
   module's float64-grade defaults, which lie below float32 rounding, and saved
   at the 101 times of a 5,000-epoch run recorded every 50. The ODE starts from
   given initial parameters: ``init_s`` (their own compiled call, the same
-  ``models.lu.init`` the GD stage runs, at the same LLVM -O1: 64 vmapped
-  threefry inits compile in about 0.55 s there against 2.8 s at -O2) is timed
-  apart and is not in ``seconds_including_compile``.
+  ``models.lu.init`` the GD stage runs, with the ODE stage's XLA options: 64
+  vmapped threefry inits compile in about 0.55 s at LLVM -O1 against 2.8 s at
+  -O2) is timed apart and is not in ``seconds_including_compile``.
 
   Args:
     seeds: seeds solved in one compiled call.

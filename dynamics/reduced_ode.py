@@ -67,13 +67,14 @@ FORMS = ("lemma2", "exact")
 # second of compile (text preset TC, 64 seeds, 2-core CPU: compile 2.0 s at -O1
 # vs 3.1 s at the default -O2; the solve 0.93 s vs 0.88 s).
 COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
-# With a linear classifier (FC/TC: linear_velocity) also XLA's older loop emitters instead of
-# its MLIR fusion emitters on CPU (dynamics.xla_options drops the option where XLA lacks it):
-# most of the program is diffrax's step and save logic, small kernels whose compile the MLIR
-# pipeline dominates. Text preset TC, 64 seeds, 2-core CPU, compiles of one lowering
-# alternated, medians of 3: solved together 3.09 vs 2.06 s compile, solve 2.00 vs 1.96 s;
-# vmapped 3.62 vs 2.51 s, solve 0.94 vs 1.11 s. Not for TL, whose long solves ran about
-# 1.2× slower with them (4 seeds vmapped, compile 4.9 vs 2.5 s, 300-step solves paired).
+# With a linear classifier (FC/TC: linear_velocity), also XLA:CPU's loop emitters instead of
+# its MLIR fusion emitters (dynamics.xla_options drops the option where XLA lacks it): the
+# program is mostly diffrax's step, controller and save logic, about 200 small kernels, and
+# the MLIR pipeline was most of their compile. Text preset TC, 64 seeds, 2-core CPU, one
+# lowering compiled alternately each way, medians of 3 (fusion vs loop emitters): solved
+# together, compile 3.09 vs 2.06 s, solve 2.00 vs 1.96 s; vmapped, compile 3.62 vs 2.51 s,
+# solve 0.94 vs 1.11 s. Not for TL: its long solves ran about 1.2× slower with the loop
+# emitters (4 seeds vmapped, 300-step solves paired), for 2.4 s less compile (4.9 vs 2.5 s).
 LINEAR_COMPILER_OPTIONS = {**COMPILER_OPTIONS, "xla_cpu_use_fusion_emitters": False}
 
 

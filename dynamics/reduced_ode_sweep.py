@@ -18,12 +18,13 @@ Against ``vmap`` of :func:`dynamics.reduced_sen_ode` this trades steps for
 program size: the shared step follows the most demanding seed at each time (text
 preset TC, 64 seeds, rtol 1e-6: 149 steps against 82 for the slowest seed
 alone), but a vmapped ``diffeqsolve`` turns every scalar of the step-size logic
-into a per-seed select and is slower to trace and compile. Measured by
+into a per-seed select and is slower to trace. Measured by
 ``benchmarks.run``'s reduced-ODE timing on its 2-core CPU (64 seeds, parameters
-given, topic scores and norms recorded, FC/TC's class-space velocity, three
-processes): trace 0.97-1.17 s, compile 2.07-2.48 s, solve 1.01-1.42 s, against
-1.58-2.13 s, 2.33-3.48 s and 0.60-0.91 s vmapped; cold totals 4.23-4.90 s
-against 4.78-6.28 s.
+given, topic scores and norms recorded, FC/TC's class-space velocity compiled
+with :data:`dynamics.reduced_ode.LINEAR_COMPILER_OPTIONS`, four processes each
+way, alternated, on a busy box): trace 1.04-1.45 s, compile 1.26-1.92 s, solve
+1.25-2.06 s, against 1.72-2.33 s, 1.55-1.70 s and 0.77-1.04 s vmapped; cold
+totals 3.92-4.77 s against 4.28-6.37 s.
 
 A discontinuous field is the exception: TL's ReLU kinks shorten each seed's
 steps at its own times, and the shared step takes them all (text-preset TL, 5
