@@ -195,7 +195,7 @@ def ode_compiler_options(kind: str, classifier: str) -> Optional[dict]:
   (The fast GD stage uses dynamics.fast_lu.COMPILER_OPTIONS.)"""
   if kind != "reduced":
     return None
-  if classifier in ("fc", "tc"):
+  if classifier in models.LINEAR_CLASSIFIERS:
     return dynamics.REDUCED_ODE_LINEAR_COMPILER_OPTIONS
   return dynamics.REDUCED_ODE_COMPILER_OPTIONS
 

@@ -1,6 +1,7 @@
 """Models as pure ``init(key, cfg) -> params`` / ``apply(params, batch) -> outputs`` pairs."""
 from models.attention import attend as attend
 from models.attention import softmax_attention as softmax_attention
+from models.classifiers import LINEAR_CLASSIFIERS as LINEAR_CLASSIFIERS
 from models.classifiers import apply_classifier as apply_classifier
 from models.classifiers import init_classifier as init_classifier
 from models.lu import PARAM_GROUPS as PARAM_GROUPS

@@ -14,6 +14,9 @@ import jax.numpy as jnp
 from models.orthogonal import qr
 
 CLASSIFIERS = ("fc", "tc", "tl")
+# The linear ones (logits Uᵀν̄): the reduced ODE compiles them with other XLA options, and
+# the reproductions apply them with the closed-form linear head.
+LINEAR_CLASSIFIERS = ("fc", "tc")
 FC_INITS = ("orthonormal", "randn_unit_diag")
 
 

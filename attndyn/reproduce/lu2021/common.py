@@ -48,7 +48,7 @@ def lu_config(task_cfg: tasks.TopicTaskConfig, classifier: str, model: Dict,
 
 def apply_for(cfg: models.LuModelConfig) -> Callable:
   """The forward pass: projected through U for the linear classifiers (exact), else the plain one."""
-  return apply_linear if cfg.classifier in ("fc", "tc") else models.lu.apply
+  return apply_linear if cfg.classifier in models.LINEAR_CLASSIFIERS else models.lu.apply
 
 
 def topic_gd(task_cfg: tasks.TopicTaskConfig, data, classifier: str, model: Dict, s: Dict):
