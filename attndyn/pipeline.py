@@ -22,6 +22,7 @@ import tasks
 from attndyn.chunking import auto_chunk_size
 from attndyn.config import RunConfig
 from attndyn.progress import ProgressBar
+from dynamics import xla_options
 from tasks.errors import ConfigError
 
 # Minibatch order (sgd) comes from the init key folded with this constant.
@@ -264,7 +265,7 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
     dataset = None
     if len(cfg.sweep.data_seeds) == 1:
       dataset = jax.jit(tasks.make_topic_dataset, static_argnums=1,
-                        compiler_options=tasks.TOPIC_COMPILER_OPTIONS)(
+                        compiler_options=xla_options.supported(tasks.TOPIC_COMPILER_OPTIONS))(
           jax.random.PRNGKey(cfg.sweep.data_seeds[0]), cfg.task)
     setup = _point_setup(cfg, dataset)
     inputs = sweep_inputs(cfg)

@@ -13,6 +13,7 @@ import numpy as np
 
 import models
 import tasks
+from dynamics import xla_options
 
 LR = 0.1
 
@@ -44,8 +45,9 @@ def make_workload(seeds: int, *, vocab_size: int = 5000, n_train: int = 800,
                   classifier: str = "tc", data_seed: int = 0) -> Workload:
   """The preset with ``seeds`` initialisations (seed ``i`` uses ``split(PRNGKey(1), S)[i]``)."""
   task = tasks.TopicTaskConfig(vocab_size=vocab_size, n_train=n_train)
+  options = xla_options.supported(tasks.TOPIC_COMPILER_OPTIONS)
   data = jax.jit(tasks.make_topic_dataset, static_argnums=1,
-                 compiler_options=tasks.TOPIC_COMPILER_OPTIONS)(jax.random.PRNGKey(data_seed), task)
+                 compiler_options=options)(jax.random.PRNGKey(data_seed), task)
   model_cfg = models.LuModelConfig(n_words=task.n_words, n_classes=task.n_topics,
                                    classifier=classifier)
   keys = jax.random.split(jax.random.PRNGKey(1), seeds)

@@ -16,6 +16,7 @@ import analysis
 import dynamics
 import models
 import tasks
+from dynamics import xla_options
 from models.lu_linear import apply_linear
 
 TEXT_TASK = {"n_topics": 4, "words_per_topic": 2, "vocab_size": 5000, "n_nontopic": 20,
@@ -32,9 +33,9 @@ def topic_data(task: Dict, data_seed: int = 0):
   """``(TopicTaskConfig, TopicDataset)`` of a task dict (generated once per process)."""
   cfg = tasks.TopicTaskConfig(**task)
   if (cfg, data_seed) not in _DATA:
+    options = xla_options.supported(tasks.TOPIC_COMPILER_OPTIONS)
     _DATA[cfg, data_seed] = jax.jit(tasks.make_topic_dataset, static_argnums=1,
-                                    compiler_options=tasks.TOPIC_COMPILER_OPTIONS)(
-        jax.random.PRNGKey(data_seed), cfg)
+                                    compiler_options=options)(jax.random.PRNGKey(data_seed), cfg)
   return cfg, _DATA[cfg, data_seed]
 
 
