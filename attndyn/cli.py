@@ -245,7 +245,7 @@ def _bench(args) -> int:
       raise
     raise ConfigError("`attndyn bench` needs benchmarks/run.py, which this checkout does not "
                       "have.") from None
-  return bench.main(args.args) or 0
+  return bench.main(args.args, prog="attndyn bench") or 0
 
 
 def _explain(args) -> int:
@@ -261,7 +261,11 @@ def _reproduce(args) -> int:
 def main(argv=None) -> int:
   """Entry point of the ``attndyn`` console script; returns the exit code."""
   argv = sys.argv[1:] if argv is None else list(argv)
-  args = _parser().parse_args(argv)
+  if argv[:1] == ["bench"]:
+    # benchmarks.run parses its own options: argparse's REMAINDER would refuse a leading --out.
+    args = argparse.Namespace(command="bench", args=argv[1:])
+  else:
+    args = _parser().parse_args(argv)
   args.argv = argv
   commands = {"run": _run, "report": _report, "presets": _presets, "bench": _bench,
               "reproduce": _reproduce, "explain": _explain}

@@ -296,23 +296,38 @@ def plot(rows, scale_rows, path: Path):
   plt.close(fig)
 
 
-def main(argv=None) -> int:
-  ap = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.splitlines()[0])
+def _positive_int(text: str) -> int:
+  try:
+    value = int(text)
+  except ValueError:
+    value = 0
+  if value < 1:
+    raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+  return value
+
+
+def main(argv=None, prog: str = "python -m benchmarks.run") -> int:
+  ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
   ap.add_argument("--out", required=True, help="directory for bench.json, extra.json, scaling.png")
   ap.add_argument("--quick", action="store_true", help="fewer epochs, S ∈ {1, 8, 64}")
-  ap.add_argument("--reps", type=int, default=3, help="timed calls per point (≥ 3)")
-  ap.add_argument("--seeds", type=int, nargs="*", default=None, help="override the list of S")
-  ap.add_argument("--impls", nargs="*", default=None, help="subset of implementations")
+  ap.add_argument("--reps", type=_positive_int, default=3, help="timed calls per point (≥ 3)")
+  ap.add_argument("--seeds", type=_positive_int, nargs="*", default=None,
+                  help="override the list of S")
+  ap.add_argument("--impls", nargs="*", default=None, choices=list(impls.IMPLS),
+                  help="subset of implementations")
   ap.add_argument("--no-scaling", action="store_true", help="skip throughput vs M and n_train")
   ap.add_argument("--no-memory", action="store_true", help="skip the chunked 1,024-seed sweep")
-  ap.add_argument("--memory-epochs", type=int, default=None,
+  ap.add_argument("--memory-epochs", type=_positive_int, default=None,
                   help="epochs of the 1,024-seed sweep (default 500; 5000 is the full claim)")
   ap.add_argument("--no-ode", action="store_true", help="skip the reduced-ODE timing")
   args = ap.parse_args(argv)
   reps = max(3, args.reps)
   mode = "quick" if args.quick else "full"
   out = Path(args.out)
-  out.mkdir(parents=True, exist_ok=True)
+  try:
+    out.mkdir(parents=True, exist_ok=True)
+  except OSError as err:
+    ap.error(f"--out {out}: cannot make a directory there ({err.strerror or err})")
   seeds_list = args.seeds or ([1, 8, 64] if args.quick else [1, 8, 64, 256])
   names = args.impls or list(impls.IMPLS)
 

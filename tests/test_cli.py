@@ -143,6 +143,28 @@ def test_bad_input_exits_2_with_one_line_and_no_traceback(args, expected, tmp_pa
   assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("args,expected", [
+    (["--impls", "foo"], "argument --impls: invalid choice: 'foo'"),
+    (["--seeds", "0"], "argument --seeds: '0' is not a positive integer"),
+    (["--reps", "x"], "argument --reps: 'x' is not a positive integer"),
+    (["--out", "FILE"], "cannot make a directory there"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_bench_takes_its_options_and_refuses_bad_ones(args, expected, tmp_path, capsys):
+  """`attndyn bench` hands every option, leading ones included, to benchmarks.run's parser;
+  bad ones end in one usage error before anything is timed."""
+  (tmp_path / "FILE").write_text("")
+  args = [str(tmp_path / "FILE") if a == "FILE" else a for a in args]
+  with pytest.raises(SystemExit) as stop:
+    cli.main(["bench", "--out", str(tmp_path / "out"), *args])
+  err = capsys.readouterr().err
+  assert stop.value.code == 2 and "attndyn bench: error: " in err and expected in err, err
+  assert "Traceback" not in err and not (tmp_path / "out").exists()
+  with pytest.raises(SystemExit) as stop:
+    cli.main(["bench", "--help"])
+  assert stop.value.code == 0 and "usage: attndyn bench" in capsys.readouterr().out
+
+
 def test_presets_lists_every_preset_and_shows_toml(capsys):
   assert cli.main(["presets"]) == 0
   listed = capsys.readouterr().out
