@@ -30,6 +30,7 @@ SECTIONS = {
 }
 TOP_LEVEL = {"precision": "str", "gd_path": "str"}
 MAX_SEED = 2**32 - 1  # PRNG seeds are uint32
+MAX_INT = 2**31 - 1   # sizes and counts become int32 in the compiled programs
 
 # Keys that look like config but are derived, with the reason.
 DERIVED = {
@@ -38,8 +39,9 @@ DERIVED = {
 }
 
 _KIND_TEXT = {
-    "int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
-    "?int": "an integer, or \"none\" (unset)", "?float": "a number, or \"none\" (unset)",
+    "int": "an integer (at most 2**31-1)", "float": "a number", "bool": "true or false",
+    "str": "a string", "?int": "an integer (at most 2**31-1), or \"none\" (unset)",
+    "?float": "a number, or \"none\" (unset)",
     "strs": "a list of strings, e.g. [\"keys\"]",
     "seeds": "an integer n >= 1 (seeds 0..n-1) or a list of distinct integers in 0..2**32-1",
     "grid": "a table of field name -> list of numbers, e.g. {\"train.lr\" = [0.05, 0.1]}",
@@ -130,7 +132,7 @@ def coerce(field: str, value: Any, kind: str, grid_fields=()) -> Any:
     kind_ = kind
   allowed = _KIND_TEXT[kind]
   if kind_ == "int":
-    check(is_int(value), field, value, allowed)
+    check(is_int(value) and abs(value) <= MAX_INT, field, value, allowed)
     return value
   if kind_ == "float":
     check(is_number(value), field, value, allowed)

@@ -7,7 +7,7 @@ import models
 from attndyn import cli, config, overrides, presets
 from tasks.errors import ConfigError
 
-INT = "an integer"
+INT = "an integer (at most 2**31-1)"
 POS = "a positive integer"
 FIN_POS = "a finite number > 0"
 FIN_NONNEG = "a finite number >= 0"
@@ -38,6 +38,13 @@ BAD = [
     (["task.n_topics=nan"], ["task.n_topics = nan", INT]),
     (["task.n_topics=inf"], ["task.n_topics = inf", INT]),
     (["task.words_per_topic=-1"], ["task.words_per_topic = -1", "an integer >= 1"]),
+    # integers past int32 (they would overflow inside the compiled programs)
+    (["task.n_nontopic=4294967296"], ["task.n_nontopic = 4294967296", INT]),
+    (["task.n_train=99999999999999999999"], ["task.n_train = 99999999999999999999", INT]),
+    (["model.embed_dim=2147483648"], ["model.embed_dim = 2147483648", INT]),
+    (["train.steps=2147483650", "train.record_every=2147483650"], ["train.steps = 2147483650", INT]),
+    (["ode.max_steps=99999999999999999999"], ["ode.max_steps = 99999999999999999999", INT]),
+    (["sweep.chunk_size=3000000000"], ["sweep.chunk_size = 3000000000", INT]),
     (["task.words_per_topic=0"], ["task.words_per_topic = 0", "an integer >= 1"]),
     (["task.words_per_topic=1.5"], ["task.words_per_topic = 1.5", INT]),
     (["task.vocab_size=-5"], ["task.vocab_size = -5", "an integer >= 1"]),
@@ -121,7 +128,7 @@ BAD = [
     (["train.record_every=2.5"], ["train.record_every = 2.5", INT]),
     (["train.record_every=3000"], ["train.steps = 1500", "a multiple of train.record_every = 3000"]),
     (["train.batch_size=-1"], ["train.batch_size = -1", "a positive integer, or 0 / unset"]),
-    (["train.batch_size=1.5"], ["train.batch_size = 1.5", 'an integer, or "none" (unset)']),
+    (["train.batch_size=1.5"], ["train.batch_size = 1.5", 'an integer (at most 2**31-1), or "none" (unset)']),
     (["train.batch_size=10"], ["train.batch_size = 10", "use optimizer 'sgd' for minibatches"]),
     (["train.optimizer=sgd", "train.batch_size=9999", "ode.kind=none"],
      ["train.batch_size = 9999", "at most task.n_train = 200"]),
@@ -162,8 +169,8 @@ BAD = [
     (['sweep.grid={"model.query_norm"=[0]}'], ['sweep.grid["model.query_norm"] holds 0.0', FIN_POS]),
     (["sweep.chunk_size=0"], ["sweep.chunk_size = 0", "a positive integer, or unset"]),
     (["sweep.chunk_size=-1"], ["sweep.chunk_size = -1", "a positive integer, or unset"]),
-    (["sweep.chunk_size=1.5"], ["sweep.chunk_size = 1.5", 'an integer, or "none"']),
-    (["sweep.chunk_size=true"], ["sweep.chunk_size = True", 'an integer, or "none"']),
+    (["sweep.chunk_size=1.5"], ["sweep.chunk_size = 1.5", 'an integer (at most 2**31-1), or "none"']),
+    (["sweep.chunk_size=true"], ["sweep.chunk_size = True", 'an integer (at most 2**31-1), or "none"']),
     (["sweep.checkpoint_every=-1"], ["sweep.checkpoint_every = -1", "an integer >= 0"]),
     (["sweep.checkpoint_every=1.5"], ["sweep.checkpoint_every = 1.5", INT]),
     (['sweep.checkpoint_every="x"'], ["sweep.checkpoint_every = 'x'", INT]),
