@@ -164,6 +164,11 @@ class Checkpoints:
     for key in ("config", "config_hash", "chunk_size", "backend", "device_count"):
       if key not in manifest:
         raise ConfigError(f"{what} has no {key!r} entry: the file is damaged.")
+    size = manifest["chunk_size"]
+    if size is not None and not (isinstance(size, int) and not isinstance(size, bool)
+                                 and 1 <= size <= 2**31 - 1):
+      raise ConfigError(f"{what} has chunk_size = {size!r}; attndyn writes a positive integer "
+                        f"or null there: the file is damaged.")
     if not isinstance(manifest["config"], dict) or \
         config_hash(manifest["config"]) != manifest["config_hash"]:
       raise ConfigError(f"{what}: its config does not match its config_hash: the file was "

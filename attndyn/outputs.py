@@ -25,7 +25,7 @@ from analysis import npz
 from analysis.load import SCHEMA_VERSION, SUMMARY, TRAJECTORIES
 from analysis.observables import embedding_norms
 from analysis.summary import aggregate, json_ready, run_summaries
-from attndyn import atomic, tomlwrite
+from attndyn import atomic, checkpoint, tomlwrite
 from attndyn.pipeline import RunResult
 from attndyn.progress import ProgressBar
 from tasks.errors import ConfigError
@@ -65,6 +65,8 @@ def prepare_out_dir(path, *, force: bool = False, resume: bool = False) -> Path:
           f"{', ...' if len(entries) > 3 else ''}). attndyn never deletes files: pick a new "
           f"directory, pass --force to replace only attndyn's own outputs there, or --resume "
           f"to continue a run that was killed.")
+  if out.is_dir():
+    _check_own_entries(out)
   if is_writer():
     try:
       out.mkdir(parents=True, exist_ok=True)
@@ -73,6 +75,25 @@ def prepare_out_dir(path, *, force: bool = False, resume: bool = False) -> Path:
     if not os.access(out, os.W_OK):
       raise ConfigError(f"--out {str(out)!r} is not writable.")
   return out
+
+
+def _check_own_entries(out: Path) -> None:
+  """attndyn's own output names in ``out`` must be of the kind it writes there (a file where it
+  writes a file, a directory where it keeps checkpoints), so no write fails after a run."""
+  files = [out / name for name in (SUMMARY, TRAJECTORIES, CONFIG, RUN_INFO)]
+  root = out / checkpoint.DIRNAME
+  dirs = [root]
+  if root.is_dir():
+    files.append(root / checkpoint.MANIFEST)
+    dirs += [root / stage for stage in LABELS]
+  for path in files:
+    if path.exists() and not path.is_file():
+      raise ConfigError(f"--out {str(out)!r}: {str(path)!r} is not a file, and attndyn writes a "
+                        f"file there. Rename or remove it, or pick another --out.")
+  for path in dirs:
+    if path.exists() and not path.is_dir():
+      raise ConfigError(f"--out {str(out)!r}: {str(path)!r} is not a directory, and attndyn "
+                        f"keeps checkpoints there. Rename or remove it, or pick another --out.")
 
 
 def environment() -> dict:

@@ -143,6 +143,26 @@ def test_bad_input_exits_2_with_one_line_and_no_traceback(args, expected, tmp_pa
   assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("entry,kind", [
+    ("summary.json/", "not a file"), ("trajectories.npz/", "not a file"),
+    ("run_info.json/", "not a file"), ("config.toml/", "not a file"),
+    ("checkpoints", "not a directory"), ("checkpoints/manifest.json/", "not a file"),
+    ("checkpoints/gd", "not a directory"), ("checkpoints/reduced", "not a directory"),
+])
+def test_force_refuses_own_output_names_of_the_wrong_kind_before_running(entry, kind, tmp_path,
+                                                                         capsys):
+  """A directory where attndyn writes a file (or a file where it keeps checkpoints) is refused
+  up front: the writes at the end of a run would fail and lose what was computed."""
+  path = tmp_path / entry.rstrip("/")
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.mkdir() if entry.endswith("/") else path.write_text("mine")
+  with mock.patch.object(pipeline, "run", side_effect=AssertionError("ran")):
+    code = cli.main(["run", "--preset", "quick", "--out", str(tmp_path), "--force", *TINY])
+  err = capsys.readouterr().err
+  assert code == 2 and err.count("\n") == 1 and f"{str(path)!r} is {kind}" in err, err
+  assert path.exists() and not (tmp_path / "config.toml").is_file()
+
+
 @pytest.mark.parametrize("args,expected", [
     (["--impls", "foo"], "argument --impls: invalid choice: 'foo'"),
     (["--seeds", "0"], "argument --seeds: '0' is not a positive integer"),

@@ -128,6 +128,21 @@ def test_resume_without_usable_checkpoints_is_one_line_error(setup, expected, tm
   assert expected in err, err
 
 
+@pytest.mark.parametrize("size", ["abc", 1.5, 0, -1, True, 10**30])
+def test_a_damaged_chunk_size_in_the_manifest_is_named_on_resume(size, runs, tmp_path, capsys):
+  """chunk_size is not in the config hash, so it is checked on its own (it was a TypeError
+  traceback, or blamed a chunk file)."""
+  _, killed, _, _ = runs
+  manifest = json.loads((killed / "checkpoints" / "manifest.json").read_text())
+  (tmp_path / "checkpoints").mkdir()
+  (tmp_path / "checkpoints" / "manifest.json").write_text(json.dumps({**manifest,
+                                                                      "chunk_size": size}))
+  code = cli.main(["run", "--out", str(tmp_path), "--resume", "--no-progress"])
+  err = capsys.readouterr().err
+  assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+  assert f"has chunk_size = {size!r}" in err and "manifest.json" in err, err
+
+
 def test_a_damaged_checkpoint_is_named_on_resume(runs, tmp_path, capsys):
   _, killed, _, _ = runs
   copy = tmp_path / "copy"
