@@ -209,14 +209,25 @@ def _report(args) -> int:
   import analysis
   from attndyn import atomic, outputs, report
   results = analysis.load(args.dir)
+  task = results.config.get("task")
+  n_nontopic = task.get("n_nontopic") if isinstance(task, dict) else None
+  if not (isinstance(n_nontopic, int) and not isinstance(n_nontopic, bool) and n_nontopic >= 1):
+    raise ConfigError(f"{str(Path(args.dir) / outputs.SUMMARY)!r}: config.task.n_nontopic = "
+                      f"{n_nontopic!r}, where attndyn writes a positive integer: the file is "
+                      f"damaged.")
   out = Path(args.out or args.dir)
   if out.exists() and not out.is_dir():
     raise ConfigError(f"--out {str(out)!r} is a file, not a directory.")
-  out.mkdir(parents=True, exist_ok=True)
+  try:
+    out.mkdir(parents=True, exist_ok=True)
+  except OSError as err:
+    raise ConfigError(f"--out {str(out)!r} cannot be created: {err.strerror or err}.") from None
+  if (out / "report.md").exists() and not (out / "report.md").is_file():
+    raise ConfigError(f"--out {str(out)!r}: {str(out / 'report.md')!r} is not a file, and "
+                      f"attndyn writes report.md there. Rename or remove it, or pick another --out.")
   kinds = sorted(results.stages, key=lambda k: (k != "gd", k))
   trajs = {kind: results.trajectory(kind) for kind in kinds}
-  written, failed = outputs.draw_figures(out, trajs, results.config["task"]["n_nontopic"],
-                                         progress=not args.no_progress)
+  written, failed = outputs.draw_figures(out, trajs, n_nontopic, progress=not args.no_progress)
   text = report.markdown(results.summary, figures=written, source=str(args.dir))
   atomic.write_text(out / "report.md", text)
   _headline(results.summary)

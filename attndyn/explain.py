@@ -7,7 +7,6 @@ on every test sentence. Writes ``explain.json`` (per-seed means, mean ± 95% CI
 over seeds, medians), ``explain.md`` and ``explain.png``.
 """
 import argparse
-import json
 from pathlib import Path
 
 from tasks.errors import ConfigError
@@ -43,13 +42,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def _config(args):
+  from analysis.load import read_summary
   from attndyn import config, overrides, presets
   if args.run:
     path = Path(args.run) / "summary.json"
     if not path.is_file():
       raise ConfigError(f"--run {args.run!r}: no summary.json there (a directory written by "
                         "`attndyn run` is needed).")
-    raw = json.loads(path.read_text())["config"]
+    raw = read_summary(path)["config"]
   else:
     raw = presets.preset(args.preset)
   return config.RunConfig.from_dict(overrides.apply(raw, args.overrides))
@@ -87,6 +87,8 @@ def main(args) -> int:
   check(args.normaliser in NAMED_NORMALISERS, "--normaliser", args.normaliser,
         f"one of {', '.join(NAMED_NORMALISERS)}")
   check(0 < args.eps < 1, "--eps", args.eps, "a number in (0, 1)")
+  check(args.adv_steps >= 1, "--adv-steps", args.adv_steps, "a positive integer")
+  check(args.restarts >= 1, "--restarts", args.restarts, "a positive integer")
   cfg = _config(args)
   seeds = list(cfg.sweep.seeds)
   if args.seeds is not None:

@@ -121,3 +121,11 @@ def test_explain_cli_rejects_bad_input(tmp_path, capsys):
   assert "--normaliser = 'sparsemaxx'" in capsys.readouterr().err
   assert cli.main(["explain", "--run", str(tmp_path), "--out", str(tmp_path / "b")]) == 2
   assert "no summary.json" in capsys.readouterr().err
+  for text, expected in (('{"schema', "is not valid JSON"), ("[]", "has no schema_version")):
+    (tmp_path / "summary.json").write_text(text)
+    assert cli.main(["explain", "--run", str(tmp_path), "--out", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expected in err, err
+  for flag in ("--restarts", "--adv-steps"):
+    assert cli.main(["explain", "--preset", "quick", "--out", str(tmp_path / "d"), flag, "0"]) == 2
+    assert f"{flag} = 0 is not allowed: a positive integer" in capsys.readouterr().err

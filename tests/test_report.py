@@ -1,5 +1,6 @@
 """``attndyn report DIR``: report.md and the figures from a results directory, and one-line
 errors for a missing or damaged one."""
+import json
 import shutil
 
 import numpy as np
@@ -31,10 +32,19 @@ def test_report_writes_markdown_and_figures(results_dir, tmp_path, capsys):
   assert "diverged: run 2" in printed and "report.md" in printed
 
 
+def _edit_summary(directory, edit):
+  doc = json.loads((directory / "summary.json").read_text())
+  edit(doc)
+  (directory / "summary.json").write_text(json.dumps(doc))
+
+
 @pytest.mark.parametrize("damage,expected", [
     (lambda d: shutil.rmtree(d), "does not exist"),
     (lambda d: (d / "summary.json").write_text("{"), "is not valid JSON"),
     (lambda d: (d / "trajectories.npz").write_bytes(b"PK\x03\x04 cut"), "truncated or corrupt"),
+    (lambda d: _edit_summary(d, lambda doc: doc["config"].pop("task")),
+     "config.task.n_nontopic = None, where attndyn writes a positive integer"),
+    (lambda d: (d / "report.md").mkdir(), "report.md' is not a file"),
 ])
 def test_report_on_a_missing_or_damaged_dir_is_one_line(damage, expected, results_dir, tmp_path,
                                                         capsys):
@@ -44,3 +54,11 @@ def test_report_on_a_missing_or_damaged_dir_is_one_line(damage, expected, result
   assert cli.main(["report", str(copy), "--no-progress"]) == 2
   err = capsys.readouterr().err
   assert err.startswith("attndyn: error: ") and err.count("\n") == 1 and expected in err, err
+
+
+def test_report_out_that_cannot_be_created_is_one_line(results_dir, tmp_path, capsys):
+  (tmp_path / "afile").write_text("")
+  assert cli.main(["report", str(results_dir[0]), "--out", str(tmp_path / "afile" / "x"),
+                   "--no-progress"]) == 2
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and "afile/x' cannot be created: Not a directory" in err, err
