@@ -239,7 +239,7 @@ def _report(args) -> int:
 
 def _presets(args) -> int:
   from attndyn import presets, tomlwrite
-  if args.show:
+  if args.show is not None:
     sys.stdout.write(tomlwrite.dumps(presets.preset(args.show)))
     return 0
   width = max(len(n) for n in presets.names())

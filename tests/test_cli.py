@@ -191,6 +191,8 @@ def test_presets_lists_every_preset_and_shows_toml(capsys):
   assert all(name in listed for name in presets.names())
   assert cli.main(["presets", "--show", "lu2021-code-tc"]) == 0
   assert 'fc_init = "randn_unit_diag"' in capsys.readouterr().out
+  assert cli.main(["presets", "--show", ""]) == 2
+  assert "--preset '' is not allowed" in capsys.readouterr().err
 
 
 def test_console_script_runs_and_fails_cleanly(tiny_run, script_run):

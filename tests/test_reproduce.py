@@ -239,6 +239,11 @@ def test_reproduce_end_to_end_writes_the_table_figures_and_rebuilds_it(tmp_path,
     (["--set", "synthetic.stepz=3"], "did you mean 'steps'"),
     (["--set", "nosuch.steps=3"], "no experiment 'nosuch'"),
     (["--only", "synthetc"], "Did you mean 'synthetic'"),
+    (["--only", ",,"], "--only ',,' names no experiment"),
+    (["--set", "theorem2.lr=abc"], "lr = 'abc' is not allowed: a finite number >= 0"),
+    (["--set", "theorem2.seeds=-1"], "seeds = -1 is not allowed: an integer >= 0"),
+    (["--set", "synthetic.steps=1.5"], "steps = 1.5 is not allowed: an integer >= 0"),
+    (["--set", "theorem2.checkpoints=[20, true]"], "is not allowed: a list like [1000, 2000, 3000]"),
 ])
 def test_bad_settings_are_one_line_errors_before_anything_runs(tmp_path, capsys, args, message):
   code = cli.main(["reproduce", "lu2021", "--out", str(tmp_path / "x"), "--quick"] + args)

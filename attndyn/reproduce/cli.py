@@ -49,7 +49,10 @@ def main(args) -> int:
   from attndyn import outputs
   from attndyn.reproduce import report, runner
   runner.paper_module(args.paper)
-  only = [s.strip() for s in args.only.split(",") if s.strip()] if args.only else None
+  only = None if args.only is None else [s.strip() for s in args.only.split(",") if s.strip()]
+  if only == []:
+    raise ConfigError(f"--only {args.only!r} names no experiment: give a comma-separated list, "
+                      f"e.g. --only sst,purity.")
   out = Path(args.out)
   command = ["attndyn"] + list(getattr(args, "argv", []) or [])
   if args.report_only:

@@ -14,6 +14,7 @@ import datetime
 import difflib
 import importlib
 import json
+import math
 import sys
 import time
 import traceback
@@ -89,6 +90,41 @@ def experiment_modules(paper: str) -> list:
   return [importlib.import_module(f"{pkg.__name__}.{name}") for name in pkg.EXPERIMENTS]
 
 
+def _kind(default) -> Optional[str]:
+  """What a setting takes, from its default: ``None`` when anything goes."""
+  if isinstance(default, bool):
+    return "true or false"
+  if isinstance(default, int):
+    return "an integer >= 0"
+  if isinstance(default, float):
+    return "a finite number >= 0"
+  if isinstance(default, str):
+    return "a string"
+  if isinstance(default, list):
+    return f"a list like {json.dumps(default)}"
+  return None
+
+
+def _fits(default, value) -> bool:
+  """Whether ``value`` has the type of ``default`` (no setting of any experiment is negative)."""
+  if isinstance(default, bool):
+    return isinstance(value, bool)
+  if isinstance(value, bool):
+    return False
+  if isinstance(default, int):
+    return isinstance(value, int) and value >= 0
+  if isinstance(default, float):
+    return isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
+  if isinstance(default, str):
+    return isinstance(value, str)
+  if isinstance(default, list):
+    if not isinstance(value, list):
+      return False
+    kinds = {_kind(v) for v in default}
+    return len(kinds) != 1 or None in kinds or all(_fits(default[0], v) for v in value)
+  return True
+
+
 def _merge(defaults: dict, path: List[str], value, where: str) -> None:
   node = defaults
   for depth, key in enumerate(path):
@@ -103,6 +139,9 @@ def _merge(defaults: dict, path: List[str], value, where: str) -> None:
       old = node[key]
       if isinstance(old, dict) and not isinstance(value, dict):
         raise ConfigError(f"--set {where!r}: {'.'.join(path)} is a table; set one of its keys.")
+      if not isinstance(old, dict) and not _fits(old, value):
+        raise ConfigError(f"--set {where!r}: {'.'.join(path)} = {value!r} is not allowed: "
+                          f"{_kind(old)}.")
       node[key] = value
     else:
       node = node[key]
