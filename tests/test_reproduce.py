@@ -233,6 +233,19 @@ def test_reproduce_end_to_end_writes_the_table_figures_and_rebuilds_it(tmp_path,
   (out / report.MARKDOWN).unlink()
   assert cli.main(["reproduce", "lu2021", "--out", str(out), "--report-only"]) == 0
   assert (out / report.MARKDOWN).read_text().count("| theorem2.") == len(ids)
+  # A damaged experiment file is named in one line, and the table is left as it was.
+  saved = out / "experiments" / "theorem2.json"
+  good, table = saved.read_text(), (out / report.MARKDOWN).read_text()
+  capsys.readouterr()
+  for damaged, expected in (('{"name": ', "line 1 column 10 is not valid JSON"),
+                            ("[]", "is not an attndyn experiment file"),
+                            ('{"name": "theorem2", "claims": [{"id": 1}]}', "KeyError: 'mode'")):
+    saved.write_text(damaged)
+    assert cli.main(["reproduce", "lu2021", "--out", str(out), "--report-only"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "theorem2.json'" in err and expected in err, err
+    assert (out / report.MARKDOWN).read_text() == table
+  saved.write_text(good)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from attndyn.reproduce import PAPERS, runner
+from tasks.errors import ConfigError
 
 MARKDOWN, JSON = "replication.md", "replication.json"
 COLUMNS = ("id", "claim", "figure", "paper", "ours (mean ± 95% CI, n)", "tolerance", "result")
@@ -25,11 +26,38 @@ def collect(paper: str, out: Path) -> List[dict]:
   order = {m.NAME: i for i, m in enumerate(runner.experiment_modules(paper))}
   docs = []
   for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-    with open(path, encoding="utf-8") as f:
-      doc = json.load(f)
+    doc = _read(path)
     if doc.get("name") in order:
+      _check_renders(paper, doc, path)
       docs.append(doc)
   return sorted(docs, key=lambda d: order[d["name"]])
+
+
+def _damaged(path: Path, why: str) -> ConfigError:
+  return ConfigError(f"{str(path)!r} {why}: delete it, or rerun that experiment "
+                     f"(--only {path.stem} --force).")
+
+
+def _read(path: Path) -> dict:
+  """An experiment file: a JSON object (a damaged file is one ConfigError naming it)."""
+  try:
+    doc = json.loads(path.read_text(encoding="utf-8"))
+  except UnicodeDecodeError as err:
+    raise _damaged(path, f"is not UTF-8 text ({err.reason})") from None
+  except json.JSONDecodeError as err:
+    raise _damaged(path, f"line {err.lineno} column {err.colno} is not valid JSON "
+                         f"({err.msg})") from None
+  if not isinstance(doc, dict) or not isinstance(doc.get("name", ""), str):
+    raise _damaged(path, "is not an attndyn experiment file (a JSON object with a name)")
+  return doc
+
+
+def _check_renders(paper: str, doc: dict, path: Path) -> None:
+  """The report can be built from ``doc`` alone (every entry it reads is there)."""
+  try:
+    markdown(_document(paper, [doc]))
+  except (KeyError, TypeError, ValueError, AttributeError) as err:
+    raise _damaged(path, f"is damaged ({type(err).__name__}: {err})") from None
 
 
 def _num(x, unit: str = "") -> str:
@@ -94,7 +122,11 @@ def paper_title(paper: str) -> str:
 def build(paper: str, out: Path, *, command: Optional[Sequence[str]] = None,
           environment: Optional[dict] = None) -> dict:
   """The replication.json document from the experiment files in ``out``."""
-  docs = collect(paper, out)
+  return _document(paper, collect(paper, out), command=command, environment=environment)
+
+
+def _document(paper: str, docs: List[dict], *, command: Optional[Sequence[str]] = None,
+              environment: Optional[dict] = None) -> dict:
   rows = [dict(row, experiment=d["name"]) for d in docs for row in d["claims"]]
   modes = sorted({d["mode"] for d in docs})
   return {
