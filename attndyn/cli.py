@@ -294,7 +294,9 @@ def main(argv=None) -> int:
     if not isinstance(err, MemoryError) and "RESOURCE_EXHAUSTED" not in str(err):
       raise
     print("attndyn: error: out of memory; run the sweep in smaller chunks (--chunk-size N) "
-          "or with fewer points.", file=sys.stderr)
+          "or with fewer points, or, if one point alone does not fit, make it smaller "
+          "(task.vocab_size, task.n_train, model.embed_dim, or fewer recorded steps: "
+          "train.steps / train.record_every).", file=sys.stderr)
     return 1
 
 

@@ -143,6 +143,14 @@ def test_bad_input_exits_2_with_one_line_and_no_traceback(args, expected, tmp_pa
   assert not (tmp_path / "out").exists()
 
 
+def test_out_of_memory_is_one_line_with_both_remedies(tmp_path, capsys):
+  with mock.patch.object(pipeline, "run", side_effect=MemoryError()):
+    code = cli.main(["run", "--preset", "quick", "--out", str(tmp_path / "o"), *TINY])
+  err = capsys.readouterr().err
+  assert code == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+  assert "--chunk-size N" in err and "if one point alone does not fit" in err
+
+
 @pytest.mark.parametrize("entry,kind", [
     ("summary.json/", "not a file"), ("trajectories.npz/", "not a file"),
     ("run_info.json/", "not a file"), ("config.toml/", "not a file"),
