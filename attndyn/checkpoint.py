@@ -179,17 +179,20 @@ class Checkpoints:
     _verify(out / DIRNAME)
     return cls(out / DIRNAME, manifest, every=1, writer=writer)
 
-  def check(self, config: dict, every: int) -> None:
+  def check(self, config: dict, every: int, started: Optional[dict] = None) -> None:
     """Refuse to resume with another config or on another kind of machine.
 
     Args:
       config: the config of the resumed run (TOML-shaped dict).
       every: its ``sweep.checkpoint_every`` (may differ from the first run's).
+      started: the first run's config as this attndyn reads it, i.e. with the
+        defaults of keys an older attndyn did not write filled in (default: the
+        manifest's config as stored).
 
     Raises:
       ConfigError: naming every differing field (or the backend/device count).
     """
-    diff = differences(self.manifest["config"], config)
+    diff = differences(self.manifest["config"] if started is None else started, config)
     if diff:
       raise ConfigError(
           f"--resume: the config differs from the one {str(self.root.parent)!r} was started "

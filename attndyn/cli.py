@@ -156,10 +156,14 @@ def _load_config(args, resumed: dict = None):
 
 def _checkpoints(args, cfg, out, resumed):
   """The run's checkpoints: ``resumed`` checked against ``cfg``, or fresh ones (or none)."""
-  from attndyn import checkpoint, outputs, pipeline
+  from attndyn import checkpoint, config, outputs, pipeline
   every = cfg.sweep.checkpoint_every
   if resumed is not None:
-    resumed.check(cfg.to_dict(), every)
+    try:
+      started = config.RunConfig.from_dict(resumed.manifest["config"]).to_dict()
+    except ConfigError:
+      started = None      # compared as stored; check() names the fields that differ
+    resumed.check(cfg.to_dict(), every, started=started)
     return resumed
   if not every:
     return None

@@ -6,10 +6,11 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
-from attndyn import checkpoint, cli
+from attndyn import checkpoint, cli, pipeline
 
 # GD only, 3 seeds in chunks of 1: three chunks, a checkpoint after each.
 ARGS = ["run", "--preset", "quick", "--no-progress", "--chunk-size", "1"] + [
@@ -126,6 +127,21 @@ def test_resume_without_usable_checkpoints_is_one_line_error(setup, expected, tm
   err = capsys.readouterr().err
   assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
   assert expected in err, err
+
+
+def test_a_manifest_without_keys_an_older_attndyn_did_not_write_resumes(runs, tmp_path, capsys):
+  """Keys missing from the first run's config are read as their defaults, so `--resume` alone
+  is not refused over them (it was, with advice to run `--resume` alone)."""
+  _, killed, _, _ = runs
+  manifest = json.loads((killed / "checkpoints" / "manifest.json").read_text())
+  del manifest["config"]["train"]["sampling"], manifest["config"]["ode"]["dtmin"]
+  manifest["config_hash"] = checkpoint.config_hash(manifest["config"])
+  (tmp_path / "checkpoints").mkdir()
+  (tmp_path / "checkpoints" / "manifest.json").write_text(json.dumps(manifest))
+  with mock.patch.object(pipeline, "run", side_effect=KeyboardInterrupt):
+    code = cli.main(["run", "--out", str(tmp_path), "--resume", "--no-progress"])
+  err = capsys.readouterr().err
+  assert code == 130 and "interrupted" in err and "differs" not in err, err
 
 
 @pytest.mark.parametrize("size", ["abc", 1.5, 0, -1, True, 10**30])
