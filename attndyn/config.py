@@ -283,6 +283,7 @@ def read_toml(path) -> dict:
   if not data.strip():
     raise ConfigError(f"{what} is empty: write at least one [section] (see `attndyn presets "
                       f"--show quick`), or use --preset NAME.")
+  data = data.removeprefix(b"\xef\xbb\xbf")     # a UTF-8 byte-order mark some editors write
   try:
     return tomllib.loads(data.decode("utf-8"))
   except UnicodeDecodeError as err:

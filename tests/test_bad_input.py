@@ -259,6 +259,7 @@ def test_every_schema_field_has_a_bad_value_in_the_table():
     (b"  \n\n", "is empty"),
     (b"[train]\nlr = 0.1\n[train]\n", "is not valid TOML"),
     (b"[train]\nlearning_rate = 0.1\n", 'unknown key "train.learning_rate"'),
+    (b"\xef\xbb\xbf[train]\nlearning_rate = 0.1\n", 'unknown key "train.learning_rate"'),  # BOM
 ])
 def test_a_malformed_config_file_names_the_file_and_line(content, expected, tmp_path, capsys):
   path = tmp_path / "run.toml"
