@@ -151,6 +151,9 @@ class Checkpoints:
                         f"resume; run without --resume.")
     path = out / DIRNAME / MANIFEST
     what = repr(str(path))
+    if path.exists() and not path.is_file():
+      raise ConfigError(f"--resume: {what} is not a file: not attndyn's checkpoints, or "
+                        f"damaged ones. Rename or remove it, or start afresh in another --out.")
     if not path.is_file():
       raise ConfigError(f"--resume: {str(out)!r} has no checkpoints ({what} is missing), so "
                         f"there is nothing to resume; run without --resume (add --force if "

@@ -113,6 +113,8 @@ def test_checkpoint_every_may_change_on_resume():
 @pytest.mark.parametrize("setup,expected", [
     (lambda d: None, "does not exist, so there is nothing to resume"),
     (lambda d: d.mkdir(), "has no checkpoints"),
+    (lambda d: (d / "checkpoints" / "manifest.json").mkdir(parents=True),
+     "manifest.json' is not a file"),
     (lambda d: (d / "checkpoints").mkdir(parents=True)
      or (d / "checkpoints" / "manifest.json").write_text('{"format": 1, "config": '),
      "manifest.json' line 1 column 25 is not valid JSON"),
