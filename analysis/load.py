@@ -242,10 +242,8 @@ def load(directory) -> Results:
       points[rest] = value
     elif rest:
       stages.setdefault(head, {})[rest] = Named(value, dims_of(rest, value.ndim))
-  if "gd" not in stages:
-    stages["gd"] = {}
-  for kind, named in stages.items():
-    if not {"t", "failed_at"} <= set(named):
+  for kind in ["gd"] + sorted(set(stages) - {"gd"}):
+    if not {"t", "failed_at"} <= set(stages.get(kind, {})):
       raise ConfigError(f"{str(directory / TRAJECTORIES)!r} has no {kind}/t and {kind}/failed_at "
                         f"arrays: not an attndyn trajectories file, or a damaged one.")
   return Results(directory, summary, points, stages)
