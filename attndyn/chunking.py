@@ -11,6 +11,8 @@ from typing import Optional
 import jax
 import numpy as np
 
+from tasks.errors import ConfigError
+
 # Copies of the parameters alive at once: params, grads, updates, optimiser state,
 # and up to ~10 for an explicit Runge-Kutta solve (stages, error estimate, saved state).
 _PARAM_COPIES = 16
@@ -27,6 +29,63 @@ def bytes_per_point(cfg) -> int:
                                                                  cfg.task.n_topics) * 2
   tokens = (cfg.task.n_train + cfg.task.n_test) * cfg.task.sentence_length
   return item * (_PARAM_COPIES * params + _ACTIVATION_COPIES * tokens * (width + 2))
+
+
+# Floats `attndyn run` keeps per recorded step and stage: 4 per topic word (score, ‖v‖, the
+# Theorem-1 invariant, the Corollary-1 norm) and 7 scalars (t, loss, train and test accuracy,
+# topic attention, the two non-topic changes); and 2 per vocabulary word at the end.
+_RECORDED_PER_WORD, _RECORDED_SCALARS, _FINAL_PER_WORD = 4, 7, 2
+
+
+def kept_bytes_per_point(cfg) -> int:
+  """Bytes of what one sweep point returns and the host keeps to the end (all stages)."""
+  item = np.dtype(cfg.precision).itemsize
+  stages = 1 + len(cfg.ode.kinds)
+  per_record = _RECORDED_PER_WORD * cfg.task.n_topic_words + _RECORDED_SCALARS
+  return item * stages * (cfg.train.n_records * per_record + _FINAL_PER_WORD * cfg.task.n_words)
+
+
+def parameter_bytes(cfg) -> int:
+  """Bytes of one sweep point's parameters: a lower bound on what training it needs."""
+  item = np.dtype(cfg.precision).itemsize
+  width = cfg.model.embed_dim + cfg.model.key_dim
+  return item * (cfg.task.n_words * width
+                 + cfg.model.embed_dim * max(cfg.model.hidden_dim, cfg.task.n_topics) * 2)
+
+
+def host_bytes() -> int:
+  """The host's physical memory (8 GiB when the OS does not say)."""
+  try:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  except (ValueError, OSError, AttributeError):
+    return 8 << 30
+
+
+def check_fits(cfg) -> None:
+  """Refuse, before anything runs, a run that cannot fit in this host's memory whatever the
+  chunking: the recorded trajectories of every point plus one point's parameters (both exact,
+  so a run that could fit is never refused).
+
+  Raises:
+    ConfigError: naming the sizes and the settings that shrink them.
+  """
+  host = host_bytes()
+  kept = cfg.sweep.n_points * kept_bytes_per_point(cfg)
+  params = parameter_bytes(cfg)
+  if kept + params <= host:
+    return
+  gb = lambda b: f"{b / 2**30:,.1f} GB"
+  if kept >= params:
+    raise ConfigError(
+        f"the recorded trajectories alone would need {gb(kept)} ({cfg.sweep.n_points} sweep "
+        f"points × {cfg.train.n_records} recorded steps × {1 + len(cfg.ode.kinds)} stage(s)), "
+        f"more than this machine's {gb(host)} of memory: record less often (train.record_every), "
+        f"train for fewer steps, or run fewer points.")
+  raise ConfigError(
+      f"one sweep point's parameters alone would need {gb(params)} ({cfg.task.n_words} words × "
+      f"{cfg.model.embed_dim + cfg.model.key_dim} embedding and key dimensions), more than this "
+      f"machine's {gb(host)} of memory: make it smaller (task.vocab_size, model.embed_dim, "
+      f"model.key_dim).")
 
 
 def device_budget(devices=None) -> int:
@@ -46,11 +105,7 @@ def device_budget(devices=None) -> int:
       limits.append(stats["bytes_limit"])
   if len(limits) == len(local):
     return int(_BUDGET_FRACTION * min(limits))
-  try:
-    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-  except (ValueError, OSError, AttributeError):
-    host = 8 << 30
-  return int(_BUDGET_FRACTION * host / len(local))
+  return int(_BUDGET_FRACTION * host_bytes() / len(local))
 
 
 def auto_chunk_size(cfg, devices=None) -> Optional[int]:

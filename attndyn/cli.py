@@ -181,11 +181,12 @@ def _headline(doc) -> None:
 def _run(args) -> int:
   if args.distributed:
     _initialize_distributed()
-  from attndyn import checkpoint, outputs, pipeline
+  from attndyn import checkpoint, chunking, outputs, pipeline
   resumed = None
   if args.resume:
     resumed = checkpoint.Checkpoints.resume(args.out, writer=outputs.is_writer())
   cfg = _load_config(args, resumed.manifest["config"] if resumed else None)
+  chunking.check_fits(cfg)
   out = outputs.prepare_out_dir(args.out, force=args.force, resume=args.resume)
   store = _checkpoints(args, cfg, out, resumed)
   if outputs.is_writer():

@@ -10,7 +10,7 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from attndyn import cli, config, pipeline, presets
+from attndyn import chunking, cli, config, pipeline, presets
 
 # The quick preset shrunk so a run takes seconds: 2 seeds, 40 steps, a 12-word vocabulary.
 TINY = ["--set", "task.vocab_size=12", "--set", "task.n_nontopic=3", "--set", "task.n_train=16",
@@ -141,6 +141,29 @@ def test_bad_input_exits_2_with_one_line_and_no_traceback(args, expected, tmp_pa
   assert err.startswith("attndyn: error: ") and err.count("\n") == 1, err
   assert expected in err and "Traceback" not in err
   assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("sets,expected", [
+    (["train.steps=40000000", "train.record_every=1"],
+     "the recorded trajectories alone would need 34.9 GB (2 sweep points × 40000001 recorded "
+     "steps × 3 stage(s)), more than this machine's 1.0 GB"),
+    (["model.embed_dim=20000000", "ode.kind=none"],
+     "one sweep point's parameters alone would need 3.0 GB (20 words × 20000004 embedding and "
+     "key dimensions), more than this machine's 1.0 GB"),
+])
+def test_a_run_that_cannot_fit_in_memory_is_refused_before_anything_runs(sets, expected,
+                                                                           tmp_path, capsys):
+  items = [a for s in sets for a in ("--set", s)]
+  with mock.patch.object(chunking, "host_bytes", return_value=2**30), \
+      mock.patch.object(pipeline, "run", side_effect=AssertionError("ran")):
+    code = cli.main(["run", "--preset", "quick", "--out", str(tmp_path / "o"), *TINY, *items])
+  err = capsys.readouterr().err
+  assert code == 2 and err.count("\n") == 1 and expected in err, err
+  assert not (tmp_path / "o").exists()
+  # Both sizes are exact lower bounds: the presets pass on a 1 GB machine.
+  with mock.patch.object(chunking, "host_bytes", return_value=2**30):
+    for name in presets.names():
+      chunking.check_fits(config.RunConfig.from_dict(presets.preset(name)))
 
 
 def test_out_of_memory_is_one_line_with_both_remedies(tmp_path, capsys):
