@@ -20,6 +20,7 @@ from attndyn.reproduce import report, runner
 from dynamics.segmented import run_segments
 from models import lu_fc_reduced
 from models.lu_linear import apply_linear, gate
+from tasks.errors import ConfigError
 
 
 # ---------------------------------------------------------------- statistics and verdicts
@@ -254,8 +255,12 @@ def test_reproduce_end_to_end_writes_the_table_figures_and_rebuilds_it(tmp_path,
     (["--only", "synthetc"], "Did you mean 'synthetic'"),
     (["--only", ",,"], "--only ',,' names no experiment"),
     (["--set", "theorem2.lr=abc"], "lr = 'abc' is not allowed: a finite number >= 0"),
-    (["--set", "theorem2.seeds=-1"], "seeds = -1 is not allowed: an integer >= 0"),
-    (["--set", "synthetic.steps=1.5"], "steps = 1.5 is not allowed: an integer >= 0"),
+    (["--set", "theorem2.seeds=-1"], "seeds = -1 is not allowed: an integer >= 1"),
+    (["--set", "synthetic.steps=1.5"], "steps = 1.5 is not allowed: an integer >= 1"),
+    # Counts start at 1: seeds = 0 ran nothing and judged the claims on an empty sample.
+    (["--set", "theorem2.seeds=0"], "seeds = 0 is not allowed: an integer >= 1"),
+    (["--set", "theorem2.segment=0"], "segment = 0 is not allowed: an integer >= 1"),
+    (["--set", "theorem2.checkpoints=[0, 1000]"], "of integers >= 1"),
     (["--set", "theorem2.checkpoints=[20, true]"], "is not allowed: a list like [1000, 2000, 3000]"),
 ])
 def test_bad_settings_are_one_line_errors_before_anything_runs(tmp_path, capsys, args, message):
@@ -263,3 +268,13 @@ def test_bad_settings_are_one_line_errors_before_anything_runs(tmp_path, capsys,
   err = capsys.readouterr().err
   assert code == 2 and message.lower() in err.lower(), err
   assert not (tmp_path / "x" / runner.EXPERIMENTS_DIR).exists()
+
+
+def test_seeds_and_times_may_be_zero_where_counts_may_not():
+  """A seed or a time τ takes 0; a count (seeds, steps, sizes) starts at 1."""
+  noise = next(m for m in runner.experiment_modules("sgd") if m.NAME == "noise")
+  items = ["noise.init_seed=0", "noise.sen_start_tau=0"]
+  settings = runner.settings_for(noise, quick=True, items=items)
+  assert settings["init_seed"] == 0 and settings["sen_start_tau"] == 0
+  with pytest.raises(ConfigError, match="seeds = 0 is not allowed: an integer >= 1"):
+    runner.settings_for(noise, quick=True, items=["noise.seeds=0"])

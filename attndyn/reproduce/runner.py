@@ -90,29 +90,32 @@ def experiment_modules(paper: str) -> list:
   return [importlib.import_module(f"{pkg.__name__}.{name}") for name in pkg.EXPERIMENTS]
 
 
-def _kind(default) -> Optional[str]:
+def _kind(default, least: int = 0) -> Optional[str]:
   """What a setting takes, from its default: ``None`` when anything goes."""
   if isinstance(default, bool):
     return "true or false"
   if isinstance(default, int):
-    return "an integer >= 0"
+    return f"an integer >= {least}"
   if isinstance(default, float):
     return "a finite number >= 0"
   if isinstance(default, str):
     return "a string"
   if isinstance(default, list):
-    return f"a list like {json.dumps(default)}"
+    return f"a list like {json.dumps(default)}" + (f" of integers >= {least}" if least else "")
   return None
 
 
-def _fits(default, value) -> bool:
-  """Whether ``value`` has the type of ``default`` (no setting of any experiment is negative)."""
+def _fits(default, value, least: int = 0) -> bool:
+  """Whether ``value`` has the type of ``default`` (no setting of any experiment is negative).
+
+  ``least`` is the smallest integer allowed (1 for counts; see :func:`_least`).
+  """
   if isinstance(default, bool):
     return isinstance(value, bool)
   if isinstance(value, bool):
     return False
   if isinstance(default, int):
-    return isinstance(value, int) and value >= 0
+    return isinstance(value, int) and value >= least
   if isinstance(default, float):
     return isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
   if isinstance(default, str):
@@ -121,11 +124,32 @@ def _fits(default, value) -> bool:
     if not isinstance(value, list):
       return False
     kinds = {_kind(v) for v in default}
-    return len(kinds) != 1 or None in kinds or all(_fits(default[0], v) for v in value)
+    return len(kinds) != 1 or None in kinds or all(_fits(default[0], v, least) for v in value)
   return True
 
 
-def _merge(defaults: dict, path: List[str], value, where: str) -> None:
+def _least(module, path: Sequence[str]) -> int:
+  """The smallest integer a setting takes: 1 for a count, 0 otherwise.
+
+  A count is an integer setting (or a list of them) that is at least 1 in both
+  ``QUICK`` and ``FULL`` and is neither a seed nor a time τ (where 0 is the
+  start): seeds, epochs, steps, sizes, ... — ``seeds = 0`` would run nothing
+  and judge the claims on an empty sample.
+  """
+  values = []
+  for settings in (module.QUICK, module.FULL):
+    node = settings
+    for key in path:
+      if not isinstance(node, dict) or key not in node:
+        return 0
+      node = node[key]
+    values.extend(node if isinstance(node, list) else [node])
+  counts = all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in values)
+  key = path[-1]
+  return int(bool(values) and counts and not key.endswith("seed") and "tau" not in key)
+
+
+def _merge(defaults: dict, path: List[str], value, where: str, least: int = 0) -> None:
   node = defaults
   for depth, key in enumerate(path):
     if not isinstance(node, dict) or key not in node:
@@ -139,9 +163,9 @@ def _merge(defaults: dict, path: List[str], value, where: str) -> None:
       old = node[key]
       if isinstance(old, dict) and not isinstance(value, dict):
         raise ConfigError(f"--set {where!r}: {'.'.join(path)} is a table; set one of its keys.")
-      if not isinstance(old, dict) and not _fits(old, value):
+      if not isinstance(old, dict) and not _fits(old, value, least):
         raise ConfigError(f"--set {where!r}: {'.'.join(path)} = {value!r} is not allowed: "
-                          f"{_kind(old)}.")
+                          f"{_kind(old, least)}.")
       node[key] = value
     else:
       node = node[key]
@@ -160,7 +184,7 @@ def settings_for(module, *, quick: bool, items: Sequence[str] = ()) -> dict:
       continue
     if len(path) < 2:
       raise ConfigError(f"--set {item!r}: name a setting of {module.NAME}, e.g. {module.NAME}.seeds=3.")
-    _merge(settings, path[1:], value, item)
+    _merge(settings, path[1:], value, item, _least(module, path[1:]))
   return settings
 
 
