@@ -13,6 +13,8 @@ import tomllib
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
+
 from attndyn import schema
 from dynamics import fast_lu
 from dynamics.gradient_flow import SOLVERS
@@ -176,6 +178,7 @@ class RunConfig:
             self.train.batch_size, f"at most task.n_train = {self.task.n_train}")
     self._check_grid()
     self._check_ode()
+    self._check_range()
     check(self.model.normaliser == "softmax", "model.normaliser", self.model.normaliser,
           '"softmax" in `attndyn run` (its GD fast path, reduced ODE and records are '
           'softmax-only; sparsemax/entmax15 runs: `attndyn reproduce flavours`)')
@@ -198,6 +201,20 @@ class RunConfig:
           dataclasses.replace(getattr(self, section), **{key: value})
         except ConfigError as err:
           raise ConfigError(f'sweep.grid["{name}"] holds {value!r}: {err}') from None
+
+  def _check_range(self):
+    """Every number fits the run's precision (1e308 becomes inf in float32, silently)."""
+    largest = float(np.finfo(self.precision).max)
+    values = [(f"{section}.{field.name}", getattr(getattr(self, section), field.name))
+              for section in ("task", "model", "train", "sweep", "ode")
+              for field in dataclasses.fields(getattr(self, section))]
+    values += [(f'sweep.grid["{name}"]', v) for name, grid in self.sweep.grid for v in grid]
+    for name, value in values:
+      if isinstance(value, float) and abs(value) > largest:
+        hint = '; use precision = "float64"' if self.precision == "float32" else ""
+        raise ConfigError(f"{name} = {value!r} is not allowed with precision = "
+                          f'"{self.precision}": at most {largest:.4g} in size (the largest '
+                          f"{self.precision}){hint}.")
 
   def _check_ode(self):
     if not self.ode.kinds:

@@ -45,6 +45,12 @@ BAD = [
     (["train.steps=2147483650", "train.record_every=2147483650"], ["train.steps = 2147483650", INT]),
     (["ode.max_steps=99999999999999999999"], ["ode.max_steps = 99999999999999999999", INT]),
     (["sweep.chunk_size=3000000000"], ["sweep.chunk_size = 3000000000", INT]),
+    # numbers past the run's precision (1e308 became inf in float32 with only a warning)
+    (["model.embed_std=1e308"], ["model.embed_std = 1e+308", 'precision = "float32"',
+                                 "at most 3.403e+38", 'use precision = "float64"']),
+    (["train.lr=1e39"], ["train.lr = 1e+39", "at most 3.403e+38"]),
+    (['sweep.grid={"model.query_std"=[1.0, 1e300]}'],
+     ['sweep.grid["model.query_std"] = 1e+300', "the largest float32"]),
     (["task.words_per_topic=0"], ["task.words_per_topic = 0", "an integer >= 1"]),
     (["task.words_per_topic=1.5"], ["task.words_per_topic = 1.5", INT]),
     (["task.vocab_size=-5"], ["task.vocab_size = -5", "an integer >= 1"]),
