@@ -146,9 +146,16 @@ def loss_figure(trajs: Mapping[str, Trajectory], path) -> str:
     ``path`` as a string.
   """
   fig, (ax,) = _figure()
+  plotted = False
   for color, (label, traj) in zip(_colors(len(trajs)), trajs.items()):
-    _band(ax, _steps(traj), _runs(traj.observables["loss"], 1), color, label, positive=True)
-  ax.set_yscale("log")
+    loss = _runs(traj.observables["loss"], 1)
+    _band(ax, _steps(traj), loss, color, label, positive=True)
+    plotted |= bool(np.any(np.isfinite(loss) & (loss > 0)))
+  if plotted:
+    ax.set_yscale("log")
+  else:   # every run diverged: an empty frame that says so, not a log-scale error
+    ax.text(0.5, 0.5, "no finite loss to plot (every run diverged)", transform=ax.transAxes,
+            ha="center", va="center")
   ax.set_xlabel("step")
   ax.set_ylabel("training loss (cross-entropy, nats)")
   ax.set_title("Training loss")

@@ -230,6 +230,14 @@ def test_each_figure_writes_a_png(tiny_run, tiny_data, tmp_path):
   assert min(sizes) > 5000, sizes
 
 
+def test_loss_figure_of_runs_that_all_diverged_is_written(tiny_run, tmp_path):
+  """No finite loss (every run diverged): a PNG that says so, not a log-scale ValueError."""
+  gd = tiny_run.sweep
+  nan = gd._replace(observables={**gd.observables,
+                                 "loss": jnp.full_like(gd.observables["loss"], jnp.nan)})
+  assert _is_png(figures.loss_figure({"GD": nan}, tmp_path / "loss.png"))
+
+
 def test_assumption1_ratios_mean_and_largest_change():
   from analysis.assumption1 import change_ratio, largest_change_ratio
   change = np.array([[0.1, -0.3, 0.2], [0.0, 0.0, -0.5]])
