@@ -21,10 +21,16 @@ from tasks.errors import ConfigError
 def _aligned_difference(a: Trajectory, b: Trajectory, name: str) -> np.ndarray:
   """``|a − b|`` of observable ``name`` as ``[*R, T, W]`` (word axes flattened, at least 1)."""
   ta, tb = np.asarray(a.t), np.asarray(b.t)
-  if ta.shape != tb.shape or not np.allclose(ta, tb, rtol=1e-12, atol=1e-9):
+  if ta.shape != tb.shape:
     raise ConfigError(
         f"the two trajectories are not recorded at the same times (t shapes {ta.shape} and "
         f"{tb.shape}); record both on one grid, e.g. ts = TrainConfig.record_steps().")
+  if not np.allclose(ta, tb, rtol=1e-12, atol=1e-9):
+    where = np.unravel_index(np.argmax(np.abs(ta - tb)), ta.shape)
+    raise ConfigError(
+        f"the two trajectories are not recorded at the same times (t[{', '.join(map(str, where))}]"
+        f" = {ta[where]:g} and {tb[where]:g}); record both on one grid, e.g. "
+        f"ts = TrainConfig.record_steps().")
   for traj, label in ((a, "first"), (b, "second")):
     if name not in traj.observables:
       raise ConfigError(f"observable {name!r} is not recorded by the {label} trajectory; "

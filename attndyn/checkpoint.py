@@ -213,7 +213,8 @@ class Checkpoints:
   def _path(self, stage: str, index: int) -> Path:
     return self.root / stage / f"chunk_{index:05d}.npz"
 
-  def completed(self, stage: str, bounds: list, like: Callable[[], object]) -> list:
+  def completed(self, stage: str, bounds: list, like: Callable[[], object],
+                times: Optional[np.ndarray] = None) -> list:
     """The outputs of the leading chunks of ``stage`` already on disk, read back.
 
     Args:
@@ -221,6 +222,9 @@ class Checkpoints:
       bounds: ``[(start, stop), ...]`` of every chunk.
       like: returns the output structure of a chunk (``jax.eval_shape`` of it);
         called only when there is a chunk to read.
+      times: the recorded times every point's ``t`` must hold (and that bound
+        its ``failed_at``), so a damaged chunk is named before anything runs,
+        not by a comparison after every stage.
 
     Returns:
       A list of pytrees of NumPy arrays, one per finished chunk, in order.
@@ -239,7 +243,8 @@ class Checkpoints:
       if not path.is_file():
         break
       arrays = npz.read(path, what=f"checkpoint {str(path)!r}")
-      problem = self._mismatch(arrays, names, [leaf for _, leaf in paths], start, stop)
+      problem = (self._mismatch(arrays, names, [leaf for _, leaf in paths], start, stop)
+                 or self._wrong_times(arrays, times))
       if problem:
         raise ConfigError(f"checkpoint {str(path)!r} does not match this run ({problem}). "
                           f"Delete {str(self.root / stage)!r} to recompute that stage, or start "
@@ -261,6 +266,21 @@ class Checkpoints:
       have = (arrays[name].shape, arrays[name].dtype)
       if have != want:
         return f"{name} has shape {have[0]} and dtype {have[1]}, expected {want[0]} {want[1]}"
+    return ""
+
+  @staticmethod
+  def _wrong_times(arrays: dict, times: Optional[np.ndarray]) -> str:
+    if times is None or "t" not in arrays:
+      return ""
+    times = np.asarray(times, np.float64)
+    t = arrays["t"].astype(np.float64)
+    if not np.array_equal(t, np.broadcast_to(times, t.shape)):
+      return f"its times t are not this run's recorded steps {times[0]:g}, {times[1]:g}, ..., " \
+             f"{times[-1]:g}"
+    failed = arrays.get("failed_at")
+    if failed is not None and not np.all((failed == -1) | ((failed >= 0) & (failed <= times[-1]))):
+      return f"its failed_at holds {failed.tolist()}; -1 (no failure) or a step in " \
+             f"0..{times[-1]:g} is expected"
     return ""
 
   def saver(self, stage: str, bounds: list) -> "Saver":

@@ -223,7 +223,8 @@ def _stage(label: str, fn, inputs, cfg: RunConfig, chunk_size, progress: bool, d
   if checkpoints is not None:
     one = jax.tree.map(lambda x: x[:1], inputs)
     done = checkpoints.completed(
-        label, bounds, lambda: jax.eval_shape(fn if batched else jax.vmap(fn), one))
+        label, bounds, lambda: jax.eval_shape(fn if batched else jax.vmap(fn), one),
+        times=np.asarray(cfg.train.record_steps()))
     save = checkpoints.saver(label, bounds)
   bar = ProgressBar(label, cfg.sweep.n_points, steps_per_point=cfg.train.steps,
                     initial=bounds[len(done) - 1][1] if done else 0,

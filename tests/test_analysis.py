@@ -123,6 +123,8 @@ def test_deviation_needs_the_same_times():
       fn(a, later, "score")
     with pytest.raises(tasks.ConfigError, match="same times"):
       fn(a, shorter, "score")
+  with pytest.raises(tasks.ConfigError, match=r"same times \(t\[0, 4\] = 4 and 8\)"):
+    analysis.max_abs_deviation(a, later)      # same shapes, other values: name where they part
   with pytest.raises(tasks.ConfigError, match="not recorded"):
     analysis.max_abs_deviation(a, a, "invariant")
 

@@ -13,9 +13,10 @@ from tasks.errors import ConfigError
 def _fn(inp):
   """A cheap stand-in for a stage: a Trajectory-shaped output of one sweep point."""
   x = inp["seed"].astype(jnp.float32)
-  return dynamics.Trajectory(t=jnp.arange(3.0), observables={"a": x * jnp.arange(3.0),
-                                                             "b": {"c": jnp.sin(x)}},
-                             final_params={"w": jnp.full((2,), x)}, failed_at=-x)
+  return dynamics.Trajectory(t=jnp.arange(3.0) * 5, observables={"a": x * jnp.arange(3.0),
+                                                                 "b": {"c": jnp.sin(x)}},
+                             final_params={"w": jnp.full((2,), x)},
+                             failed_at=jnp.where(x > 3, 5.0, -1.0))  # _cfg() records 0, 5, 10
 
 
 def _cfg(*sets):
@@ -69,6 +70,28 @@ def test_a_chunk_file_that_does_not_fit_the_run_is_refused(tmp_path):
   other = jax.vmap(lambda inp: {"x": _fn(inp), "y": inp["seed"]})
   with pytest.raises(ConfigError, match="its arrays are"):
     resumed.completed("gd", dynamics.chunk_bounds(5, 2), lambda: jax.eval_shape(other, one))
+
+
+@pytest.mark.parametrize("name, damage, message", [
+    ("t", lambda t: t * 2, r"its times t are not this run's recorded steps 0, 5, \.\.\., 10"),
+    ("failed_at", lambda f: f - 7, r"its failed_at holds \[-8\.0, -8\.0\]; -1 \(no failure\) or a "
+                                   r"step in 0\.\.10 is expected"),
+])
+def test_a_chunk_file_with_damaged_times_is_refused_before_anything_runs(tmp_path, name, damage,
+                                                                        message):
+  """Right shapes, wrong values: named on reading the chunk (it used to surface only after every
+  stage, as GD and the ODE "not recorded at the same times")."""
+  cfg = _cfg()
+  store = checkpoint.Checkpoints.create(tmp_path, cfg.to_dict(), 2, every=1)
+  pipeline._stage("gd", _fn, pipeline.sweep_inputs(cfg), cfg, 2, False, None, store)
+  path = tmp_path / "checkpoints" / "gd" / "chunk_00000.npz"
+  arrays = dict(np.load(path))
+  arrays[name] = damage(arrays[name])
+  np.savez(path, **arrays)
+  resumed = checkpoint.Checkpoints.resume(tmp_path)
+  with pytest.raises(ConfigError, match=r"chunk_00000.npz' does not match this run \(" + message):
+    pipeline._stage("gd", _fn, pipeline.sweep_inputs(cfg), cfg, 2, False, None, resumed)
+  assert resumed.computed == {}
 
 
 def test_a_resumed_run_on_another_machine_kind_is_refused(tmp_path):
