@@ -21,7 +21,7 @@ import jax
 import numpy as np
 
 from analysis import npz
-from attndyn import atomic
+from attndyn import atomic, schema
 from tasks.errors import ConfigError
 
 DIRNAME, MANIFEST = "checkpoints", "manifest.json"
@@ -168,8 +168,7 @@ class Checkpoints:
       if key not in manifest:
         raise ConfigError(f"{what} has no {key!r} entry: the file is damaged.")
     size = manifest["chunk_size"]
-    if size is not None and not (isinstance(size, int) and not isinstance(size, bool)
-                                 and 1 <= size <= 2**31 - 1):
+    if size is not None and not (schema.is_int(size) and 1 <= size <= schema.MAX_INT):
       raise ConfigError(f"{what} has chunk_size = {size!r}; attndyn writes a positive integer "
                         f"or null there: the file is damaged.")
     if not isinstance(manifest["config"], dict) or \

@@ -212,11 +212,11 @@ def _report(args) -> int:
   from pathlib import Path
 
   import analysis
-  from attndyn import atomic, outputs, report
+  from attndyn import atomic, outputs, report, schema
   results = analysis.load(args.dir)
   task = results.config.get("task")
   n_nontopic = task.get("n_nontopic") if isinstance(task, dict) else None
-  if not (isinstance(n_nontopic, int) and not isinstance(n_nontopic, bool) and n_nontopic >= 1):
+  if not (schema.is_int(n_nontopic) and n_nontopic >= 1):
     raise ConfigError(f"{str(Path(args.dir) / outputs.SUMMARY)!r}: config.task.n_nontopic = "
                       f"{n_nontopic!r}, where attndyn writes a positive integer: the file is "
                       f"damaged.")
@@ -227,14 +227,15 @@ def _report(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
   except OSError as err:
     raise ConfigError(f"--out {str(out)!r} cannot be created: {err.strerror or err}.") from None
-  if (out / "report.md").exists() and not (out / "report.md").is_file():
-    raise ConfigError(f"--out {str(out)!r}: {str(out / 'report.md')!r} is not a file, and "
+  report_md = out / "report.md"
+  if report_md.exists() and not report_md.is_file():
+    raise ConfigError(f"--out {str(out)!r}: {str(report_md)!r} is not a file, and "
                       f"attndyn writes report.md there. Rename or remove it, or pick another --out.")
   kinds = sorted(results.stages, key=lambda k: (k != "gd", k))
   trajs = {kind: results.trajectory(kind) for kind in kinds}
   written, failed = outputs.draw_figures(out, trajs, n_nontopic, progress=not args.no_progress)
   text = report.markdown(results.summary, figures=written, source=str(args.dir))
-  atomic.write_text(out / "report.md", text)
+  atomic.write_text(report_md, text)
   _headline(results.summary)
   print(f"wrote {out}/: report.md" + (f", {', '.join(written)}" if written else ""))
   for name, message in failed.items():

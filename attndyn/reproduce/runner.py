@@ -21,7 +21,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
-from attndyn import atomic
+from attndyn import atomic, schema
 from attndyn import overrides as override_parser
 from attndyn.reproduce import PAPERS
 from tasks.errors import ConfigError
@@ -144,7 +144,7 @@ def _least(module, path: Sequence[str]) -> int:
         return 0
       node = node[key]
     values.extend(node if isinstance(node, list) else [node])
-  counts = all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in values)
+  counts = all(schema.is_int(v) and v >= 1 for v in values)
   key = path[-1]
   return int(bool(values) and counts and not key.endswith("seed") and "tau" not in key)
 
