@@ -1,52 +1,69 @@
-"""Replication claims: a paper's number, ours (mean ± 95% CI over seeds), and pass/fail.
+"""Replication claims: a paper's number, ours (an estimate with its 95% interval), and a verdict.
 
 A *claim* is one checkable statement of a paper (a number or a qualitative
-property). Ours is a set of per-seed values summarised as the mean with a
-two-sided 95% Student-t confidence interval, ``mean ± t_{0.975, n-1} · sd / √n``.
-A :class:`Tolerance` says how the claim is judged:
+property). Ours is a set of per-seed values summarised by an :class:`Estimate`
+with a two-sided 95% interval:
 
-* ``abs``: ``|mean − paper| ≤ value``;
-* ``at_least`` / ``at_most``: ``mean ≥ value`` / ``mean ≤ value``;
-* ``all_true``: every per-seed value is true (stored as 1.0 / 0.0; the mean
-  is the fraction of seeds where it holds);
+* a mean (:func:`mean_ci`): Student-t, ``mean ± t_{0.975, n-1} · sd / √n`` with
+  the exact quantile (``scipy.stats.t.ppf``);
+* a proportion of 0/1 outcomes (:func:`proportion_ci`): the Wilson score interval;
+* a paired comparison (:func:`paired_ci`): the Student-t interval of the
+  per-seed differences ``a_i − b_i`` (the seeds are shared, so their common
+  part cancels).
+
+A :class:`Tolerance` says how the claim is judged, and where the rule comes
+from (``source``: the paper's words, figure or page, or ``ours:`` and a reason):
+
+* ``abs``: ours within ``paper ± value``;
+* ``at_least`` / ``at_most``: ours ``≥ value`` / ``≤ value``;
+* ``all_true``: every per-seed value is true (stored as 1.0 / 0.0); one run
+  where it fails is a counterexample, so this is pass/fail on the runs we have;
 * ``info``: reported, not judged.
+
+The verdict is three-way and uses the whole interval ``[lo, hi]``, not the mean:
+``pass`` when every value in it meets the rule, ``fail`` when none does, and
+``inconclusive`` when it straddles the bound. An inconclusive row carries
+``n_needed``: the smallest number of seeds at which the interval, at the same
+mean and spread, would no longer straddle (:func:`n_to_decide`).
 
 Everything returned is plain Python (JSON-ready); NaN becomes ``None``.
 
 References:
   Lu, Mao & Nayak, "On the Dynamics of Training Attention Models", ICLR 2021.
   https://arxiv.org/abs/2011.10036
+  Wilson, "Probable inference, the law of succession, and statistical inference",
+  JASA 22 (1927). https://doi.org/10.1080/01621459.1927.10502953
 """
 import dataclasses
 import math
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
+from scipy import stats
 
 from tasks.errors import check
 
-# Two-sided 95% Student-t quantiles t_{0.975, df}, df = 1..30, then a few larger df.
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-_T975_LARGE = ((40, 2.021), (60, 2.000), (120, 1.980))
 TOLERANCE_KINDS = ("abs", "at_least", "at_most", "all_true", "info")
-STATUSES = ("pass", "fail", "info", "quick")
+ESTIMATE_KINDS = ("mean", "proportion", "paired")
+STATUSES = ("pass", "fail", "inconclusive", "info", "quick")
+LEVEL = 0.95
+_MAX_N = 10 ** 7   # n_to_decide gives up (None) beyond this many seeds
 
 
-def t_quantile_975(df: int) -> float:
-  """``t_{0.975, df}``, the two-sided 95% Student-t quantile (tabulated; 1.96 for df > 120).
+def t_quantile_975(df) -> float:
+  """``t_{0.975, df}``, the two-sided 95% Student-t quantile, exact (``scipy.stats.t.ppf``).
 
   Args:
-    df: degrees of freedom, ≥ 1.
+    df: degrees of freedom, > 0 (an integer for a sample; a real number is accepted).
   """
-  check(isinstance(df, (int, np.integer)) and df >= 1, "df", df, "an integer >= 1")
-  if df <= len(_T975):
-    return _T975[df - 1]
-  for bound, value in _T975_LARGE:
-    if df <= bound:
-      return value
-  return 1.960
+  check(isinstance(df, (int, float, np.integer, np.floating)) and not isinstance(df, bool)
+        and df > 0, "df", df, "a number > 0")
+  return float(stats.t.ppf(0.5 + LEVEL / 2, df))
+
+
+def z_975() -> float:
+  """The two-sided 95% normal quantile (1.95996…), used by the Wilson interval."""
+  return float(stats.norm.ppf(0.5 + LEVEL / 2))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,18 +71,57 @@ class Estimate:
   """Per-seed values and their summary.
 
   Attributes:
-    values: the finite per-seed values (NaN/inf dropped).
-    mean: their mean (``None`` when there are none).
-    ci95: half-width of the 95% t interval (``None`` for fewer than 2 values).
+    values: the finite per-seed values (NaN/inf dropped; for ``paired`` the differences).
+    mean: their mean (``None`` when there are none); for ``proportion`` the fraction true.
+    ci95: half-width of the 95% t interval (``None`` for fewer than 2 values, and for
+      ``proportion``, whose Wilson interval is not symmetric: see ``lo``/``hi``).
     n: number of values.
+    kind: one of :data:`ESTIMATE_KINDS`.
+    lo, hi: the 95% interval (``None`` when there is none: fewer than 2 values of a mean).
+      When left ``None`` with ``ci95`` given, the interval is ``mean ± ci95``.
   """
   values: tuple
   mean: Optional[float]
   ci95: Optional[float]
   n: int
+  kind: str = "mean"
+  lo: Optional[float] = None
+  hi: Optional[float] = None
+
+  def __post_init__(self):
+    check(self.kind in ESTIMATE_KINDS, "estimate.kind", self.kind,
+          f"one of {', '.join(ESTIMATE_KINDS)}")
+
+  def interval(self) -> Optional[Tuple[float, float]]:
+    """``(lo, hi)``, or ``None`` when there is no interval."""
+    if self.lo is not None and self.hi is not None:
+      return self.lo, self.hi
+    if self.mean is not None and self.ci95 is not None:
+      return self.mean - self.ci95, self.mean + self.ci95
+    return None
 
   def to_dict(self) -> dict:
-    return {"mean": self.mean, "ci95": self.ci95, "n": self.n, "values": list(self.values)}
+    iv = self.interval()
+    return {"mean": self.mean, "ci95": self.ci95, "n": self.n, "values": list(self.values),
+            "kind": self.kind, "lo": None if iv is None else iv[0],
+            "hi": None if iv is None else iv[1]}
+
+
+def _finite(values) -> np.ndarray:
+  x = np.asarray([float(v) for v in np.ravel(np.asarray(values, dtype=float))], float)
+  return x[np.isfinite(x)]
+
+
+def _t_estimate(x: np.ndarray, kind: str) -> Estimate:
+  n = int(x.size)
+  if n == 0:
+    return Estimate((), None, None, 0, kind)
+  mean = float(x.mean())
+  ci = None
+  if n >= 2:
+    ci = float(t_quantile_975(n - 1) * x.std(ddof=1) / math.sqrt(n))
+  return Estimate(tuple(float(v) for v in x), mean, ci, n, kind,
+                  None if ci is None else mean - ci, None if ci is None else mean + ci)
 
 
 def mean_ci(values: Sequence[float]) -> Estimate:
@@ -78,18 +134,65 @@ def mean_ci(values: Sequence[float]) -> Estimate:
     values: one number per seed (bools count as 1/0); non-finite ones are dropped.
 
   Returns:
-    An :class:`Estimate`.
+    An :class:`Estimate` of kind ``mean``.
   """
-  x = np.asarray([float(v) for v in np.ravel(np.asarray(values, dtype=float))], float)
-  x = x[np.isfinite(x)]
+  return _t_estimate(_finite(values), "mean")
+
+
+def paired_ci(a: Sequence[float], b: Sequence[float]) -> Estimate:
+  """The mean per-seed difference ``a_i − b_i`` with its 95% Student-t interval.
+
+  Use it when ``a`` and ``b`` come from the same seeds (same data and initialisation,
+  e.g. Attn-TC and Attn-KF per seed): the interval is that of the differences,
+  ``\\bar d ± t_{0.975, n-1} s_d / √n``, which is narrower than comparing two
+  independent means whenever the seeds' effect is shared.
+
+  Args:
+    a, b: one number per seed each, same length; a pair with a non-finite member is dropped.
+
+  Returns:
+    An :class:`Estimate` of kind ``paired`` whose values are the differences.
+  """
+  a = np.asarray(a, float).ravel()
+  b = np.asarray(b, float).ravel()
+  check(a.shape == b.shape, "paired values", f"{a.size} and {b.size} values",
+        "two sequences of the same length (one value per seed each)")
+  d = a - b
+  return _t_estimate(d[np.isfinite(d)], "paired")
+
+
+def wilson_interval(k: float, n: float) -> Tuple[float, float]:
+  """The 95% Wilson score interval of ``k`` successes in ``n`` trials.
+
+  .. math:: \\frac{\\hat p + \\frac{z^2}{2n} \\pm z\\sqrt{\\frac{\\hat p(1-\\hat p)}{n}
+     + \\frac{z^2}{4n^2}}}{1 + \\frac{z^2}{n}}, \\quad \\hat p = k / n, \\ z = z_{0.975}
+
+  Unlike ``p̂ ± z √(p̂(1−p̂)/n)`` it stays inside [0, 1] and is not empty at 0/n or n/n.
+  """
+  z = z_975()
+  p = k / n
+  centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+  half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+  return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def proportion_ci(flags: Sequence) -> Estimate:
+  """The fraction of true outcomes with its 95% Wilson interval.
+
+  Args:
+    flags: one 0/1 (or bool) outcome per trial; non-finite entries are dropped.
+
+  Returns:
+    An :class:`Estimate` of kind ``proportion`` (``mean`` = k/n, ``lo``/``hi`` Wilson).
+  """
+  x = _finite(flags)
+  check(bool(np.all((x == 0) | (x == 1))), "proportion values", sorted(set(x.tolist()))[:5],
+        "0/1 outcomes (bools)")
   n = int(x.size)
   if n == 0:
-    return Estimate((), None, None, 0)
-  mean = float(x.mean())
-  ci = None
-  if n >= 2:
-    ci = float(t_quantile_975(n - 1) * x.std(ddof=1) / math.sqrt(n))
-  return Estimate(tuple(float(v) for v in x), mean, ci, n)
+    return Estimate((), None, None, 0, "proportion")
+  lo, hi = wilson_interval(float(x.sum()), n)
+  return Estimate(tuple(float(v) for v in x), float(x.mean()), None, n, "proportion", lo, hi)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,10 +204,13 @@ class Tolerance:
     value: the bound (``abs``: the allowed distance from the paper's number;
       ``at_least``/``at_most``: the threshold); ``None`` for ``all_true``/``info``.
     text: the rule in words, for the report.
+    source: where the rule comes from, shown in the table: the paper's words with
+      a page or figure (:func:`from_paper`), or ``ours: <reason>`` (:func:`ours`).
   """
   kind: str
   value: Optional[float] = None
   text: str = ""
+  source: str = ""
 
   def __post_init__(self):
     check(self.kind in TOLERANCE_KINDS, "tolerance.kind", self.kind,
@@ -123,10 +229,41 @@ class Tolerance:
     return "holds for every run" if self.kind == "all_true" else "reported only"
 
 
-def judge(estimate: Estimate, tolerance: Tolerance, paper: Optional[float] = None) -> str:
-  """``"pass"``, ``"fail"`` or ``"info"`` for an estimate under a tolerance.
+def from_paper(where: str, quote: str = "") -> str:
+  """A tolerance source in the paper: ``paper, p. 6: “…”``."""
+  return f"paper, {where}" + (f": “{quote}”" if quote else "")
 
-  No finite value at all is a fail (except for ``info``).
+
+def ours(reason: str) -> str:
+  """A tolerance source of our own, with its one-line reason: ``ours: …``."""
+  return f"ours: {reason}"
+
+
+def _accepts(tolerance: Tolerance, paper: Optional[float]) -> Tuple[float, float]:
+  """The accepted range ``[a, b]`` of a numeric tolerance."""
+  if tolerance.kind == "abs":
+    check(paper is not None, "paper", paper, "a number for an 'abs' tolerance")
+    return paper - tolerance.value, paper + tolerance.value
+  if tolerance.kind == "at_least":
+    return tolerance.value, math.inf
+  return -math.inf, tolerance.value   # at_most
+
+
+def _decide(lo: float, hi: float, accept: Tuple[float, float]) -> str:
+  a, b = accept
+  if a <= lo and hi <= b:
+    return "pass"
+  if hi < a or lo > b:
+    return "fail"
+  return "inconclusive"
+
+
+def judge(estimate: Estimate, tolerance: Tolerance, paper: Optional[float] = None) -> str:
+  """``"pass"``, ``"fail"``, ``"inconclusive"`` or ``"info"`` for an estimate under a tolerance.
+
+  ``pass``: the whole 95% interval lies in the accepted range; ``fail``: none of it
+  does; ``inconclusive``: it straddles a bound, or there is no interval (one seed of
+  a mean). No finite value at all is a fail (except for ``info``).
 
   Args:
     estimate: ours.
@@ -140,21 +277,62 @@ def judge(estimate: Estimate, tolerance: Tolerance, paper: Optional[float] = Non
     return "info"
   if estimate.n == 0 or estimate.mean is None:
     return "fail"
-  if tolerance.kind == "abs":
-    check(paper is not None, "paper", paper, "a number for an 'abs' tolerance")
-    ok = abs(estimate.mean - paper) <= tolerance.value
-  elif tolerance.kind == "at_least":
-    ok = estimate.mean >= tolerance.value
-  elif tolerance.kind == "at_most":
-    ok = estimate.mean <= tolerance.value
-  else:   # all_true
-    ok = all(v == 1.0 for v in estimate.values)
-  return "pass" if ok else "fail"
+  if tolerance.kind == "all_true":
+    return "pass" if all(v == 1.0 for v in estimate.values) else "fail"
+  accept = _accepts(tolerance, paper)
+  iv = estimate.interval()
+  if iv is None:
+    return "inconclusive"
+  return _decide(iv[0], iv[1], accept)
+
+
+def _interval_at(estimate: Estimate, n: int) -> Optional[Tuple[float, float]]:
+  """The interval ``estimate`` would have with ``n`` values at the same mean and spread."""
+  m = estimate.mean
+  if estimate.kind == "proportion":
+    return wilson_interval(m * n, n)
+  if estimate.ci95 is None or estimate.n < 2:
+    return None
+  # the current half-width h = t_{n0-1} s / √n0 gives s; at n: t_{n-1} s / √n
+  s = estimate.ci95 * math.sqrt(estimate.n) / t_quantile_975(estimate.n - 1)
+  h = t_quantile_975(n - 1) * s / math.sqrt(n)
+  return m - h, m + h
+
+
+def n_to_decide(estimate: Estimate, tolerance: Tolerance,
+                paper: Optional[float] = None) -> Optional[int]:
+  """The smallest n at which the interval would decide the claim, at the same mean and spread.
+
+  A projection, not a promise: it keeps the current mean and sample standard
+  deviation ``s = h √n₀ / t_{0.975, n₀−1}`` (``h`` the current half-width) and
+  finds the smallest ``n > n₀`` whose half-width ``t_{0.975, n−1} s / √n`` no
+  longer reaches across the bound (for a proportion: the Wilson interval of the
+  same p̂ at n trials). When the mean sits on the bound no n decides it.
+
+  Returns:
+    That n, or ``None`` when no interval exists (one seed of a mean), the mean is on
+    the bound, or it would take more than ten million.
+  """
+  if tolerance.kind in ("info", "all_true") or estimate.mean is None:
+    return None
+  accept = _accepts(tolerance, paper)
+  decided = lambda n: _decide(*_interval_at(estimate, n), accept) != "inconclusive"
+  if _interval_at(estimate, max(estimate.n, 2)) is None or estimate.mean in accept:
+    return None
+  lo, hi = max(estimate.n, 1), max(estimate.n, 1)
+  while not decided(hi):     # doubling, then bisection on the first n that decides
+    lo, hi = hi, hi * 2
+    if hi > _MAX_N:
+      return None
+  while hi - lo > 1:
+    mid = (lo + hi) // 2
+    lo, hi = (mid, hi) if not decided(mid) else (lo, mid)
+  return hi
 
 
 def claim(claim_id: str, text: str, *, paper, ours: Estimate, tolerance: Tolerance,
           figure: Optional[str] = None, unit: str = "", comparable: bool = True, quick: bool = False,
-          paper_value: Optional[float] = None, note: str = "") -> dict:
+          paper_value: Optional[float] = None, note: str = "", paper_ref: str = "") -> dict:
   """One row of the replication table.
 
   Args:
@@ -162,30 +340,34 @@ def claim(claim_id: str, text: str, *, paper, ours: Estimate, tolerance: Toleran
     text: the claim in words.
     paper: what the paper says: a number, or a short text for qualitative claims.
     ours: our per-seed estimate.
-    tolerance: how it is judged.
+    tolerance: how it is judged (and, in ``tolerance.source``, why).
     figure: the figure or equation it belongs to (``"Fig 3"``, ``"Eq (10)"``).
     unit: ``"%"`` or ``""``, for display.
     comparable: False when the run's budget cannot reach the paper's regime
       (the quick mode's short SST runs): the status is then ``"quick"``, and
-      ``would_be`` keeps the verdict the numbers would get.
+      ``would_be`` keeps the verdict the numbers would get. Decide it from the
+      settings, never from the outcome being judged.
     quick: the run is the quick mode (``comparable`` only matters then).
     paper_value: the number ``abs`` compares with, when ``paper`` is text.
     note: anything the reader needs (which U, how it is measured).
+    paper_ref: where the paper's number is printed (``"Table 1, p. 7"``).
 
   Returns:
-    A JSON-ready dict with keys ``id, text, figure, paper, ours, unit,
-    tolerance, status, would_be, note``.
+    A JSON-ready dict with keys ``id, text, figure, paper, paper_ref, ours, unit,
+    tolerance (kind, value, text, source), status, would_be, n_needed, note``.
   """
   number = paper_value if paper_value is not None else (
       paper if isinstance(paper, (int, float)) and not isinstance(paper, bool) else None)
   verdict = judge(ours, tolerance, number)
+  n_needed = n_to_decide(ours, tolerance, number) if verdict == "inconclusive" else None
   status = verdict
   if quick and not comparable and verdict != "info":
     status = "quick"
-  return {"id": claim_id, "text": text, "figure": figure, "paper": paper, "ours": ours.to_dict(),
-          "unit": unit, "tolerance": {"kind": tolerance.kind, "value": tolerance.value,
-                                      "text": tolerance.describe()},
-          "status": status, "would_be": verdict, "note": note}
+  return {"id": claim_id, "text": text, "figure": figure, "paper": paper, "paper_ref": paper_ref,
+          "ours": ours.to_dict(), "unit": unit,
+          "tolerance": {"kind": tolerance.kind, "value": tolerance.value,
+                        "text": tolerance.describe(), "source": tolerance.source},
+          "status": status, "would_be": verdict, "n_needed": n_needed, "note": note}
 
 
 def fraction_true(flags) -> float:

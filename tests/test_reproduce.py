@@ -25,39 +25,12 @@ from tasks.errors import ConfigError
 
 # ---------------------------------------------------------------- statistics and verdicts
 
-def test_mean_ci_is_the_student_t_interval():
-  est = rep.mean_ci([1.0, 2.0, 3.0, float("nan")])
-  assert est.n == 3 and est.mean == 2.0
-  np.testing.assert_allclose(est.ci95, 4.303 * 1.0 / math.sqrt(3), rtol=1e-12)
-  one = rep.mean_ci([5.0])
-  assert one.mean == 5.0 and one.ci95 is None and one.n == 1
-  assert rep.mean_ci([]).n == 0 and rep.mean_ci([]).mean is None
-  qs = [rep.t_quantile_975(df) for df in range(1, 200)]
-  assert all(a >= b for a, b in zip(qs, qs[1:])) and qs[-1] == 1.96
-
-
-@pytest.mark.parametrize("kind, value, paper, values, expected", [
-    ("abs", 3.0, 80.0, [78.0, 77.5], "pass"),
-    ("abs", 3.0, 80.0, [76.0, 77.0], "fail"),
-    ("at_least", 76.59, None, [77.0, 80.0], "pass"),
-    ("at_least", 76.59, None, [70.0, 75.0], "fail"),
-    ("at_most", 0.02, None, [0.01, 0.019], "pass"),
-    ("at_most", 0.02, None, [0.01, 0.04], "fail"),
-    ("all_true", None, None, [1.0, 1.0, 1.0], "pass"),
-    ("all_true", None, None, [1.0, 0.0, 1.0], "fail"),
-    ("info", None, None, [3.0], "info"),
-    ("at_least", 1.0, None, [float("nan")], "fail"),   # no finite value is a fail
-])
-def test_judge(kind, value, paper, values, expected):
-  assert rep.judge(rep.mean_ci(values), rep.Tolerance(kind, value), paper) == expected
-
-
 def test_claim_rows_and_quick_rows_keep_the_would_be_verdict():
   tol = rep.Tolerance("at_least", 76.68 - 3, "≥ paper − 3 points")
   row = rep.claim("sst2.tc.test_acc", "acc", paper=79.59, ours=rep.mean_ci([80.1, 79.9]),
                   tolerance=tol, unit="%", comparable=False, quick=True)
   assert row["status"] == "quick" and row["would_be"] == "pass"
-  full = rep.claim("x", "acc", paper=79.59, ours=rep.mean_ci([70.0]), tolerance=tol,
+  full = rep.claim("x", "acc", paper=79.59, ours=rep.mean_ci([70.0, 70.5]), tolerance=tol,
                    comparable=False, quick=False)
   assert full["status"] == "fail"
   assert report.format_result(row) == "quick: not comparable (would pass)"

@@ -27,7 +27,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
   p = sub.add_parser("reproduce", help="rerun a paper's experiments; write replication.md/json",
                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
                      description="Run every experiment of a paper (seeds vmapped), write each "
-                                 "figure as PNG and a replication table with pass/fail per claim.")
+                                 "figure as PNG and a replication table with a verdict per claim "
+                                 "(pass / fail / inconclusive from its 95% interval).")
   p.add_argument("paper", metavar="PAPER", help=f"which paper: {', '.join(PAPERS)}")
   p.add_argument("--out", required=True, metavar="DIR", help="output directory (new or empty)")
   p.add_argument("--quick", action="store_true",
@@ -72,8 +73,7 @@ def main(args) -> int:
             flush=True)
   doc = report.write(args.paper, out, command=command, environment=outputs.environment())
   c = doc["counts"]
-  print(f"wrote {out}/{report.MARKDOWN} and {report.JSON}: {c['pass']} pass, {c['fail']} fail, "
-        f"{c['quick']} quick (not comparable), {c['info']} info")
+  print(f"wrote {out}/{report.MARKDOWN} and {report.JSON}: {report.summary(c)}")
   failed = [d["name"] for d in docs if d.get("error")]
   for name in failed:
     print(f"attndyn: error: experiment {name} failed to run; see its entry in {report.MARKDOWN}.")

@@ -1,10 +1,13 @@
 """``replication.md`` and ``replication.json``: one row per claim, from ``DIR/experiments/*.json``.
 
-Columns: the claim, its figure or equation, the paper's number, ours (mean ±
-95% CI over seeds, and n), the tolerance it is judged by, and the result:
-``pass``, ``FAIL``, ``info`` (reported, not judged) or ``quick`` (the quick
-mode's budget cannot reach the paper's regime; the verdict the numbers would
-get is shown next to it).
+Columns: the claim, its figure or equation, the paper's number (with the page
+or table it is printed on), ours (mean ± 95% CI over seeds and n; a proportion
+with its Wilson interval; a paired difference), the tolerance it is judged by,
+the tolerance's source (the paper's words, or ``ours:`` and why), and the result:
+``pass`` (the whole 95% interval meets the tolerance), ``FAIL`` (none of it
+does), ``inconclusive`` (it straddles the bound; with the n that would decide
+it), ``info`` (reported, not judged) or ``quick`` (the quick mode's budget cannot
+reach the paper's regime; the verdict the numbers would get is shown next to it).
 """
 import datetime
 import importlib
@@ -16,7 +19,9 @@ from attndyn.reproduce import PAPERS, runner
 from tasks.errors import ConfigError
 
 MARKDOWN, JSON = "replication.md", "replication.json"
-COLUMNS = ("id", "claim", "figure", "paper", "ours (mean ± 95% CI, n)", "tolerance", "result")
+COLUMNS = ("id", "claim", "figure", "paper", "ours (95% interval, n)", "tolerance",
+           "tolerance source", "result")
+VERDICTS = ("pass", "fail", "inconclusive", "quick", "info")
 _TITLES = {"lu2021": 'Lu, Mao & Nayak (ICLR 2021), "On the Dynamics of Training Attention Models"'}
 
 
@@ -71,32 +76,61 @@ def _num(x, unit: str = "") -> str:
 
 
 def format_ours(row: dict) -> str:
-  """``mean ± ci (n=…)``; ``k/n seeds`` for an all-true claim."""
+  """``mean ± ci (n=…)``; ``k/n runs`` for an all-true claim; ``k/n = p̂ [lo, hi]`` for a
+  proportion (Wilson); ``Δ = mean ± ci (paired, n=…)`` for a paired difference."""
   ours, unit = row["ours"], row.get("unit", "")
   n = ours.get("n", 0)
   if n == 0:
     return "no value"
+  k = sum(1 for v in ours["values"] if v == 1.0)
   if row["tolerance"]["kind"] == "all_true":
-    k = sum(1 for v in ours["values"] if v == 1.0)
     return f"{k}/{n} runs"
+  if ours.get("kind") == "proportion":
+    return (f"{k}/{n} = {ours['mean']:.3g} [{ours['lo']:.3g}, {ours['hi']:.3g}] "
+            f"(Wilson, n={n})")
   text = _num(ours["mean"], unit)
   if ours.get("ci95") is not None:
     text += f" ± {_num(ours['ci95'], unit)}"
+  if ours.get("kind") == "paired":
+    return f"Δ = {text}{' %' if unit == '%' else ''} (paired, n={n})"
   return f"{text}{' %' if unit == '%' else ''} (n={n})"
 
 
 def format_paper(row: dict) -> str:
+  """The paper's number or words, and where they are printed (``(Table 1, p. 7)``)."""
   paper = row["paper"]
   if isinstance(paper, (int, float)) and not isinstance(paper, bool):
-    return f"{_num(paper, row.get('unit', ''))}{' %' if row.get('unit') == '%' else ''}"
-  return str(paper)
+    text = f"{_num(paper, row.get('unit', ''))}{' %' if row.get('unit') == '%' else ''}"
+  else:
+    text = str(paper)
+  return text + (f" ({row['paper_ref']})" if row.get("paper_ref") else "")
+
+
+def _inconclusive(row: dict) -> str:
+  n_needed, n = row.get("n_needed"), row["ours"].get("n", 0)
+  if n_needed is not None:
+    return f"inconclusive (n too small: n ≈ {n_needed} would decide at this mean and spread)"
+  if row["ours"].get("kind", "mean") != "proportion" and n < 2:
+    return "inconclusive (n too small: one value has no interval; n ≥ 2 needed)"
+  return "inconclusive (the estimate sits on the bound)"
 
 
 def format_result(row: dict) -> str:
   status = row["status"]
   if status == "quick":
-    return f"quick: not comparable (would {row['would_be']})"
+    would = row["would_be"]
+    return f"quick: not comparable (would {_inconclusive(row) if would == 'inconclusive' else would})"
+  if status == "inconclusive":
+    return _inconclusive(row)
   return {"pass": "pass", "fail": "**FAIL**", "info": "info"}.get(status, status)
+
+
+def format_source(row: dict) -> str:
+  """The tolerance's source; a judged row without one says so."""
+  tol = row["tolerance"]
+  if tol.get("source"):
+    return tol["source"]
+  return "–" if tol["kind"] == "info" else "**not given**"
 
 
 def _cell(text) -> str:
@@ -104,10 +138,17 @@ def _cell(text) -> str:
 
 
 def counts(rows: Sequence[dict]) -> dict:
-  out = {"pass": 0, "fail": 0, "quick": 0, "info": 0}
+  out = dict.fromkeys(VERDICTS, 0)
   for row in rows:
     out[row["status"]] = out.get(row["status"], 0) + 1
   return out
+
+
+def summary(c: dict) -> str:
+  """``3 pass, 1 fail, 2 inconclusive, 0 quick (not comparable), 4 info``."""
+  return (f"{c.get('pass', 0)} pass, {c.get('fail', 0)} fail, "
+          f"{c.get('inconclusive', 0)} inconclusive (n too small), "
+          f"{c.get('quick', 0)} quick (not comparable), {c.get('info', 0)} info")
 
 
 def paper_title(paper: str) -> str:
@@ -170,14 +211,17 @@ def markdown(doc: dict) -> str:
     versions = env.get("versions", {})
     lines += [f"Environment: JAX {versions.get('jax')} on {env.get('backend')} "
               f"({', '.join(env.get('devices', []))}), Python {versions.get('python')}.", ""]
-  lines += [f"**{c.get('pass', 0)} pass, {c.get('fail', 0)} fail, {c.get('quick', 0)} quick "
-            f"(not comparable), {c.get('info', 0)} info.** Ours is the mean over seeds (runs) "
-            f"± the 95% Student-t confidence half-width, with n the number of seeds.", ""]
+  lines += [f"**{summary(c)}.** Ours is the mean over seeds (runs) ± the 95% Student-t "
+            f"confidence half-width (exact quantile), with n the number of seeds; a proportion "
+            f"shows its 95% Wilson interval, a paired comparison the interval of the per-seed "
+            f"differences. A row passes when its whole interval meets the tolerance, fails when "
+            f"none of it does, and is inconclusive when the interval straddles the bound (with "
+            f"the n that would decide it if the mean and spread stayed as they are).", ""]
   lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
   for row in doc["claims"]:
     text = row["text"] + (f" — {row['note']}" if row.get("note") else "")
     cells = [row["id"], text, row.get("figure") or "", format_paper(row), format_ours(row),
-             row["tolerance"]["text"], format_result(row)]
+             row["tolerance"]["text"], format_source(row), format_result(row)]
     lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
   lines.append("")
   for exp in doc["experiments"]:
