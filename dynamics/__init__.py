@@ -21,6 +21,8 @@ from dynamics.fast_lu import FastPathCheck as FastPathCheck
 from dynamics.fast_lu import fast_path_applies as fast_path_applies
 from dynamics.fast_lu import make_fast_sweep_train as make_fast_sweep_train
 from dynamics.fast_lu import make_fast_train as make_fast_train
+from dynamics.auto_train import TrainChoice as TrainChoice
+from dynamics.auto_train import make_auto_train as make_auto_train
 from dynamics.sde import reduced_sgd_sde as reduced_sgd_sde
 from dynamics.sde import sgd_sde as sgd_sde
 from dynamics.epochs import make_epoch_train as make_epoch_train

@@ -95,6 +95,7 @@ import numpy as np
 
 from dynamics.train import TrainConfig
 from dynamics.trajectory import Trajectory
+from models import lu, lu_linear
 from tasks.batch import Batch
 from tasks.errors import ConfigError
 
@@ -138,13 +139,41 @@ class FastPathCheck:
     return self.applies
 
 
+def _loss_mismatch(loss_fn, model_cfg) -> Optional[str]:
+  """Why ``loss_fn`` may differ from the Lu cross-entropy the fast path computes (None: it is that).
+
+  Only losses built by ``models.make_loss`` from a Lu forward pass known to be
+  the same function (``models.lu.apply``; ``models.lu_linear.apply_linear``
+  for the linear classifiers) are accepted: any other function, even one
+  that happens to compute the same loss, cannot be checked and is refused.
+  """
+  apply_fn = getattr(loss_fn, "apply_fn", None)
+  if apply_fn is lu.apply:
+    return None
+  if apply_fn is lu_linear.apply_linear:
+    classifier = getattr(model_cfg, "classifier", None)
+    if classifier in ("fc", "tc"):
+      return None
+    return (f"loss_fn is the cross-entropy of models.lu_linear.apply_linear, which needs a "
+            f"linear classifier (fc or tc), not {classifier!r}")
+  what = ("loss_fn is None" if loss_fn is None else
+          f"loss_fn {getattr(loss_fn, '__qualname__', type(loss_fn).__name__)!r} is not "
+          "models.make_loss(models.lu.apply)")
+  return (f"a custom loss: {what}; the fast path computes the Lu model's own cross-entropy "
+          "in closed form and cannot check that another loss equals it (use "
+          "dynamics.make_train, or dynamics.make_auto_train to choose)")
+
+
 def fast_path_applies(model_cfg, train_cfg: TrainConfig, trainable: Optional[dict] = None,
-                      batch: Optional[Batch] = None) -> FastPathCheck:
+                      batch: Optional[Batch] = None, *, loss_fn: Any = "lu") -> FastPathCheck:
   """Decide whether the exact fast path can replace :func:`dynamics.make_train`.
 
-  It applies to the Lu model (:class:`models.LuModelConfig`) with a fixed query,
+  It applies to the Lu model (:class:`models.LuModelConfig`) trained on its own
+  cross-entropy (``models.make_loss(models.lu.apply)``) with a fixed query,
   any of the FC/TC/TL classifiers, any frozen subset of embeddings/keys/classifier,
-  and full-batch gradient descent on one dataset shared by every seed.
+  and full-batch gradient descent on one dataset shared by every seed. Any
+  other loss function is refused: the fast path never calls it, so it cannot
+  prove that it computes the same thing.
 
   Args:
     model_cfg: the model configuration.
@@ -152,6 +181,9 @@ def fast_path_applies(model_cfg, train_cfg: TrainConfig, trainable: Optional[dic
     trainable: parameter group -> trainable (default ``model_cfg.trainable()``).
     batch: the training set, if known: it must be concrete (not traced), i.e.
       shared by all seeds of the sweep.
+    loss_fn: the loss that would be handed to :func:`dynamics.make_train`; the
+      default ``"lu"`` means the Lu model's own cross-entropy (what the CLI and
+      :func:`make_fast_sweep_train` train).
 
   Returns:
     A :class:`FastPathCheck` (truthy iff it applies) with the reason.
@@ -159,6 +191,10 @@ def fast_path_applies(model_cfg, train_cfg: TrainConfig, trainable: Optional[dic
   trainable = model_cfg.trainable() if trainable is None else trainable
   if not hasattr(model_cfg, "classifier") or model_cfg.classifier not in ("fc", "tc", "tl"):
     return FastPathCheck(False, "not the Lu attention model with an fc/tc/tl classifier")
+  if not (isinstance(loss_fn, str) and loss_fn == "lu"):
+    mismatch = _loss_mismatch(loss_fn, model_cfg)
+    if mismatch:
+      return FastPathCheck(False, mismatch)
   normaliser = getattr(model_cfg, "normaliser", "softmax")
   if normaliser != "softmax":
     return FastPathCheck(False, f"the attention normaliser is {normaliser!r} (the fast path "
@@ -791,13 +827,16 @@ def make_fast_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: Trai
 
   Same arguments and the same ``train(params0, key, lr=None) -> Trajectory``;
   ``loss_fn`` must be the model's cross-entropy (``models.make_loss(models.lu.apply)``),
-  which the fast path evaluates in closed form (it is not called). ``key`` is
-  unused (full-batch GD draws nothing). Under ``jax.vmap`` over seeds (as in
-  :func:`dynamics.run_sweep`), a custom vmap rule runs all seeds together
-  with :func:`make_fast_sweep_train` instead of batching the one-seed program.
+  which the fast path evaluates in closed form (it is not called); any other
+  loss is refused. ``key`` is unused (full-batch GD draws nothing). Under
+  ``jax.vmap`` over seeds (as in :func:`dynamics.run_sweep`), a custom vmap
+  rule runs all seeds together with :func:`make_fast_sweep_train` instead of
+  batching the one-seed program. :func:`dynamics.make_auto_train` picks this
+  or :func:`dynamics.make_train` from :func:`fast_path_applies`.
 
   Args:
-    loss_fn: ignored (the Lu cross-entropy is built in).
+    loss_fn: ``models.make_loss(models.lu.apply)`` (or of
+      ``models.lu_linear.apply_linear`` for FC/TC); checked, not called.
     batch: the training set, concrete and shared by every seed.
     record: ``record(params, params0) -> pytree`` of observables.
     cfg: training configuration; see :func:`fast_path_applies`.
@@ -810,8 +849,14 @@ def make_fast_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: Trai
 
   Returns:
     ``train(params0, key, lr=None)``.
+
+  Raises:
+    ConfigError (a ValueError): ``loss_fn`` is not the Lu cross-entropy, or
+      :func:`fast_path_applies` says no for another reason.
   """
-  del loss_fn
+  mismatch = _loss_mismatch(loss_fn, model_cfg)
+  if mismatch:
+    raise ConfigError(f"the fast path does not apply: {mismatch}")
   train_batch = make_fast_sweep_train(model_cfg, batch, record, cfg, trainable,
                                       record_params=record_params, seed_tile=seed_tile,
                                       unroll=unroll, project=project)

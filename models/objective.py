@@ -17,8 +17,14 @@ def accuracy(logits: jax.Array, labels: jax.Array) -> jax.Array:
 
 
 def make_loss(apply_fn):
-  """``loss(params, batch) -> (mean cross-entropy, output)`` for any ``apply`` returning ``.logits``."""
+  """``loss(params, batch) -> (mean cross-entropy, output)`` for any ``apply`` returning ``.logits``.
+
+  The returned function carries ``loss.apply_fn = apply_fn``: which model it is
+  the cross-entropy of. :func:`dynamics.make_fast_train` reads it to check that
+  the loss it is handed is the one it computes in closed form.
+  """
   def loss(params, batch: Batch):
     out = apply_fn(params, batch)
     return cross_entropy(out.logits, batch.labels), out
+  loss.apply_fn = apply_fn
   return loss

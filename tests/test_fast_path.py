@@ -186,8 +186,37 @@ def test_fast_path_applies_says_why_not(data):
   jax.eval_shape(probe, data.train.tokens)
   assert not verdict[0] and "traced" in verdict[0].reason
   with pytest.raises(Exception, match="query"):
-    dynamics.make_fast_train(None, data.train, lambda p, p0: {}, gd, {"query": True},
-                             model_cfg=_model_cfg("tc", train_query=True))
+    dynamics.make_fast_train(models.make_loss(models.lu.apply), data.train, lambda p, p0: {},
+                             gd, {"query": True}, model_cfg=_model_cfg("tc", train_query=True))
+
+
+def test_custom_loss_is_refused_and_auto_trains_it_generically(data):
+  """A loss the fast path does not compute (scores / √d′) is refused, never trained as the
+  vanilla model: ``make_auto_train`` falls back to autodiff, whose trajectory differs."""
+  model_cfg = _model_cfg("tc")
+  model = models.lu_attention(model_cfg)
+  scaled = lambda p, b: models.lu.apply(dict(p, query=p["query"] / np.sqrt(model_cfg.key_dim)), b)
+  custom, vanilla = models.make_loss(scaled), models.make_loss(model.apply)
+  cfg = dynamics.TrainConfig(lr=0.5, steps=40, record_every=20)
+  record = lambda p, p0: {"score": models.lu.word_scores(p)[:TASK.n_topic_words]}
+  trainable = model_cfg.trainable()
+  wrapped = lambda p, b: vanilla(p, b)          # equal to the vanilla loss, but unprovably so
+  for loss_fn in (custom, wrapped, None):
+    verdict = dynamics.fast_path_applies(model_cfg, cfg, batch=data.train, loss_fn=loss_fn)
+    assert not verdict and "custom loss" in verdict.reason, verdict
+    with pytest.raises(ValueError, match="custom loss"):
+      dynamics.make_fast_train(loss_fn, data.train, record, cfg, trainable, model_cfg=model_cfg)
+  assert dynamics.fast_path_applies(model_cfg, cfg, batch=data.train, loss_fn=vanilla)
+  auto = dynamics.make_auto_train(custom, data.train, record, cfg, trainable, model_cfg=model_cfg)
+  plain = dynamics.make_auto_train(vanilla, data.train, record, cfg, trainable,
+                                   model_cfg=model_cfg)
+  assert (auto.path, plain.path) == ("generic", "fast") and "custom loss" in auto.reason
+  params0 = model.init(jax.random.PRNGKey(1))
+  got, ref = (jax.jit(c.train)(params0, jax.random.PRNGKey(0)) for c in (auto, plain))
+  # Scaling the query by 1/√d′ slows the recorded scores qᵀκ by about 1/√d′: trained
+  # as the vanilla model, these scores would agree to float rounding.
+  got, ref = np.asarray(got.observables["score"][-1]), np.asarray(ref.observables["score"][-1])
+  assert np.abs(ref).max() > 0.05 and not np.allclose(got, ref, rtol=0.2), (got, ref)
 
 
 @given(n=st.integers(1, 40), width=st.integers(1, 6), vocab=st.integers(1, 30),
