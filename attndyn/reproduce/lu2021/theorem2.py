@@ -1,9 +1,22 @@
 """Theorem 2: with a fixed linear classifier of independent columns, loss → 0 and attention → topic word.
 
-Attn-FC with orthonormal U (the paper's choice for this check) is trained in
-segments of equal length by one compiled program, recording the training loss
-and the mean attention on each sentence's topic word at the end of every
-segment; both must move monotonically towards 0 and 1.
+Attn-FC with orthonormal U (the paper's choice for this check, Sec 5.1) is
+trained in segments of equal length by one compiled program, recording the
+training loss, the mean attention on each sentence's topic word and whether
+the topic word has the largest weight in every training sentence.
+
+Theorem 2 says the model "will attend to the topic word in every input
+sentence and have its training loss approach zero". A limit cannot be
+measured, so it is judged at the epochs and in the words the paper states
+(Sec 5.1 ¶2: trained "for 5K epochs", "all three models achieve the training
+loss close to zero"; ¶3: "Attn-FC has the training loss roughly zero when the
+training is completed, Theorem 2 is confirmed"), with levels of ours fixed
+before any run: at epoch 5K the training loss is ≤ ``loss_at_most`` (under 1%
+of ln 4 = 1.39, the loss of the uniform start) and the topic word has the
+largest weight in every training sentence of every seed; at the last epoch
+(50K) the mean topic attention is ≥ ``attention_at_least`` (the limit is 1).
+Strict decrease at checkpoints is not judged: small-lr GD gives it almost by
+construction.
 """
 import jax
 import jax.numpy as jnp
@@ -20,9 +33,21 @@ NAME = "theorem2"
 TITLE = "Theorem 2: Attn-FC (orthonormal U) trained longer: loss → 0, attention → topic word"
 FULL = {"task": dict(common.TEXT_TASK), "model": dict(common.TEXT_MODEL), "lr": 0.1,
         "segment": 5000, "segments": 10, "checkpoints": [5000, 20000, 50000], "seeds": 5,
-        "final_attention": 0.9}
-QUICK = {**FULL, "segment": 1000, "segments": 3, "checkpoints": [1000, 2000, 3000], "seeds": 3,
-         "final_attention": 0.5}
+        "loss_at_most": 0.01, "attention_at_least": 0.9}
+# The quick mode reaches the paper's 5K epochs (its loss and every-sentence rows are judged),
+# not the 50K of the attention level (that row is 'quick: not comparable').
+QUICK = {**FULL, "segment": 1000, "segments": 5, "checkpoints": [1000, 3000, 5000], "seeds": 3}
+PAPER_EPOCHS = 5000      # Sec 5.1 ¶2: "for 5K epochs", then "training loss close to zero"
+LIMIT_EPOCHS = 50000     # FULL's last epoch, where the attention level (→ 1) is judged
+_THEOREM = "Theorem 2 (Sec 4)"
+_SOURCE_LOSS = ("paper, Sec 5.1 ¶2: after 5K epochs “all three models achieve the training loss "
+                "close to zero”; ‘close to zero’ as ≤ 0.01 is ours (under 1% of ln 4, the loss of "
+                "the uniform start)")
+_SOURCE_EVERY = ("paper, Theorem 2: “attend to the topic word in every input sentence”; at 5K "
+                 "epochs (Sec 5.1 ¶2-3)")
+_SOURCE_ATT = ("paper, Theorem 2: the topic word is attended to as training proceeds (weight → 1); "
+               "≥ 0.9 at 50K epochs is ours: a limit of 1 reached within 10% after ten times the "
+               "paper's 5K epochs")
 
 
 def run(ctx, s) -> Outcome:
@@ -35,7 +60,11 @@ def run(ctx, s) -> Outcome:
   def record(params, params0):
     del params0
     loss, out = loss_fn(params, data.train)
-    return {"loss": loss, "topic_attention": jnp.mean(jnp.sum(jnp.where(is_topic, out.attention, 0.0), -1)),
+    topic_weight = jnp.sum(jnp.where(is_topic, out.attention, 0.0), -1)             # [N]
+    other_max = jnp.max(jnp.where(is_topic, -1.0, out.attention), -1)
+    return {"loss": loss, "topic_attention": jnp.mean(topic_weight),
+            # 1.0 when in every training sentence the topic word weighs more than any other word
+            "topic_argmax_all": jnp.all(topic_weight > other_max).astype(loss.dtype),
             "train_acc": models.accuracy(out.logits, data.train.labels),
             "test_acc": models.accuracy(apply(params, data.test).logits, data.test.labels)}
 
@@ -58,26 +87,32 @@ def run(ctx, s) -> Outcome:
   curves = {k: np.stack([r[k] for r in records], -1) for k in records[0]}   # [S, K]
   at = [int(np.flatnonzero(steps == c)[0]) for c in s["checkpoints"] if c in steps]
   loss_ck, att_ck = curves["loss"][:, at], curves["topic_attention"][:, at]
-  dec = np.array([rep.strictly_monotone(l, increasing=False) for l in loss_ck])
-  inc = np.array([rep.strictly_monotone(a, increasing=True) for a in att_ck])
-  ck = ", ".join(f"{c // 1000}K" for c in s["checkpoints"])
+  ck = ", ".join(f"{c // 1000}K" if c >= 1000 else f"{c}" for c in steps[at])
+  last = int(steps[-1])
+  # Which epoch each row is judged at, decided from the budget before looking at any value:
+  # the paper's 5K when it was recorded (else the last epoch, then not comparable).
+  k5 = int(np.flatnonzero(steps == PAPER_EPOCHS)[0]) if PAPER_EPOCHS in steps else len(steps) - 1
+  at5 = int(steps[k5])
+  trend = (f"at epochs {ck}: loss " + " / ".join(f"{v:.3g}" for v in loss_ck.mean(0))
+           + ", topic attention " + " / ".join(f"{v:.3f}" for v in att_ck.mean(0)))
   claims = [
-      rep.claim(f"{NAME}.loss_decreasing", f"Attn-FC (orthonormal U) training loss strictly "
-                f"decreases across epochs {ck}", paper="loss → 0", ours=rep.mean_ci(dec),
-                tolerance=rep.Tolerance("all_true"), figure="Theorem 2", quick=ctx.quick,
-                note="loss " + " / ".join(f"{v:.3g}" for v in loss_ck.mean(0))),
-      rep.claim(f"{NAME}.attention_increasing", f"mean attention on the topic word strictly "
-                f"increases across epochs {ck}", paper="attention → topic word",
-                ours=rep.mean_ci(inc), tolerance=rep.Tolerance("all_true"), figure="Theorem 2",
-                quick=ctx.quick,
-                note="attention " + " / ".join(f"{v:.3f}" for v in att_ck.mean(0))),
-      rep.claim(f"{NAME}.final_attention", f"mean attention on the topic word at epoch "
-                f"{steps[-1]}", paper="→ 1", ours=rep.mean_ci(curves["topic_attention"][:, -1]),
-                tolerance=rep.Tolerance("at_least", s["final_attention"]), figure="Theorem 2",
-                quick=ctx.quick, comparable=steps[-1] >= 50000),
-      rep.claim(f"{NAME}.final_loss", f"training loss at epoch {steps[-1]}", paper="→ 0",
-                ours=rep.mean_ci(curves["loss"][:, -1]), tolerance=rep.Tolerance("info"),
-                figure="Theorem 2", quick=ctx.quick),
+      rep.claim(f"{NAME}.loss_at_5k", f"Attn-FC (orthonormal U) training loss at epoch {at5}",
+                paper="loss → 0 (“close to zero” after 5K epochs)",
+                paper_ref="Theorem 2; Sec 5.1 ¶2", ours=rep.mean_ci(curves["loss"][:, k5]),
+                tolerance=rep.Tolerance("at_most", s["loss_at_most"], f"≤ {s['loss_at_most']:g}",
+                                        source=_SOURCE_LOSS),
+                figure=_THEOREM, quick=ctx.quick, comparable=at5 == PAPER_EPOCHS, note=trend),
+      rep.claim(f"{NAME}.attends_every_sentence", f"at epoch {at5} the topic word has the "
+                "largest attention weight in every training sentence", paper="every input sentence",
+                paper_ref="Theorem 2", ours=rep.mean_ci(curves["topic_argmax_all"][:, k5]),
+                tolerance=rep.Tolerance("all_true", source=_SOURCE_EVERY), figure=_THEOREM,
+                quick=ctx.quick, comparable=at5 == PAPER_EPOCHS),
+      rep.claim(f"{NAME}.final_attention", f"mean attention on the topic word at epoch {last}",
+                paper="→ 1", paper_ref="Theorem 2",
+                ours=rep.mean_ci(curves["topic_attention"][:, -1]),
+                tolerance=rep.Tolerance("at_least", s["attention_at_least"],
+                                        f"≥ {s['attention_at_least']:g}", source=_SOURCE_ATT),
+                figure=_THEOREM, quick=ctx.quick, comparable=last >= LIMIT_EPOCHS),
   ]
   figs.curve_panels([
       {"title": "training loss", "ylabel": "cross-entropy", "logy": True,
