@@ -5,9 +5,17 @@ attention; topic word pairs of two Markov chains decide the topic. Every run
 draws its own task and initialisation (run i uses seed i for both), and all
 runs are one vmapped sweep. Pair scores and embeddings are centred on their
 initial values (Appendix A).
+
+Fig 9's claim, "the positive SEN relationship holds even if the attention
+layer attends to other layers" (App. A), is judged as a positive, monotone
+relation: per run, Kendall's τ between a topic pair's centred score and its
+centred embedding norm over the recorded epochs (1 when the norm rises
+whenever the score does), averaged over the topic pairs. Eq (10)'s exact curve
+is reported only: its m is the word model's, not derived for pairs.
 """
 import jax
 import numpy as np
+from scipy import stats
 
 import dynamics
 import models
@@ -27,9 +35,49 @@ FULL = {"task": {"n_words": 200, "n_topics": 2, "pairs_per_topic": 2, "sentence_
         "model": {"embed_dim": 15, "key_dim": 15, "embed_std": 1e-3, "key_std": 0.0,
                   "query_std": 1.0, "query_norm": 1.0},
         "lr": 0.1, "steps": 3000, "record_every": 30, "runs": 10, "min_test_acc": 99.0,
-        "assumption1_ratio": 0.1}
+        "assumption1_ratio": 0.01, "sen_tau_at_least": 0.9}
 QUICK = {**FULL, "task": {**FULL["task"], "n_train": 1000, "n_test": 500}, "steps": 600,
          "record_every": 20, "runs": 4}
+
+
+# App. A's paragraphs are named by their first words (the paper text has no page breaks).
+SOURCES = {
+    "test_acc": rep.from_paper("App. A, ¶ “In our experiments, the word dictionary…”",
+                               "trained for 3,000 epochs and achieved 99.89% test accuracy")
+                + "; ≥ 99 % is ours: one run reported, one point (10 of 1,000 test sentences) "
+                  "for the spread over seeds",
+    # the same words, so the same bound, as the synthetic task's Assumption-1 rows (Fig 1)
+    "assumption1": rep.from_paper("App. A, ¶ “We repeated the experiments for ten runs…”, Fig 8",
+                                  "the non-topic word pair scores and the embeddings are nearly "
+                                  "unchanged in comparison to their counterparts of the topic "
+                                  "ones") + "; Sec 5.1 ¶3 reads Fig 1's same histograms as “two "
+                                  "orders of magnitude”: ≤ 0.01, as for the synthetic task",
+    "sen_tau": rep.from_paper("App. A, ¶ “Randomly picking a topic word pair…”, Fig 9",
+                              "the positive SEN relationship holds even if the attention layer "
+                              "attends to other layers") + "; τ ≥ 0.9 is ours: a monotone "
+                              "increasing relation gives τ = 1, 0.9 allows 5% of epoch pairs out "
+                              "of order (the first epochs, where both are still ≈ 0)",
+}
+PAPER_REF = {"test_acc": "App. A, ¶ “In our experiments…”",
+             "sen": "App. A, ¶ “Randomly picking a topic word pair…”"}
+
+
+def sen_kendall_tau(score: np.ndarray, norm: np.ndarray) -> np.ndarray:
+  """Per run, Kendall's τ-b between score and norm over time, averaged over the words.
+
+  Args:
+    score, norm: ``[R, T, W]`` along training.
+
+  Returns:
+    ``[R]``; a word whose score or norm never changes contributes NaN (ignored).
+  """
+  out = np.full(score.shape[0], np.nan)
+  for r in range(score.shape[0]):
+    taus = [stats.kendalltau(score[r, :, w], norm[r, :, w]).statistic
+            for w in range(score.shape[-1])]
+    if np.any(np.isfinite(taus)):
+      out[r] = float(np.nanmean(taus))
+  return out
 
 
 def run(ctx, s) -> Outcome:
@@ -71,25 +119,37 @@ def run(ctx, s) -> Outcome:
   top_score, top_norm = obs["score"][:, -1], obs["emb_norm"][:, -1]
   acc = 100 * obs["test_acc"][:, -1]
   sen_err = windowed_max_error(steps, obs["score"], obs["emb_norm"], m)
+  sen_tau = sen_kendall_tau(np.asarray(obs["score"]), np.asarray(obs["emb_norm"]))
   bound = s["assumption1_ratio"]
   q = ctx.quick
   claims = [
       rep.claim(f"{NAME}.test_acc", f"Attn-TC-CNN test accuracy after {s['steps']} epochs",
-                paper=99.89, ours=rep.mean_ci(acc), unit="%", figure="App. A",
-                tolerance=rep.Tolerance("at_least", s["min_test_acc"], f"≥ {s['min_test_acc']:g} %"),
+                paper=99.89, paper_ref=PAPER_REF["test_acc"], ours=rep.mean_ci(acc), unit="%",
+                figure="App. A", tolerance=rep.Tolerance(
+                    "at_least", s["min_test_acc"], f"≥ {s['min_test_acc']:g} %",
+                    source=SOURCES["test_acc"]),
                 quick=q, comparable=s["steps"] >= 3000 and task_cfg.n_train >= 4000),
       rep.claim(f"{NAME}.assumption1_score", "centred pair scores: mean |Δs| of non-topic pairs / "
                 "mean Δs of topic pairs", paper="nearly unchanged (Fig 8)",
                 ours=rep.mean_ci(change_ratio(nt_score, top_score)), figure="Fig 8",
-                tolerance=rep.Tolerance("at_most", bound, f"≤ {bound:g}"), quick=q),
+                tolerance=rep.Tolerance("at_most", bound, f"≤ {bound:g}",
+                                        source=SOURCES["assumption1"]), quick=q),
       rep.claim(f"{NAME}.assumption1_norm", "centred pair embeddings: mean ‖q‖‖Δμ‖ of non-topic "
                 "pairs / that of topic pairs", paper="nearly unchanged (Fig 8)",
                 ours=rep.mean_ci(change_ratio(nt_norm, top_norm)), figure="Fig 8",
-                tolerance=rep.Tolerance("at_most", bound, f"≤ {bound:g}"), quick=q),
+                tolerance=rep.Tolerance("at_most", bound, f"≤ {bound:g}",
+                                        source=SOURCES["assumption1"]), quick=q),
+      rep.claim(f"{NAME}.sen_positive", "Kendall τ between a topic pair's centred score and its "
+                "centred ‖q‖‖Δμ‖ over the recorded epochs (mean over topic pairs, per run)",
+                paper="positive SEN relation holds (Fig 9)", paper_ref=PAPER_REF["sen"],
+                ours=rep.mean_ci(sen_tau), figure="Fig 9", quick=q,
+                tolerance=rep.Tolerance("at_least", s["sen_tau_at_least"],
+                                        f"≥ {s['sen_tau_at_least']:g}", source=SOURCES["sen_tau"]),
+                note="1 = the norm rises whenever the score does"),
       rep.claim(f"{NAME}.sen_error", f"max relative deviation of the centred topic-pair SEN from "
                 f"Eq (10) (m = {m}) after the first 10% of training", paper="positive SEN relation "
                 "holds (Fig 9)", ours=rep.mean_ci(sen_err), tolerance=rep.Tolerance("info"),
-                figure="Fig 9", quick=q),
+                figure="Fig 9", quick=q, note="Eq (10) is derived for words, not word pairs"),
   ]
   figs.distribution_panels({
       "non-topic pair Δs": {"Attn-TC-CNN": nt_score},
