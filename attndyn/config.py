@@ -17,7 +17,7 @@ import numpy as np
 
 from attndyn import schema
 from dynamics import fast_lu
-from dynamics.gradient_flow import SOLVERS
+from dynamics.gradient_flow import ATOL, RTOL, SOLVERS
 from dynamics.reduced_ode import FORMS, check_reduced_config
 from dynamics.train import TrainConfig
 from models.lu import LuModelConfig
@@ -114,8 +114,8 @@ class ODEConfig:
   kind: str = "none"
   form: str = "lemma2"
   solver: str = "tsit5"
-  rtol: float = 1e-6
-  atol: float = 1e-9
+  rtol: float = RTOL
+  atol: float = ATOL
   max_steps: int = 100_000
   dtmin: Optional[float] = None
 

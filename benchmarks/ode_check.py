@@ -77,10 +77,10 @@ def main():
       "gd": lambda p: (dynamics.make_train(loss, data.train, record, train_cfg, trainable)(
           p, jax.random.PRNGKey(0)), {}),
       "lemma2": lambda p: solve_reduced_sen_ode(
-          p, data.train, data.train_topic_word, jnp.arange(n_topic), record, lr=args.lr, ts=ts,
+          p, data.train, data.train_topic_word, np.arange(n_topic), record, lr=args.lr, ts=ts,
           trainable=trainable, form="lemma2", **tol(args.rtol, args.atol), **ode_opts),
       "exact": lambda p: solve_reduced_sen_ode(
-          p, data.train, data.train_topic_word, jnp.arange(n_topic), record, lr=args.lr, ts=ts,
+          p, data.train, data.train_topic_word, np.arange(n_topic), record, lr=args.lr, ts=ts,
           trainable=trainable, form="exact", **tol(args.rtol, args.atol), **ode_opts),
       "flow": lambda p: solve_gradient_flow(
           loss, p, data.train, record, lr=args.lr, ts=ts, trainable=trainable,

@@ -20,6 +20,11 @@ from dynamics.trajectory import Trajectory
 from tasks.batch import Batch
 from tasks.errors import ConfigError, check
 
+# Default tolerances of the adaptive step-size controller for every ODE solve: the gradient
+# flow, the reduced ODEs (dynamics.reduced_ode, dynamics.reduced_ode_sweep) and the CLI's [ode].
+RTOL = 1e-6
+ATOL = 1e-9
+
 # Adaptive explicit Runge–Kutta solvers with an embedded error estimate.
 SOLVERS = {
     "tsit5": diffrax.Tsit5,
@@ -91,7 +96,7 @@ def solver_stats(sol: diffrax.Solution) -> dict:
 
 def gradient_flow(loss_fn: Callable, params0: Any, batch: Batch, record: Callable, *,
                   lr, ts, trainable: Mapping[str, bool], solver="tsit5",
-                  rtol: float = 1e-6, atol: float = 1e-9, max_steps: int = 100_000,
+                  rtol: float = RTOL, atol: float = ATOL, max_steps: int = 100_000,
                   dt0: Optional[float] = None, dtmin: Optional[float] = None) -> Trajectory:
   """Solve the gradient flow of the full model and record observables.
 
@@ -146,7 +151,7 @@ def gradient_flow(loss_fn: Callable, params0: Any, batch: Batch, record: Callabl
 
 def solve_gradient_flow(loss_fn: Callable, params0: Any, batch: Batch, record: Callable, *,
                         lr, ts, trainable: Mapping[str, bool], solver="tsit5",
-                        rtol: float = 1e-6, atol: float = 1e-9, max_steps: int = 100_000,
+                        rtol: float = RTOL, atol: float = ATOL, max_steps: int = 100_000,
                         dt0: Optional[float] = None, dtmin: Optional[float] = None):
   """:func:`gradient_flow` that also returns the solver's step counts.
 

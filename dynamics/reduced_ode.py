@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dynamics.gradient_flow import failure_time, make_solver, solver_stats, time_grid
+from dynamics.gradient_flow import ATOL, RTOL, failure_time, make_solver, solver_stats, time_grid
 from dynamics.trajectory import Trajectory
 from models.channel_major import apply_classifier_channels, channel_mix, cross_entropy_channels
 from models.lu import word_scores
@@ -247,12 +247,6 @@ def seed_velocity(state: ReducedState, c: NonTopic, params0: dict, lr, *, form: 
   return jax.tree.map(lambda v, x: v.astype(x.dtype), velocity, state)
 
 
-def topic_ids(topic_words):
-  """``topic_words`` as NumPy when known at trace time (so :func:`full_params` sees the
-  layout), else the traced array itself."""
-  return topic_words if isinstance(topic_words, jax.core.Tracer) else np.asarray(topic_words)
-
-
 def is_leading_ids(topic_words) -> bool:
   """Whether ``topic_words`` is known at trace time to be ``0, 1, ..., T-1`` (the topic
   task's layout: :class:`tasks.TopicDataset` numbers the topic words first)."""
@@ -331,12 +325,18 @@ def check_solve_inputs(form: str, trainable: Mapping[str, bool], ts, batch: Batc
   """Check a reduced solve's configuration and inputs; return ``(ts, topic_words)`` as used.
 
   Raises:
-    ConfigError: see :func:`check_reduced_config`; ``topic_words`` not 1-D or
-      ``topic_word`` not one id per sentence.
+    ConfigError: see :func:`check_reduced_config`; ``topic_words`` traced (see
+      below), not 1-D, or ``topic_word`` not one id per sentence.
   """
   check_reduced_config(form, trainable)
   ts = time_grid(ts)
-  topic_words = topic_ids(topic_words)
+  # A traced topic_words (a jit argument, or jnp.arange built inside jit) cannot be checked
+  # for the topic task's layout, so full_params would take another code path than for the
+  # same ids given concretely; refuse it instead of switching silently.
+  check(not isinstance(topic_words, jax.core.Tracer), "topic_words", topic_words,
+        "concrete ids known when the solve is traced: NumPy (np.arange(T)) or a jnp array "
+        "built outside jax.jit, not a jit argument or jnp.arange inside a jitted function")
+  topic_words = np.asarray(topic_words)
   n = batch.tokens.shape[0]
   check(topic_words.ndim == 1, "topic_words", topic_words.shape, "a 1-D array of word ids [T]")
   check(jnp.shape(topic_word) == (n,), "topic_word", jnp.shape(topic_word),
@@ -346,8 +346,8 @@ def check_solve_inputs(form: str, trainable: Mapping[str, bool], ts, batch: Batc
 
 def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_words: jax.Array,
                     record: Callable, *, lr, ts, trainable: Mapping[str, bool],
-                    form: str = "lemma2", solver="tsit5", rtol: float = 1e-8,
-                    atol: float = 1e-10, max_steps: int = 100_000,
+                    form: str = "lemma2", solver="tsit5", rtol: float = RTOL,
+                    atol: float = ATOL, max_steps: int = 100_000,
                     dt0: Optional[float] = None, dtmin: Optional[float] = None) -> Trajectory:
   """Solve the reduced SEN dynamics (Lemma 2) and record observables of the full model.
 
@@ -364,8 +364,9 @@ def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
       ``topic_words``, once (the topic task: ``dataset.train``).
     topic_word: ``[n]`` vocabulary id of each sentence's topic word
       (``dataset.train_topic_word``).
-    topic_words: ``[T]`` vocabulary ids of the topic words
-      (``np.arange(dataset.n_topic_words)``; NumPy lets :func:`full_params` see the layout).
+    topic_words: ``[T]`` vocabulary ids of the topic words, concrete (NumPy, e.g.
+      ``np.arange(dataset.n_topic_words)``, or a jnp array made outside ``jax.jit``);
+      a traced array is refused.
     record: ``record(params, params0) -> pytree`` of float observables,
       evaluated on the reconstructed full parameters (:func:`full_params`).
     lr: learning rate (float or traced scalar).
@@ -391,7 +392,7 @@ def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
 
   Raises:
     ConfigError: a trainable query; ``form="lemma2"`` with frozen embeddings
-      or keys; an unknown form or solver.
+      or keys; an unknown form or solver; traced ``topic_words``.
 
   References:
     https://arxiv.org/abs/2011.10036
@@ -404,7 +405,7 @@ def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
 def solve_reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array,
                           topic_words: jax.Array, record: Callable, *, lr, ts,
                           trainable: Mapping[str, bool], form: str = "lemma2", solver="tsit5",
-                          rtol: float = 1e-8, atol: float = 1e-10, max_steps: int = 100_000,
+                          rtol: float = RTOL, atol: float = ATOL, max_steps: int = 100_000,
                           dt0: Optional[float] = None, dtmin: Optional[float] = None):
   """:func:`reduced_sen_ode` that also returns the solver's step counts.
 

@@ -47,7 +47,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from dynamics.gradient_flow import failure_time, make_solver, solver_stats
+from dynamics.gradient_flow import ATOL, RTOL, failure_time, make_solver, solver_stats
 from dynamics.reduced_ode import (NonTopic, ReducedState, check_solve_inputs, full_params,
                                   nontopic_constants, seed_velocity)
 from dynamics.trajectory import Trajectory
@@ -74,7 +74,7 @@ def seed_max_rms_norm(tree) -> jax.Array:
 def reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
                           topic_words: jax.Array, record: Callable, *, lr, ts,
                           trainable: Mapping[str, bool], form: str = "lemma2", solver="tsit5",
-                          rtol: float = 1e-8, atol: float = 1e-10, max_steps: int = 100_000,
+                          rtol: float = RTOL, atol: float = ATOL, max_steps: int = 100_000,
                           dt0: Optional[float] = None,
                           dtmin: Optional[float] = None) -> Trajectory:
   """:func:`dynamics.reduced_sen_ode` for ``S`` seeds sharing one dataset, solved together.
@@ -83,8 +83,8 @@ def reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
     params0: initial parameters with a leading seed axis ``S`` on every leaf.
     batch: training sentences ``[n, L]``, shared by all seeds.
     topic_word: ``[n]`` vocabulary id of each sentence's topic word.
-    topic_words: ``[T]`` vocabulary ids of the topic words (NumPy or a concrete array:
-      see :func:`dynamics.reduced_ode.full_params`).
+    topic_words: ``[T]`` vocabulary ids of the topic words, concrete (NumPy or a jnp
+      array made outside ``jax.jit``; a traced array is refused).
     record: ``record(params, params0) -> pytree`` of one seed's full parameters.
     lr: learning rate, a scalar or ``[S]``.
     ts: ``[K]`` increasing recorded times in steps.
@@ -108,7 +108,7 @@ def reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
 def solve_reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
                                 topic_words: jax.Array, record: Callable, *, lr, ts,
                                 trainable: Mapping[str, bool], form: str = "lemma2",
-                                solver="tsit5", rtol: float = 1e-8, atol: float = 1e-10,
+                                solver="tsit5", rtol: float = RTOL, atol: float = ATOL,
                                 max_steps: int = 100_000, dt0: Optional[float] = None,
                                 dtmin: Optional[float] = None):
   """:func:`reduced_sen_ode_sweep` that also returns the solve's step counts (shared)."""

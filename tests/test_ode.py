@@ -6,6 +6,7 @@ exact form is the model's gradient restricted to the topic words; vmap equals a
 loop; failures are reported, not raised.
 """
 import functools
+import inspect
 
 import diffrax
 import jax
@@ -89,23 +90,27 @@ def _tc_flow():
 
 @functools.lru_cache(maxsize=None)
 def _tc_reduced():
-  """Compiled ``(params0, lr, ts) -> Trajectory`` of the reduced ODE on ``_setup("tc")``."""
+  """Compiled ``(params0, lr, ts) -> Trajectory`` of the reduced ODE on ``_setup("tc")``, at
+  tolerances tight enough for :func:`test_reduced_sweep_isolates_a_diverged_seed` to compare
+  it with a joint solve (whose steps differ) at 1e-6."""
   task, data, cfg, _ = _setup("tc")
   return jax.jit(lambda params0, lr, ts: dynamics.reduced_sen_ode(
-      params0, data.train, data.train_topic_word, jnp.arange(task.n_topic_words),
+      params0, data.train, data.train_topic_word, np.arange(task.n_topic_words),
       _topic_record(task.n_topic_words), lr=lr, ts=ts, trainable=cfg.trainable(),
-      max_steps=SHARED_STEPS))
+      max_steps=SHARED_STEPS, rtol=1e-8, atol=1e-10))
 
 
 @functools.lru_cache(maxsize=None)
 def _jitted_reduced(n_topic, trainable_items, form, dtmin):
-  """One compiled solve per configuration, reused across hypothesis examples."""
+  """One compiled solve per configuration, reused across hypothesis examples; tolerances
+  tighter than the defaults, to resolve a conserved quantity to 1e-6."""
   trainable = dict(trainable_items)
 
   def solve(params0, data, lr, ts):
     return dynamics.reduced_sen_ode(params0, data.train, data.train_topic_word,
-                                    jnp.arange(n_topic), _topic_record(n_topic), lr=lr, ts=ts,
-                                    trainable=trainable, form=form, dtmin=dtmin, max_steps=50_000)
+                                    np.arange(n_topic), _topic_record(n_topic), lr=lr, ts=ts,
+                                    trainable=trainable, form=form, dtmin=dtmin, max_steps=50_000,
+                                    rtol=1e-8, atol=1e-10)
   return jax.jit(solve)
 
 
@@ -294,7 +299,7 @@ def test_reduced_sweep_equals_separate_solves(classifier):
   # Compiled with the options attndyn run uses for FC/TC; the separate solves with XLA's defaults.
   options = xla_options.supported(dynamics.REDUCED_ODE_LINEAR_COMPILER_OPTIONS)
   together = jax.jit(lambda p, lr: dynamics.reduced_sen_ode_sweep(
-      p, data.train, data.train_topic_word, jnp.arange(n_topic), record, lr=lr, **kw),
+      p, data.train, data.train_topic_word, np.arange(n_topic), record, lr=lr, **kw),
       compiler_options=options)(params0, lr)
   np.testing.assert_array_equal(together.failed_at, [-1, -1, -1])
   assert together.t.shape == (3, N_REC) and together.observables["s"].shape == (3, N_REC, n_topic)
@@ -320,7 +325,8 @@ def test_reduced_sweep_conserves_theorem1_q_for_tl():
   n_topic = task.n_topic_words
   together = dynamics.reduced_sen_ode_sweep(
       params0, data.train, data.train_topic_word, jnp.arange(n_topic), _topic_record(n_topic),
-      lr=lr, ts=ts, trainable=cfg.trainable(), dtmin=0.01, max_steps=50_000)
+      lr=lr, ts=ts, trainable=cfg.trainable(), dtmin=0.01, max_steps=50_000, rtol=1e-8,
+      atol=1e-10)
   np.testing.assert_array_equal(together.failed_at, [-1, -1, -1])
   for i in range(3):
     s = np.asarray(together.observables["s"][i])
@@ -342,7 +348,8 @@ def test_reduced_sweep_isolates_a_diverged_seed():
   record = _topic_record(n_topic)
   together = dynamics.reduced_sen_ode_sweep(
       params0, data.train, data.train_topic_word, jnp.arange(n_topic), record,
-      lr=jnp.array([1.0, jnp.nan]), ts=ts, trainable=cfg.trainable(), max_steps=SHARED_STEPS)
+      lr=jnp.array([1.0, jnp.nan]), ts=ts, trainable=cfg.trainable(), max_steps=SHARED_STEPS,
+      rtol=1e-8, atol=1e-10)
   np.testing.assert_array_equal(together.failed_at, [-1.0, 0.0])
   alone = _tc_reduced()(jax.tree.map(lambda x: x[0], params0), 1.0, ts)
   np.testing.assert_allclose(together.observables["s"][0], alone.observables["s"],
@@ -399,3 +406,30 @@ def test_trainable_query_is_a_config_error():
                                jnp.arange(task.n_topic_words), _topic_record(task.n_topic_words),
                                lr=1.0, ts=jnp.linspace(0.0, 10.0, 3), trainable=trainable,
                                form=form)
+
+
+def test_traced_topic_words_are_refused_and_concrete_jnp_ids_act_as_numpy():
+  """A jnp ``topic_words`` made outside jit takes the NumPy path (the topic rows seen as the
+  leading ids); a traced one (here jnp.arange inside jit) is refused by name, not solved on
+  another code path."""
+  task, data, cfg, params0 = _setup("tc")
+  n_topic = task.n_topic_words
+  kw = dict(lr=1.0, ts=jnp.linspace(0.0, 10.0, 3), trainable=cfg.trainable())
+  _, ids = dynamics.reduced_ode.check_solve_inputs("lemma2", cfg.trainable(), kw["ts"],
+                                                   data.train, data.train_topic_word,
+                                                   jnp.arange(n_topic))
+  assert isinstance(ids, np.ndarray) and dynamics.reduced_ode.is_leading_ids(ids)
+  solve = lambda p: dynamics.reduced_sen_ode(p, data.train, data.train_topic_word,
+                                             jnp.arange(n_topic), _topic_record(n_topic), **kw)
+  with pytest.raises(tasks.ConfigError, match="np.arange"):
+    jax.eval_shape(solve, params0)
+
+
+def test_ode_tolerance_defaults_are_the_cli_defaults():
+  """One default rtol/atol for the reduced ODE (single and swept), the gradient flow and the
+  CLI's [ode] section."""
+  from attndyn.config import ODEConfig
+  want = (ODEConfig().rtol, ODEConfig().atol)
+  for fn in (dynamics.reduced_sen_ode, dynamics.reduced_sen_ode_sweep, dynamics.gradient_flow):
+    sig = inspect.signature(fn).parameters
+    assert (sig["rtol"].default, sig["atol"].default) == want, fn.__name__
