@@ -129,6 +129,7 @@ def test_rows_show_the_source_the_interval_and_an_inconclusive_result():
   quick = rep.claim("x", "dev", paper=0.0, ours=_mean(0.0168, 0.0094), tolerance=tol, quick=True,
                     comparable=False)
   assert quick["status"] == "quick" and quick["would_be"] == "inconclusive"
+  assert report.format_result(quick).startswith("quick: not comparable (would be inconclusive (n too")
   prop = rep.claim("p", "rate", paper="about half", paper_value=0.5,
                    ours=rep.proportion_ci([1] * 6 + [0] * 14),
                    tolerance=rep.Tolerance("abs", 0.2, source=rep.from_paper("p. 9", "about half")))

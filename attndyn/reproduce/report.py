@@ -119,7 +119,7 @@ def format_result(row: dict) -> str:
   status = row["status"]
   if status == "quick":
     would = row["would_be"]
-    return f"quick: not comparable (would {_inconclusive(row) if would == 'inconclusive' else would})"
+    return f"quick: not comparable (would {'be ' + _inconclusive(row) if would == 'inconclusive' else would})"
   if status == "inconclusive":
     return _inconclusive(row)
   return {"pass": "pass", "fail": "**FAIL**", "info": "info"}.get(status, status)
