@@ -202,8 +202,8 @@ def ode_compiler_options(kind: str, classifier: str) -> Optional[dict]:
   if kind != "reduced":
     return None
   if classifier in models.LINEAR_CLASSIFIERS:
-    return dynamics.REDUCED_ODE_LINEAR_COMPILER_OPTIONS
-  return dynamics.REDUCED_ODE_COMPILER_OPTIONS
+    return dynamics._REDUCED_ODE_LINEAR_COMPILER_OPTIONS
+  return dynamics._REDUCED_ODE_COMPILER_OPTIONS
 
 
 def plan_chunk_size(cfg: RunConfig, devices=None) -> Optional[int]:
@@ -282,7 +282,7 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
     fast = gd_path["path"] == "fast"
     fn = fast_gd_fn(cfg, setup, dataset) if fast else gd_fn(cfg, setup)
     gd = _stage("gd", fn, inputs, cfg, chunk, progress, devices, checkpoints, batched=fast,
-                compiler_options=dynamics.FAST_COMPILER_OPTIONS if fast else None)
+                compiler_options=dynamics._FAST_COMPILER_OPTIONS if fast else None)
     seconds["gd"] = time.perf_counter() - start
     for kind in cfg.ode.kinds:
       start = time.perf_counter()

@@ -104,7 +104,7 @@ def attndyn(w: Workload, epochs: int) -> Impl:
                                                w.model_cfg.trainable())
   fn = lambda p, k: train_batch(p).observables["score"][:, -1]
   compiled, seconds, mem = _aot(fn, w.params0, w.keys,
-                                compiler_options=dynamics.FAST_COMPILER_OPTIONS)
+                                compiler_options=dynamics._FAST_COMPILER_OPTIONS)
   return Impl(lambda: jax.block_until_ready(compiled(w.params0, w.keys)), seconds, mem, w.seeds)
 
 

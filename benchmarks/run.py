@@ -166,7 +166,7 @@ def memory_claim(seeds: int, epochs: int, chunk: int) -> dict:
   with PeakRSS() as mem:
     t0 = time.perf_counter()
     out = dynamics.run_sweep(fn, keys, chunk_size=chunk,
-                             compiler_options=dynamics.FAST_COMPILER_OPTIONS)
+                             compiler_options=dynamics._FAST_COMPILER_OPTIONS)
     seconds = time.perf_counter() - t0
   out_bytes = sum(np.asarray(x).nbytes for x in jax.tree.leaves(out))
   # Only the recorded observables grow with the epochs; the final parameters
@@ -238,7 +238,7 @@ def reduced_ode_timing(seeds: int = 64, observables: str = "sen", solve: str = "
           p, w.data.train, w.data.train_topic_word, topic_words, record, **kw))(params0)
 
   # The options attndyn run compiles the TC preset's reduced-ODE stage with.
-  options = xla_options.supported(dynamics.REDUCED_ODE_LINEAR_COMPILER_OPTIONS)
+  options = xla_options.supported(dynamics._REDUCED_ODE_LINEAR_COMPILER_OPTIONS)
   keys = jax.random.split(jax.random.PRNGKey(3), seeds)
   t0 = time.perf_counter()
   # Compiled with the ODE stage's options, as attndyn run compiles the init inside that stage.

@@ -10,13 +10,10 @@ from dynamics.train import make_train as make_train
 from dynamics.train import minibatch as minibatch
 from dynamics.trajectory import Trajectory as Trajectory
 from dynamics.gradient_flow import gradient_flow as gradient_flow
-from dynamics.reduced_ode import COMPILER_OPTIONS as REDUCED_ODE_COMPILER_OPTIONS
-from dynamics.reduced_ode import LINEAR_COMPILER_OPTIONS as REDUCED_ODE_LINEAR_COMPILER_OPTIONS
 from dynamics.reduced_ode import reduced_sen_ode as reduced_sen_ode
 from dynamics.reduced_ode_sweep import reduced_sen_ode_sweep as reduced_sen_ode_sweep
 from dynamics.early_stopping import EarlyStopped as EarlyStopped
 from dynamics.early_stopping import make_train_early_stopping as make_train_early_stopping
-from dynamics.fast_lu import COMPILER_OPTIONS as FAST_COMPILER_OPTIONS
 from dynamics.fast_lu import FastPathCheck as FastPathCheck
 from dynamics.fast_lu import fast_path_applies as fast_path_applies
 from dynamics.fast_lu import make_fast_sweep_train as make_fast_sweep_train
@@ -26,3 +23,7 @@ from dynamics.auto_train import make_auto_train as make_auto_train
 from dynamics.sde import reduced_sgd_sde as reduced_sgd_sde
 from dynamics.sde import sgd_sde as sgd_sde
 from dynamics.epochs import make_epoch_train as make_epoch_train
+# XLA compile-time tuning of the CLI's stages (dynamics.xla_options): internal, not API.
+from dynamics.fast_lu import COMPILER_OPTIONS as _FAST_COMPILER_OPTIONS
+from dynamics.reduced_ode import COMPILER_OPTIONS as _REDUCED_ODE_COMPILER_OPTIONS
+from dynamics.reduced_ode import LINEAR_COMPILER_OPTIONS as _REDUCED_ODE_LINEAR_COMPILER_OPTIONS

@@ -297,7 +297,7 @@ def test_reduced_sweep_equals_separate_solves(classifier):
   n_topic, record = task.n_topic_words, _topic_record(task.n_topic_words)
   kw = dict(ts=ts, trainable=cfg.trainable(), rtol=1e-10, atol=1e-12)
   # Compiled with the options attndyn run uses for FC/TC; the separate solves with XLA's defaults.
-  options = xla_options.supported(dynamics.REDUCED_ODE_LINEAR_COMPILER_OPTIONS)
+  options = xla_options.supported(dynamics._REDUCED_ODE_LINEAR_COMPILER_OPTIONS)
   together = jax.jit(lambda p, lr: dynamics.reduced_sen_ode_sweep(
       p, data.train, data.train_topic_word, np.arange(n_topic), record, lr=lr, **kw),
       compiler_options=options)(params0, lr)

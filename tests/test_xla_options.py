@@ -19,8 +19,8 @@ def test_stage_options_compile_and_give_the_default_result():
   x = np.linspace(-3.0, 3.0, 64, dtype=np.float32)
   f = lambda v: jax.nn.softmax(v) @ jax.numpy.tanh(v)
   want = jax.jit(f)(x)
-  for options in (dynamics.FAST_COMPILER_OPTIONS, dynamics.REDUCED_ODE_COMPILER_OPTIONS,
-                  dynamics.REDUCED_ODE_LINEAR_COMPILER_OPTIONS, tasks.TOPIC_COMPILER_OPTIONS):
+  for options in (dynamics._FAST_COMPILER_OPTIONS, dynamics._REDUCED_ODE_COMPILER_OPTIONS,
+                  dynamics._REDUCED_ODE_LINEAR_COMPILER_OPTIONS, tasks.TOPIC_COMPILER_OPTIONS):
     got = jax.jit(f).lower(x).compile(xla_options.supported(options))(x)
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
