@@ -3,7 +3,7 @@ from typing import Mapping
 
 import optax
 
-from tasks.errors import check
+from tasks.errors import ConfigError, check
 
 # ``gd`` is full-batch gradient descent (the paper); ``sgd`` the same update on minibatches.
 OPTIMIZERS = ("gd", "sgd", "momentum", "nesterov", "adam", "adamw", "adagrad", "rmsprop",
@@ -28,8 +28,21 @@ def masked_optimizer(inner: optax.GradientTransformation,
 
   Args:
     inner: the optimiser of the trainable parameters.
-    trainable: group name (top-level key of the params dict) -> trainable.
+    trainable: group name (top-level key of the params dict) -> trainable; every
+      group of the parameters needs a flag.
+
+  Raises:
+    ConfigError (a ValueError), at ``init``/``update``: a parameter group has no
+      flag in ``trainable`` (optax's masking would fail with a bare ``KeyError``).
   """
   labels = {group: ("train" if flag else "freeze") for group, flag in trainable.items()}
-  return optax.multi_transform({"train": inner, "freeze": optax.set_to_zero()},
-                               lambda params: {k: labels[k] for k in params})
+
+  def label(params):
+    missing = [group for group in params if group not in labels]
+    if missing:
+      raise ConfigError(f"trainable = {dict(trainable)!r} does not say whether {missing} train: "
+                        f"give a flag for every parameter group of {list(params)} (e.g. "
+                        f"LuModelConfig.trainable() for the Lu model).")
+    return {group: labels[group] for group in params}
+
+  return optax.multi_transform({"train": inner, "freeze": optax.set_to_zero()}, label)

@@ -105,3 +105,22 @@ def test_config_errors_name_the_field():
     dynamics.TrainConfig(optimizer="gd", batch_size=4)
   with pytest.raises(tasks.ConfigError, match="model.freeze"):
     models.LuModelConfig(n_words=10, n_classes=2, freeze=("everything",))
+
+
+def test_a_parameter_group_without_a_trainable_flag_is_named():
+  """A group missing from ``trainable`` is a ValueError naming it (optax's masking alone
+  raises a bare KeyError), at init and when a trainer is traced."""
+  params = {"w": jnp.ones(2), "bias": jnp.zeros(())}
+  opt = dynamics.masked_optimizer(dynamics.base_optimizer("gd", 0.1), {"w": True})
+  with pytest.raises(ValueError, match=r"\['bias'\]"):
+    opt.init(params)
+  batch = tasks.Batch(jnp.zeros((3, 1), jnp.int32), jnp.ones((3, 1), bool), jnp.zeros(3, jnp.int32))
+  loss = lambda p, b: (jnp.sum(p["w"] ** 2) + p["bias"], None)
+  train = dynamics.make_train(loss, batch, lambda p, p0: {}, dynamics.TrainConfig(steps=2,
+                              record_every=1), {"w": True})
+  with pytest.raises(tasks.ConfigError, match="bias"):
+    jax.eval_shape(train, params, jax.random.PRNGKey(0))
+  both = dynamics.masked_optimizer(dynamics.base_optimizer("gd", 0.1), {"w": True, "bias": False})
+  updates, _ = both.update(params, both.init(params), params)
+  np.testing.assert_array_equal(updates["bias"], 0.0)
+  np.testing.assert_allclose(updates["w"], -0.1 * np.ones(2))
