@@ -1,4 +1,12 @@
-"""Theory quantities, metrics and figures."""
+"""Theory quantities, metrics and figures.
+
+The functions below are imported with the package; every other submodule
+(``analysis.figures`` and the other plotting modules, ...) is imported on first
+attribute access, so ``import analysis; analysis.figures...`` works.
+"""
+import importlib as _importlib
+import importlib.util as _importlib_util
+
 from analysis.absence import recall_without_topic_word as recall_without_topic_word
 from analysis.invariant import invariant as invariant
 from analysis.invariant import invariant_drift as invariant_drift
@@ -30,3 +38,10 @@ from analysis.divergences import tvd as tvd
 from analysis.sgd_noise import loglog_slope as loglog_slope
 from analysis.sgd_noise import takeoff_times as takeoff_times
 from analysis.conlleval import chunk_f1 as chunk_f1
+
+
+def __getattr__(name: str):
+  """Import the submodule ``analysis.<name>`` on first use."""
+  if not name.startswith("_") and _importlib_util.find_spec(f"{__name__}.{name}") is not None:
+    return _importlib.import_module(f"{__name__}.{name}")
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

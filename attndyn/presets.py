@@ -104,6 +104,38 @@ def preset(name: str) -> dict:
   return copy.deepcopy(PRESETS[_known(name)][1])
 
 
+def paper_config(name: str, **sections):
+  """A preset as the typed configs Python code trains with: ``attndyn.config.RunConfig``.
+
+  ``RunConfig.from_dict`` builds it as ``attndyn run --preset NAME`` does, so
+  ``.task`` (:class:`tasks.TopicTaskConfig`), ``.model``
+  (:class:`models.LuModelConfig`, its ``n_words``/``n_classes`` taken from the
+  task), ``.train`` (:class:`dynamics.TrainConfig`) and ``.ode`` hold the
+  paper's settings (``lu2021-text-*``: unit query norm, embedding std 1e-3, ...)
+  rather than the config classes' own defaults.
+
+  Args:
+    name: a preset name (:func:`names`), e.g. ``"lu2021-text-tc"``.
+    **sections: TOML-shaped overrides merged into the preset before validation:
+      a dict per section (``train={"steps": 200}``, ``task={"vocab_size": 100}``)
+      or a top-level value (``precision="float64"``).
+
+  Returns:
+    The validated ``attndyn.config.RunConfig``.
+
+  Raises:
+    ConfigError: an unknown preset, section or key, or a bad value.
+  """
+  from attndyn.config import RunConfig  # imports JAX; `attndyn presets` does not need it
+  raw = preset(name)
+  for section, value in sections.items():
+    if isinstance(value, dict) and isinstance(raw.get(section), dict):
+      raw[section] = {**raw[section], **value}
+    else:
+      raw[section] = value
+  return RunConfig.from_dict(raw)
+
+
 def _known(name: str) -> str:
   if name not in PRESETS:
     raise ConfigError(f"--preset {name!r} is not allowed.{suggest(name, PRESETS)} "
