@@ -9,7 +9,10 @@ with a two-sided 95% interval:
 * a proportion of 0/1 outcomes (:func:`proportion_ci`): the Wilson score interval;
 * a paired comparison (:func:`paired_ci`): the Student-t interval of the
   per-seed differences ``a_i − b_i`` (the seeds are shared, so their common
-  part cancels).
+  part cancels); of two 0/1 outcomes per seed (:func:`paired_proportion_ci`):
+  Newcombe's score interval for the difference of paired proportions, built
+  from the two Wilson intervals (a t interval of −1/0/+1 differences has zero
+  width when every seed agrees).
 
 A :class:`Tolerance` says how the claim is judged, and where the rule comes
 from (``source``: the paper's words, figure or page, or ``ours:`` and a reason):
@@ -44,7 +47,7 @@ from scipy import stats
 from tasks.errors import check
 
 TOLERANCE_KINDS = ("abs", "at_least", "at_most", "all_true", "info")
-ESTIMATE_KINDS = ("mean", "proportion", "paired")
+ESTIMATE_KINDS = ("mean", "proportion", "paired", "paired_proportion")
 STATUSES = ("pass", "fail", "inconclusive", "info", "quick")
 LEVEL = 0.95
 _MAX_N = 10 ** 7   # n_to_decide gives up (None) beyond this many seeds
@@ -79,6 +82,7 @@ class Estimate:
     kind: one of :data:`ESTIMATE_KINDS`.
     lo, hi: the 95% interval (``None`` when there is none: fewer than 2 values of a mean).
       When left ``None`` with ``ci95`` given, the interval is ``mean ± ci95``.
+    cells: for ``paired_proportion``, the counts ``(both, a only, b only, neither)``.
   """
   values: tuple
   mean: Optional[float]
@@ -87,6 +91,7 @@ class Estimate:
   kind: str = "mean"
   lo: Optional[float] = None
   hi: Optional[float] = None
+  cells: Optional[tuple] = None
 
   def __post_init__(self):
     check(self.kind in ESTIMATE_KINDS, "estimate.kind", self.kind,
@@ -104,7 +109,8 @@ class Estimate:
     iv = self.interval()
     return {"mean": self.mean, "ci95": self.ci95, "n": self.n, "values": list(self.values),
             "kind": self.kind, "lo": None if iv is None else iv[0],
-            "hi": None if iv is None else iv[1]}
+            "hi": None if iv is None else iv[1],
+            **({"cells": list(self.cells)} if self.cells is not None else {})}
 
 
 def _finite(values) -> np.ndarray:
@@ -193,6 +199,69 @@ def proportion_ci(flags: Sequence) -> Estimate:
     return Estimate((), None, None, 0, "proportion")
   lo, hi = wilson_interval(float(x.sum()), n)
   return Estimate(tuple(float(v) for v in x), float(x.mean()), None, n, "proportion", lo, hi)
+
+
+def newcombe_paired_interval(cells) -> Tuple[float, float]:
+  """95% interval of ``p_a − p_b`` for paired 0/1 outcomes (Newcombe 1998, method 10).
+
+  With ``cells = (e, f, g, h)`` = (both true, only a, only b, neither) over n pairs,
+  ``p_a = (e + f) / n``, ``p_b = (e + g) / n``, Wilson intervals ``[l_a, u_a]``,
+  ``[l_b, u_b]`` and Newcombe's correlation φ = C / √((e+f)(g+h)(e+g)(f+h)), where
+  C = eh − fg − n/2 if that is positive, eh − fg if eh − fg < 0, else 0 (φ = 0 when a
+  margin is empty):
+
+  .. math:: L = \\hat d - \\sqrt{(p_a - l_a)^2 - 2φ(p_a - l_a)(u_b - p_b) + (u_b - p_b)^2},
+     \\quad U = \\hat d + \\sqrt{(u_a - p_a)^2 - 2φ(u_a - p_a)(p_b - l_b) + (p_b - l_b)^2}
+
+  References:
+    Newcombe, "Improved confidence intervals for the difference between binomial
+    proportions based on paired data", Stat. Med. 17 (1998).
+    https://doi.org/10.1002/(SICI)1097-0258(19981130)17:22<2635::AID-SIM954>3.0.CO;2-C
+  """
+  e, f, g, h = (float(c) for c in cells)
+  n = e + f + g + h
+  pa, pb = (e + f) / n, (e + g) / n
+  la, ua = wilson_interval(e + f, n)
+  lb, ub = wilson_interval(e + g, n)
+  den = (e + f) * (g + h) * (e + g) * (f + h)
+  # Newcombe's φ: eh − fg, less n/2 when positive (0 in between), over the margins' product
+  cross = e * h - f * g
+  cross = cross - n / 2 if cross > n / 2 else (cross if cross < 0 else 0.0)
+  phi = cross / math.sqrt(den) if den > 0 else 0.0
+  d = pa - pb
+  lo = d - math.sqrt(max((pa - la) ** 2 - 2 * phi * (pa - la) * (ub - pb) + (ub - pb) ** 2, 0.0))
+  hi = d + math.sqrt(max((ua - pa) ** 2 - 2 * phi * (ua - pa) * (pb - lb) + (pb - lb) ** 2, 0.0))
+  return max(-1.0, lo), min(1.0, hi)
+
+
+def paired_proportion_ci(a: Sequence, b: Sequence) -> Estimate:
+  """The difference of two paired 0/1 outcomes per seed, with Newcombe's 95% interval.
+
+  Args:
+    a, b: one 0/1 (bool) outcome per seed each, same length (seed i of ``a`` and of
+      ``b`` share data and initialisation), e.g. K heads and one head succeed.
+
+  Returns:
+    An :class:`Estimate` of kind ``paired_proportion``: values are the differences
+    ``a_i − b_i`` (−1, 0, 1), mean the difference of the proportions, ``cells`` the
+    2×2 counts.
+  """
+  a = np.asarray(a, float).ravel()
+  b = np.asarray(b, float).ravel()
+  check(a.shape == b.shape, "paired values", f"{a.size} and {b.size} values",
+        "two sequences of the same length (one value per seed each)")
+  keep = np.isfinite(a) & np.isfinite(b)
+  a, b = a[keep], b[keep]
+  check(bool(np.all(np.isin(a, (0, 1))) and np.all(np.isin(b, (0, 1)))), "paired proportion "
+        "values", sorted(set(a.tolist()) | set(b.tolist()))[:5], "0/1 outcomes (bools)")
+  n = int(a.size)
+  if n == 0:
+    return Estimate((), None, None, 0, "paired_proportion")
+  cells = (int(np.sum((a == 1) & (b == 1))), int(np.sum((a == 1) & (b == 0))),
+           int(np.sum((a == 0) & (b == 1))), int(np.sum((a == 0) & (b == 0))))
+  lo, hi = newcombe_paired_interval(cells)
+  return Estimate(tuple(float(v) for v in a - b), float(np.mean(a - b)), None, n,
+                  "paired_proportion", lo, hi, cells)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -291,6 +360,8 @@ def _interval_at(estimate: Estimate, n: int) -> Optional[Tuple[float, float]]:
   m = estimate.mean
   if estimate.kind == "proportion":
     return wilson_interval(m * n, n)
+  if estimate.kind == "paired_proportion":   # the same 2×2 shares at n pairs
+    return newcombe_paired_interval([c * n / estimate.n for c in estimate.cells])
   if estimate.ci95 is None or estimate.n < 2:
     return None
   # the current half-width h = t_{n0-1} s / √n0 gives s; at n: t_{n-1} s / √n
@@ -307,7 +378,8 @@ def n_to_decide(estimate: Estimate, tolerance: Tolerance,
   deviation ``s = h √n₀ / t_{0.975, n₀−1}`` (``h`` the current half-width) and
   finds the smallest ``n > n₀`` whose half-width ``t_{0.975, n−1} s / √n`` no
   longer reaches across the bound (for a proportion: the Wilson interval of the
-  same p̂ at n trials). When the mean sits on the bound no n decides it.
+  same p̂ at n trials; for paired 0/1 outcomes Newcombe's interval of the same
+  2×2 shares at n pairs). When the mean sits on the bound no n decides it.
 
   Returns:
     That n, or ``None`` when no interval exists (one seed of a mean), the mean is on

@@ -57,6 +57,36 @@ def test_paired_uses_per_seed_differences():
     rep.paired_ci([1.0, 2.0], [1.0])
 
 
+def test_paired_proportions_use_newcombes_interval():
+  # every seed agrees (0 differences): a t interval would have zero width; Newcombe's does not
+  same = rep.paired_proportion_ci([0, 0, 0], [0, 0, 0])
+  assert same.kind == "paired_proportion" and same.cells == (0, 0, 0, 3) and same.mean == 0.0
+  assert same.lo < -0.3 and same.hi > 0.3 and same.lo == pytest.approx(-same.hi)
+  tol = rep.Tolerance("at_least", 0.1)
+  assert rep.judge(same, tol) == "inconclusive"
+  k = rep.n_to_decide(same, tol)      # 0/k vs 0/k: the interval shrinks below 0.1 at n = k
+  assert rep.newcombe_paired_interval((0, 0, 0, k))[1] < 0.1
+  assert rep.newcombe_paired_interval((0, 0, 0, k - 1))[1] >= 0.1
+  a = np.array([1] * 14 + [0] * 6)
+  b = np.array([1] * 2 + [0] * 18)
+  est, swapped = rep.paired_proportion_ci(a, b), rep.paired_proportion_ci(b, a)
+  assert est.mean == pytest.approx(0.6) and est.lo < 0.6 < est.hi
+  assert (swapped.lo, swapped.hi) == pytest.approx((-est.hi, -est.lo))
+  assert rep.judge(est, tol) == "pass" and rep.judge(swapped, tol) == "fail"
+  row = rep.claim("gain", "g", paper="> 0", ours=est, tolerance=tol)
+  assert report.format_ours(row) == (f"Δ = 0.6 [{est.lo:.3g}, {est.hi:.3g}] (paired 0/1, "
+                                     "Newcombe, n=20)")
+  # coverage of the true difference over simulated paired 0/1 outcomes (20 seeds): ≈ 95%
+  rng = np.random.default_rng(0)
+  hits = 0
+  for _ in range(1000):
+    x = rng.random(20) < 0.5
+    y = np.where(rng.random(20) < 0.6, x, rng.random(20) < 0.3)   # correlated with x
+    e = rep.paired_proportion_ci(x, y)
+    hits += e.lo <= 0.5 - (0.6 * 0.5 + 0.4 * 0.3) <= e.hi
+  assert 0.92 <= hits / 1000 <= 0.99
+
+
 def _mean(m, h, n=5):
   """An estimate with mean m and 95% half-width h over n seeds."""
   s = h * math.sqrt(n) / rep.t_quantile_975(n - 1)

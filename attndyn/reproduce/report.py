@@ -77,7 +77,8 @@ def _num(x, unit: str = "") -> str:
 
 def format_ours(row: dict) -> str:
   """``mean ± ci (n=…)``; ``k/n runs`` for an all-true claim; ``k/n = p̂ [lo, hi]`` for a
-  proportion (Wilson); ``Δ = mean ± ci (paired, n=…)`` for a paired difference."""
+  proportion (Wilson); ``Δ = mean ± ci (paired, n=…)`` for a paired difference; ``Δ = d [lo, hi]``
+  for paired 0/1 outcomes (Newcombe)."""
   ours, unit = row["ours"], row.get("unit", "")
   n = ours.get("n", 0)
   if n == 0:
@@ -88,6 +89,9 @@ def format_ours(row: dict) -> str:
   if ours.get("kind") == "proportion":
     return (f"{k}/{n} = {ours['mean']:.3g} [{ours['lo']:.3g}, {ours['hi']:.3g}] "
             f"(Wilson, n={n})")
+  if ours.get("kind") == "paired_proportion":
+    return (f"Δ = {ours['mean']:.3g} [{ours['lo']:.3g}, {ours['hi']:.3g}] "
+            f"(paired 0/1, Newcombe, n={n})")
   text = _num(ours["mean"], unit)
   if ours.get("ci95") is not None:
     text += f" ± {_num(ours['ci95'], unit)}"
