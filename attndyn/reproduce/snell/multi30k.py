@@ -29,8 +29,21 @@ NAME = "multi30k"
 TITLE = "Sections 3.2 / 4.2: β (uniform attention), BoW proxy and IBM-1 agree with attention"
 FULL = {"stem": "train", "n_pairs": 0, "max_len": 12, "min_count": 3, "held_out": 200,
         "hidden": 64, "lr": 3e-3, "batch": 64, "steps": 3000, "record_every": 500, "seeds": 3,
-        "proxy_steps": 300, "proxy_lr": 0.1, "ibm1_iterations": 10, "tau_at_least": 0.1}
+        "proxy_steps": 300, "proxy_lr": 0.1, "ibm1_iterations": 10}
 LOSS_PAIRS = 1024
+_INTRO = "Snell et al. 2022, Sec 1"
+SOURCE_REF = {"beta_uniform": _INTRO, "beta_proxy": "Snell et al. 2022, Sec 1 (Sections 2.3, 3.2)",
+              "ibm1": "Snell et al. 2022, Fig 1 caption"}
+SOURCES = {
+    "beta_uniform": rep.from_paper(_INTRO, "even when the attention weights are frozen to be "
+                                   "uniform, probe β still strongly agrees with the attention "
+                                   "weights of a standardly trained model"),
+    "beta_proxy": rep.from_paper(_INTRO, "Section 3.2 verifies empirically that the "
+                                 "approximation is reasonable"),
+    "ibm1": rep.from_paper("Snell et al. 2022, Fig 1 caption", "Attention mechanism in recurrent "
+                           "models … and word alignments in the classical model … are learned "
+                           "similarly"),
+}
 # Quick: the 1326 short pairs of the first 3000 lines (the slice shipped before the full set).
 QUICK = {**FULL, "n_pairs": 1326, "hidden": 32, "steps": 400, "record_every": 100, "seeds": 2,
          "held_out": 100}
@@ -120,20 +133,43 @@ def run(ctx, s) -> Outcome:
   names = {"beta_uniform": "β of the uniform-attention model", "beta_proxy": "β of the BoW proxy",
            "ibm1": "IBM Model 1 alignment posterior", "beta_standard": "β of the same model",
            "other_seed": "attention of another seed", "random": "random scores"}
-  judged = {"beta_uniform", "beta_proxy", "ibm1"}
+  judged = ("beta_uniform", "beta_proxy", "ibm1")
   claims = []
   for c in comparisons:
     if not taus[c]:
       continue
-    tol = (rep.Tolerance("at_least", s["tau_at_least"], f"mean τ ≥ {s['tau_at_least']}")
-           if c in judged else rep.Tolerance("info"))
     claims.append(rep.claim(
         f"{NAME}.tau.{c}", f"Kendall τ between the standard model's attention and {names[c]} "
         f"(held-out target words, mean over words; per seed)",
         paper="strong agreement" if c in judged else "reference", ours=rep.mean_ci(taus[c]),
-        tolerance=tol, figure="Section 3.2" if c != "ibm1" else "Section 4.2", quick=ctx.quick,
-        comparable=not ctx.quick,
+        tolerance=rep.Tolerance("info"), figure="Section 3.2" if c != "ibm1" else "Section 4.2",
+        quick=ctx.quick,
         note=f"top-1 match {np.mean(top1[c]):.3f} (per seed {', '.join(f'{v:.3f}' for v in top1[c])})"))
+  # "Strong agreement" judged against the two references computed next to it, per seed (same
+  # attention rows): above random scores, and at least halfway from random to another seed's
+  # attention (how well attention agrees with itself when retrained).
+  rand = np.asarray(taus["random"])
+  other = np.asarray(taus["other_seed"]) if taus["other_seed"] else None
+  for c in judged:
+    tau_c = np.asarray(taus[c])
+    fig = "Section 3.2" if c != "ibm1" else "Fig 1, Section 4.2"
+    claims.append(rep.claim(
+        f"{NAME}.agreement.{c}.above_random", f"τ(attention, {names[c]}) − τ(attention, random "
+        "scores), per seed", paper="strong agreement", paper_ref=SOURCE_REF[c],
+        ours=rep.paired_ci(tau_c, rand), figure=fig, quick=ctx.quick, comparable=not ctx.quick,
+        tolerance=rep.Tolerance("at_least", 0.0, "≥ 0 (paired)", source=SOURCES[c] + "; above "
+                                "chance at the least (ours)")))
+    if other is not None:
+      share = (tau_c - rand) / (other - rand)
+      claims.append(rep.claim(
+          f"{NAME}.agreement.{c}.vs_other_seed", f"share of another seed's agreement above random "
+          f"reached by {names[c]}: (τ_c − τ_random) / (τ_other seed − τ_random), per seed",
+          paper="strong agreement", paper_ref=SOURCE_REF[c], ours=rep.mean_ci(share), figure=fig,
+          quick=ctx.quick, comparable=not ctx.quick,
+          tolerance=rep.Tolerance("at_least", 0.5, "≥ 0.5", source=SOURCES[c] + "; ‘strongly’ as "
+                                  "at least halfway from random scores to a retrained attention is "
+                                  "ours"),
+          note="1: agrees with attention as well as attention agrees with itself across seeds"))
   claims.append(rep.claim(
       f"{NAME}.tau.ibm1_vs_beta_uniform", "Kendall τ between IBM-1's alignment posterior and β of "
       "the uniform-attention model", paper="agree (both learned from co-occurrence)",
