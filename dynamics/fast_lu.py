@@ -156,12 +156,15 @@ def _loss_mismatch(loss_fn, model_cfg) -> Optional[str]:
       return None
     return (f"loss_fn is the cross-entropy of models.lu_linear.apply_linear, which needs a "
             f"linear classifier (fc or tc), not {classifier!r}")
-  what = ("loss_fn is None" if loss_fn is None else
-          f"loss_fn {getattr(loss_fn, '__qualname__', type(loss_fn).__name__)!r} is not "
-          "models.make_loss(models.lu.apply)")
-  return (f"a custom loss: {what}; the fast path computes the Lu model's own cross-entropy "
-          "in closed form and cannot check that another loss equals it (use "
-          "dynamics.make_train, or dynamics.make_auto_train to choose)")
+  name = lambda f: getattr(f, "__qualname__", type(f).__name__)
+  if loss_fn is None:
+    what = "loss_fn is None"
+  elif apply_fn is not None:
+    what = f"loss_fn is the cross-entropy of {name(apply_fn)!r}, not of models.lu.apply"
+  else:
+    what = f"loss_fn {name(loss_fn)!r} is not models.make_loss(models.lu.apply)"
+  return (f"a custom loss ({what}): the fast path computes the Lu model's own "
+          "cross-entropy in closed form and cannot check that another loss equals it")
 
 
 def fast_path_applies(model_cfg, train_cfg: TrainConfig, trainable: Optional[dict] = None,
