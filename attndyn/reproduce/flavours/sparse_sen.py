@@ -29,6 +29,18 @@ FULL = {"task": dict(common.TEXT_TASK), "model": dict(common.TEXT_MODEL), "class
         "ode_tolerance": 0.1, "invariant_tolerance": 1e-4, "freeze_band": 0.01, "sen_word": 0}
 QUICK = {**FULL, "steps": 1000, "seeds": 2, "normalisers": ["sparsemax", "entmax15"]}
 LABELS = {"softmax": "softmax", "sparsemax": "sparsemax", "entmax15": "1.5-entmax"}
+# No paper: every rule is derived here (docs/sparsemax_sen.md) and every margin is ours.
+SOURCES = {
+    "sen": rep.ours("the 2% at which Lu et al.'s Fig 2 draws GD's SEN curve on Eq (10), as for "
+                    "softmax's Corollary 1 rows"),
+    "ode": rep.ours("the derived ODE, like Lemma 2's, neglects the non-topic words' motion; 0.1 in "
+                    "score (a tenth of sparsemax's end score 1) for that"),
+    "invariant": rep.ours("Q is exactly conserved along the derived ODE; 1e-4 is the solver's "
+                          "error at its tolerances, far below a broken conservation law's drift"),
+    "test_acc": rep.ours("Lu et al. Sec 5.1 report 100% for softmax on this task; ≥ 99% allows 2 "
+                         "of the 200 test sentences"),
+    "freeze": rep.ours("derived: sparsemax's gradient in s_t is exactly 0 once the support is {t}"),
+}
 
 
 def run(ctx, s) -> Outcome:
@@ -65,14 +77,15 @@ def run(ctx, s) -> Outcome:
         f"{NAME}.{norm}.sen_error", f"{label}: GD's ‖v_t‖ vs the derived SEN relation √(2Φ(s_t)), "
         "largest relative deviation while 0.2 ≤ s_t ≤ 0.95·s_end, worst topic word",
         paper="derived here (softmax: Eq (10))", ours=rep.mean_ci(np.nanmax(sen_err, axis=-1)),
-        tolerance=rep.Tolerance("at_most", s["sen_tolerance"]), figure="sparse_sen.png",
+        tolerance=rep.Tolerance("at_most", s["sen_tolerance"], source=SOURCES["sen"]),
+        figure="sparse_sen.png",
         quick=ctx.quick, note=f"s_end = {ss._phase_end(norm):g}; Φ in docs/sparsemax_sen.md"))
     claims.append(rep.claim(
         f"{NAME}.{norm}.ode_vs_gd_score", f"{label}: max over time and topic words of "
         "|s_t(GD) − s_t(ODE)|, the derived eqs (7)-(8) analogue", paper="derived here",
         ours=rep.mean_ci(dev_s),
         tolerance=(rep.Tolerance("info") if norm == "softmax"
-                   else rep.Tolerance("at_most", s["ode_tolerance"])),
+                   else rep.Tolerance("at_most", s["ode_tolerance"], source=SOURCES["ode"])),
         figure="sparse_sen.png", quick=ctx.quick,
         note=("reference: Lemma 2's own ODE, whose mid-transition deviation from GD is the "
               "non-topic words' motion (REPLICATION-NOTES: up to 0.43 at 5000 epochs); "
@@ -82,11 +95,13 @@ def run(ctx, s) -> Outcome:
     claims.append(rep.claim(
         f"{NAME}.{norm}.ode_invariant", f"{label}: the ODE conserves Q = Φ(s_t) − ½‖v_t − ⟨v̄∖t⟩‖² "
         "(max |Q − Q(0)| while s_t ≤ 0.95·s_end)", paper="Theorem 1 analogue, derived here",
-        ours=rep.mean_ci(drift), tolerance=rep.Tolerance("at_most", s["invariant_tolerance"]),
+        ours=rep.mean_ci(drift),
+        tolerance=rep.Tolerance("at_most", s["invariant_tolerance"], source=SOURCES["invariant"]),
         figure=None, quick=ctx.quick))
     claims.append(rep.claim(
         f"{NAME}.{norm}.test_acc", f"{label} Attn-TC: final test accuracy", paper=100.0,
-        ours=rep.mean_ci(100.0 * gd["test_acc"][:, -1]), tolerance=rep.Tolerance("at_least", 99.0),
+        ours=rep.mean_ci(100.0 * gd["test_acc"][:, -1]),
+        tolerance=rep.Tolerance("at_least", 99.0, source=SOURCES["test_acc"]),
         unit="%", quick=ctx.quick))
     if norm == "sparsemax":
       final_s = gd["score"][:, -1, :]                                             # [S, W]
@@ -98,8 +113,10 @@ def run(ctx, s) -> Outcome:
           f"{s['freeze_band']:g} of 1 (its gradient is exactly 0 once the support is {{t}}; the "
           "band allows for one GD step past 1 and the small motion of the non-topic scores) "
           "while ‖v_t‖ grows past 1.2·√(1 + 2/m)", paper="derived here", ours=rep.mean_ci(at_one & grows),
-          tolerance=rep.Tolerance("all_true"), quick=ctx.quick,
-          comparable=bool(np.all(final_s >= 1.0 - s["freeze_band"])),
+          tolerance=rep.Tolerance("all_true", source=SOURCES["freeze"]), quick=ctx.quick,
+          # Decided from the budget, never from the scores judged: FULL's epochs are what this
+          # claim is stated for (it was 'every score reached the band', i.e. the outcome itself).
+          comparable=s["steps"] >= FULL["steps"],
           note=f"final scores {np.round(final_s.min(), 4)}–{np.round(final_s.max(), 4)}, final "
                f"‖v_t‖ {np.round(final_v.min(), 3)}–{np.round(final_v.max(), 3)}"))
     w = s["sen_word"]
