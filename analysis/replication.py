@@ -64,9 +64,12 @@ def t_quantile_975(df) -> float:
   return float(stats.t.ppf(0.5 + LEVEL / 2, df))
 
 
+_Z975 = float(stats.norm.ppf(0.5 + LEVEL / 2))
+
+
 def z_975() -> float:
   """The two-sided 95% normal quantile (1.95996…), used by the Wilson interval."""
-  return float(stats.norm.ppf(0.5 + LEVEL / 2))
+  return _Z975
 
 
 @dataclasses.dataclass(frozen=True)
