@@ -45,6 +45,17 @@ FULL = {"lambdas": [0.0, 0.2, 1.0, 3.0], "epochs": 2, "match": "nll", "seed": 0,
                                                                   "0.2": 0.90, "3.0": 0.89}}
 QUICK = {**FULL, "lambdas": [0.0, 0.2, 3.0], "epochs": 2, "probe_epochs": 2}
 MATCHES = ("nll", "tvd")
+TABLE1 = "Yang, Sec 5, Table 1"
+SOURCES = {
+    "f1_falls": rep.from_paper("Yang, Sec 5 ¶1 and Table 1", "as divergence between attentions "
+                               "grows, the performance drops"),
+    # Yang's Sec 2 on Wiegreffe & Pinter's baseline, the test an adversary has to pass
+    "seed_variance": rep.from_paper("Yang, Sec 2, ¶ on Wiegreffe & Pinter", "provide the baseline "
+                                    "of the variance of attention under different parameter "
+                                    "initialization … If the variance of attention is already "
+                                    "large enough, then we might not attribute the reason of the "
+                                    "divergence … to ‘attention is not exclusive’"),
+}
 
 
 def adversary_loss(cfg, lam, orig_params, match: str):
@@ -102,7 +113,8 @@ def run(ctx, s) -> Outcome:
     i = int(np.argmin(np.abs(lams - float(lam_text))))
     claims.append(rep.claim(
         f"{NAME}.f1_lambda_{lam_text}", f"adversary test chunk F1 at λ = {lams[i]:g} "
-        f"(original seed {s['seed']}: {orig_f1:.3f})", paper=paper, ours=rep.mean_ci([f1[i]]),
+        f"(original seed {s['seed']}: {orig_f1:.3f})", paper=paper, paper_ref=TABLE1,
+        ours=rep.mean_ci([f1[i]]),
         figure="Table 1", tolerance=rep.Tolerance("info"), quick=q,
         note=f"JSD {last['jsd'][i]:.3f}, TVD {last['tvd'][i]:.3f}, KL(adv‖orig) "
              f"{last['kl_adv_orig'][i]:.3f}; one adversary per λ (no CI)"))
@@ -111,20 +123,31 @@ def run(ctx, s) -> Outcome:
       rep.claim(f"{NAME}.f1_falls", "adversary F1 falls as λ grows (non-increasing over λ > 0, "
                 "and F1 at the largest λ < F1 at the smallest)", paper="0.90 → 0.75",
                 ours=rep.mean_ci([float(np.all(np.diff(f1[pos]) <= 1e-3) and f1[pos][-1] < f1[pos][0])]),
-                tolerance=rep.Tolerance("all_true"), figure="Table 1", quick=q),
+                tolerance=rep.Tolerance("all_true", source=SOURCES["f1_falls"]), figure="Table 1",
+                paper_ref=TABLE1, quick=q),
+      # Reported only: the objective rewards divergence in proportion to λ, so JSD rising with λ
+      # says little; what decides is whether it beats the seed-to-seed divergence (below).
       rep.claim(f"{NAME}.jsd_rises", "attention JSD(adversary, original) rises with λ (largest λ "
                 "vs λ = smallest, and above λ = 0)", paper="divergence grows with λ (Section 5)",
                 ours=rep.mean_ci([float(last["jsd"][pos][-1] > last["jsd"][pos][0] > last["jsd"][0])]),
-                tolerance=rep.Tolerance("all_true"), quick=q),
+                tolerance=rep.Tolerance("info"), quick=q,
+                note="near-forced by the objective (−λ·KL); see beats_seed_variance"),
   ]
   if base:
-    seed_jsd = float(np.mean(base["jsd"]))
+    # Heads matched one-to-one on both sides: a seed's heads may be any permutation of another's,
+    # and by index that alone inflates the seed-to-seed JSD (decided before looking at values).
+    seed_jsd = np.asarray(base["jsd_matched"], float)
     claims.append(rep.claim(
-        f"{NAME}.beats_seed_variance", "attention JSD at the largest λ exceeds the JSD between "
-        "independently trained seeds (what an adversary must beat)", paper="W&P Fig 5 criterion",
-        ours=rep.mean_ci([float(last["jsd"][-1] > seed_jsd)]), tolerance=rep.Tolerance("info"),
-        quick=q, note=f"JSD at λ = {lams[-1]:g}: {last['jsd'][-1]:.3f}; between seeds "
-                      f"{seed_jsd:.3f} (heads matched {float(np.mean(base['jsd_matched'])):.3f})"))
+        f"{NAME}.beats_seed_variance", f"attention JSD at the largest λ = {lams[-1]:g} minus the "
+        "JSD between seed 0 and each other seed (heads matched; one difference per other seed)",
+        paper="above the seed baseline (W&P's criterion)", paper_ref="Yang, Sec 2; Fig 5 (▲)",
+        ours=rep.mean_ci(matched[-1] - seed_jsd),
+        tolerance=rep.Tolerance("at_least", 0.0, "≥ 0", source=SOURCES["seed_variance"]),
+        quick=q, comparable=not q,
+        note=f"JSD at λ = {lams[-1]:g}: {matched[-1]:.3f} (heads matched; by index "
+             f"{last['jsd'][-1]:.3f}); between seeds {float(np.mean(seed_jsd)):.3f} (by index "
+             f"{float(np.mean(base['jsd'])):.3f}); the interval is the seeds' spread only (one "
+             "adversary)"))
   adv = {"lambda": lams.tolist(), "f1": f1.tolist(), "jsd_matched": matched.tolist(),
          **{k: v.tolist() for k, v in last.items()},
          "f1_per_epoch": common.f1_per_epoch(ev["test"], test_b, data.tags).tolist()}
@@ -179,7 +202,8 @@ def run(ctx, s) -> Outcome:
     paper = paper_probe.get(label if label in ("original", "uniform") else float(label))
     claims.append(rep.claim(
         f"{NAME}.probe_f1.{label}", f"probing classifier test chunk F1, attention from {n}",
-        paper=paper if paper is not None else "not reported", ours=rep.mean_ci([probe_f1[i]]),
+        paper=paper if paper is not None else "not reported",
+        paper_ref="Yang, Sec 5, Table 2" if paper is not None else "", ours=rep.mean_ci([probe_f1[i]]),
         figure="Table 2" if n != "uniform" else "W&P uniform", tolerance=rep.Tolerance("info"),
         quick=q, note=f"JSD(source attention, original) {abs(probe_jsd[i]):.3f}, prediction TVD vs "
                       f"original {probe_tvd[i]:.3f}"))

@@ -153,8 +153,11 @@ def run(ctx, s) -> Outcome:
   feat = f"{orig['cfg'].features}, {orig['cfg'].block} block"
   claims = [
       rep.claim(f"{NAME}.test_f1", f"test chunk-level F1 (conlleval) of the 4-head tagger, {feat}, "
-                "epoch chosen by dev F1", paper=0.90, ours=rep.mean_ci(f1), figure="Table 1",
-                tolerance=rep.Tolerance("at_least", s["min_f1"], f"≥ {s['min_f1']:g}"), quick=q,
+                "epoch chosen by dev F1", paper=0.90, paper_ref="Yang, Sec 5, Table 1 (original)",
+                ours=rep.mean_ci(f1), figure="Table 1",
+                tolerance=rep.Tolerance("at_least", s["min_f1"], f"≥ {s['min_f1']:g}", source=rep.ours(
+                    "Table 1 prints one run's 0.90 to two digits and states neither the input "
+                    "features nor the F1 level; 0.02 below it for that and for seeds")), quick=q,
                 comparable=full_data and s["epochs"] >= 5,
                 note="Yang states neither input features nor F1 level; ours: "
                      f"{orig['cfg'].features}, chunk-level"),
