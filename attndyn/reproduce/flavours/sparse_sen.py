@@ -100,6 +100,7 @@ def run(ctx, s) -> Outcome:
         figure=None, quick=ctx.quick))
     claims.append(rep.claim(
         f"{NAME}.{norm}.test_acc", f"{label} Attn-TC: final test accuracy", paper=100.0,
+        paper_ref="Lu et al. Sec 5.1 ¶2, softmax",
         ours=rep.mean_ci(100.0 * gd["test_acc"][:, -1]),
         tolerance=rep.Tolerance("at_least", 99.0, source=SOURCES["test_acc"]),
         unit="%", quick=ctx.quick))
