@@ -292,9 +292,10 @@ def main(argv=None) -> int:
     print(f"attndyn: error: {err}", file=sys.stderr)
     return 2
   except KeyboardInterrupt:
-    print("attndyn: interrupted" + ("; `attndyn run --out DIR --resume` continues from the "
-                                    "last checkpoint" if args.command == "run" else ""),
-          file=sys.stderr)
+    hint = {"run": "; `attndyn run --out DIR --resume` continues from the last checkpoint",
+            "reproduce": "; `attndyn reproduce PAPER --out DIR --resume` (same options) keeps the "
+                         "finished experiments and continues from the last checkpoint"}
+    print("attndyn: interrupted" + hint.get(args.command, ""), file=sys.stderr)
     return 130
   except Exception as err:
     if not isinstance(err, MemoryError) and "RESOURCE_EXHAUSTED" not in str(err):

@@ -35,7 +35,8 @@ class RunResult(NamedTuple):
   Attributes:
     config: the run's configuration.
     points: ``P`` dicts ``{"seed", "data_seed", <grid field>: value}``.
-    gd: gradient descent, a :class:`dynamics.Trajectory` with a leading ``P`` axis.
+    gd: gradient descent, a :class:`dynamics.Trajectory` with a leading ``P`` axis
+      (``None`` when run with ``gd=False``).
     odes: ODE kind (``"reduced"``, ``"gradient_flow"``) -> Trajectory, same times.
     m: non-topic words per sentence (Corollary 1's ``m``).
     seconds: stage -> wall-clock seconds (compilation included).
@@ -250,7 +251,8 @@ def _stage(label: str, fn, inputs, cfg: RunConfig, chunk_size, progress: bool, d
     bar.close()
 
 
-def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None) -> RunResult:
+def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None,
+        gd: bool = True) -> RunResult:
   """Run gradient descent and the configured ODEs over the sweep.
 
   Args:
@@ -261,6 +263,9 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
     checkpoints: an :class:`attndyn.checkpoint.Checkpoints`: every stage
       reads back the chunks it already holds, runs only the others and saves
       them; its chunk size is used. ``None``: no checkpoints.
+    gd: run the gradient-descent stage. ``False`` solves only the ODEs (the
+      result's ``gd`` is ``None``): the reproductions check Theorem 1's
+      invariant on a float64 ODE solve that needs no GD beside it.
 
   Returns:
     A :class:`RunResult`. An ODE stage that raises is reported in
@@ -278,12 +283,15 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
     chunk = checkpoints.chunk_size if checkpoints is not None else plan_chunk_size(cfg, devices)
     seconds, errors, odes = {}, {}, {}
     start = time.perf_counter()
-    gd_path = choose_gd_path(cfg)
-    fast = gd_path["path"] == "fast"
-    fn = fast_gd_fn(cfg, setup, dataset) if fast else gd_fn(cfg, setup)
-    gd = _stage("gd", fn, inputs, cfg, chunk, progress, devices, checkpoints, batched=fast,
-                compiler_options=dynamics._FAST_COMPILER_OPTIONS if fast else None)
-    seconds["gd"] = time.perf_counter() - start
+    gd_path = choose_gd_path(cfg) if gd else {"path": "none", "reason": "gd = False"}
+    trajectory = None
+    if gd:
+      fast = gd_path["path"] == "fast"
+      fn = fast_gd_fn(cfg, setup, dataset) if fast else gd_fn(cfg, setup)
+      trajectory = _stage("gd", fn, inputs, cfg, chunk, progress, devices, checkpoints,
+                          batched=fast,
+                          compiler_options=dynamics._FAST_COMPILER_OPTIONS if fast else None)
+      seconds["gd"] = time.perf_counter() - start
     for kind in cfg.ode.kinds:
       start = time.perf_counter()
       # Points sharing one dataset solve the reduced ODE together (one diffeqsolve per chunk),
@@ -311,5 +319,5 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
         seconds[kind] = time.perf_counter() - start
         break
       seconds[kind] = time.perf_counter() - start
-  return RunResult(config=cfg, points=cfg.sweep.points(), gd=gd, odes=odes,
+  return RunResult(config=cfg, points=cfg.sweep.points(), gd=trajectory, odes=odes,
                    m=cfg.task.n_nontopic, seconds=seconds, errors=errors, gd_path=gd_path)

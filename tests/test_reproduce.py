@@ -223,18 +223,18 @@ def test_reproduce_end_to_end_writes_the_table_figures_and_rebuilds_it(tmp_path,
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--set", "synthetic.stepz=3"], "did you mean 'steps'"),
+    (["--set", "synthetic.classifierz=['tc']"], "did you mean 'classifiers'"),
     (["--set", "nosuch.steps=3"], "no experiment 'nosuch'"),
     (["--only", "synthetc"], "Did you mean 'synthetic'"),
     (["--only", ",,"], "--only ',,' names no experiment"),
     (["--set", "theorem2.lr=abc"], "lr = 'abc' is not allowed: a finite number >= 0"),
     (["--set", "theorem2.seeds=-1"], "seeds = -1 is not allowed: an integer >= 1"),
-    (["--set", "synthetic.steps=1.5"], "steps = 1.5 is not allowed: an integer >= 1"),
+    (["--set", "synthetic.run.train.steps=1.5"], "train.steps = 1.5 is not allowed"),
     # Counts start at 1: seeds = 0 ran nothing and judged the claims on an empty sample.
     (["--set", "theorem2.seeds=0"], "seeds = 0 is not allowed: an integer >= 1"),
     (["--set", "theorem2.segment=0"], "segment = 0 is not allowed: an integer >= 1"),
     (["--set", "theorem2.checkpoints=[0, 1000]"], "of integers >= 1"),
-    (["--set", "theorem2.checkpoints=[20, true]"], "is not allowed: a list like [1000, 2000, 3000]"),
+    (["--set", "theorem2.checkpoints=[20, true]"], "is not allowed: a list like [1000, 3000, 5000]"),
 ])
 def test_bad_settings_are_one_line_errors_before_anything_runs(tmp_path, capsys, args, message):
   code = cli.main(["reproduce", "lu2021", "--out", str(tmp_path / "x"), "--quick"] + args)

@@ -12,6 +12,7 @@ EPILOG = """examples:
   attndyn reproduce lu2021 --out results/lu2021 --only sst,purity --force
   attndyn reproduce lu2021 --out results/tiny --quick --set synthetic.steps=100 --set sst.seeds=1
   attndyn reproduce lu2021 --out results/lu2021 --report-only
+  attndyn reproduce lu2021 --out results/lu2021 --resume       # after a kill
   attndyn reproduce snell --out results/snell --set copying.preset=cpu
 
 Every experiment writes DIR/experiments/NAME.json as soon as it finishes;
@@ -39,6 +40,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                  help="change one experiment setting (repeatable)")
   p.add_argument("--force", action="store_true",
                  help="write into a non-empty DIR (replaces only attndyn's own files)")
+  p.add_argument("--resume", action="store_true",
+                 help="continue a reproduction that was killed in DIR: finished experiments with "
+                      "the same settings are kept, runs on the engine continue from their "
+                      "checkpoints (DIR/runs/*/checkpoints), the rest run again")
   p.add_argument("--report-only", action="store_true",
                  help="run nothing; rebuild replication.md/json from DIR/experiments/*.json")
   p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -48,7 +53,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def main(args) -> int:
   """Run ``attndyn reproduce``; returns the exit code (1 if an experiment failed to run)."""
   from attndyn import outputs
-  from attndyn.reproduce import report, runner
+  from attndyn.reproduce import engine, report, runner
   runner.paper_module(args.paper)
   only = None if args.only is None else [s.strip() for s in args.only.split(",") if s.strip()]
   if only == []:
@@ -64,10 +69,15 @@ def main(args) -> int:
   else:
     runner.check_items(args.paper, args.overrides, quick=args.quick)
     runner.select(args.paper, only)
-    outputs.prepare_out_dir(out, force=args.force)
+    if args.resume and not (out / runner.EXPERIMENTS_DIR).is_dir() and \
+        not (out / engine.RUNS_DIR).is_dir():
+      raise ConfigError(f"--resume: {str(out)!r} holds no reproduction to continue (no "
+                        f"{runner.EXPERIMENTS_DIR}/ or {engine.RUNS_DIR}/ folder); run without "
+                        f"--resume.")
+    outputs.prepare_out_dir(out, force=args.force, resume=args.resume)
     start = time.perf_counter()
     docs = runner.run(args.paper, out, quick=args.quick, only=only, items=args.overrides,
-                      verbose=not args.quiet, command=command)
+                      verbose=not args.quiet, command=command, resume=args.resume)
     if not args.quiet:
       print(f"[reproduce] all experiments done in {time.perf_counter() - start:.0f} s",
             flush=True)

@@ -53,6 +53,9 @@ class Context:
     verbose: log progress lines on stderr.
     items: the run's ``--set`` items (an experiment that reuses another's runs
       resolves that one's settings with them).
+    resume: ``--resume``: runs on the engine continue from their checkpoints
+      (:mod:`attndyn.reproduce.engine`), and finished experiments are kept.
+    experiment: the name of the experiment running now.
   """
   out: Path
   quick: bool
@@ -61,6 +64,8 @@ class Context:
   items: tuple = ()
   command: Optional[Sequence[str]] = None
   on_partial: Optional[Callable[[Outcome], None]] = None
+  resume: bool = False
+  experiment: Optional[str] = None
 
   def partial(self, outcome: Outcome) -> None:
     """Save an unfinished experiment's results so far (``DIR/experiments/NAME.json``, ``partial``)."""
@@ -149,8 +154,21 @@ def _least(module, path: Sequence[str]) -> int:
   return int(bool(values) and counts and not key.endswith("seed") and "tau" not in key)
 
 
+# A table of this name in an experiment's settings is an ``attndyn run`` config (or the part
+# of one the experiment changes): any of its keys may be set, and the experiment's
+# ``validate(settings)`` checks them with the run schema (:mod:`attndyn.config`).
+RUN_TABLE = "run"
+
+
 def _merge(defaults: dict, path: List[str], value, where: str, least: int = 0) -> None:
   node = defaults
+  if path[0] == RUN_TABLE and isinstance(node.get(RUN_TABLE), dict) and len(path) > 1:
+    for key in path[:-1]:
+      node = node.setdefault(key, {})
+      if not isinstance(node, dict):
+        raise ConfigError(f"--set {where!r}: {'.'.join(path[:-1])} is not a table.")
+    node[path[-1]] = value
+    return
   for depth, key in enumerate(path):
     if not isinstance(node, dict) or key not in node:
       known = sorted(node) if isinstance(node, dict) else []
@@ -185,6 +203,8 @@ def settings_for(module, *, quick: bool, items: Sequence[str] = ()) -> dict:
     if len(path) < 2:
       raise ConfigError(f"--set {item!r}: name a setting of {module.NAME}, e.g. {module.NAME}.seeds=3.")
     _merge(settings, path[1:], value, item, _least(module, path[1:]))
+  if hasattr(module, "validate"):
+    module.validate(settings)
   return settings
 
 
@@ -248,6 +268,7 @@ def run_experiment(module, ctx: Context, settings: dict) -> dict:
     write_json(path, json_ready(part))
 
   ctx.on_partial = save_partial
+  ctx.experiment = module.NAME
   try:
     outcome = module.run(ctx, settings)
     doc.update(claims=outcome.claims, figures=outcome.figures, details=outcome.details)
@@ -259,6 +280,7 @@ def run_experiment(module, ctx: Context, settings: dict) -> dict:
     traceback.print_exc(file=sys.stderr)
   finally:
     ctx.on_partial = None
+    ctx.experiment = None
   doc["seconds"] = time.perf_counter() - start
   doc["finished"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
   doc = json_ready(doc)
@@ -268,10 +290,35 @@ def run_experiment(module, ctx: Context, settings: dict) -> dict:
   return doc
 
 
+def finished(module, ctx: Context, settings: dict) -> Optional[dict]:
+  """The experiment's saved document when ``--resume`` may keep it, else ``None``.
+
+  Kept: a complete run (not partial, no error) of the same mode and settings.
+  """
+  from analysis.summary import json_ready
+  path = ctx.out / EXPERIMENTS_DIR / f"{module.NAME}.json"
+  if not path.is_file():
+    return None
+  try:
+    doc = json.loads(path.read_text(encoding="utf-8"))
+  except (UnicodeDecodeError, json.JSONDecodeError):
+    return None
+  if not isinstance(doc, dict) or doc.get("partial") or doc.get("error") \
+      or doc.get("finished") is None:
+    return None
+  same = doc.get("mode") == ("quick" if ctx.quick else "full") and \
+      doc.get("settings") == json_ready(settings)
+  return doc if same else None
+
+
 def run(paper: str, out: Path, *, quick: bool, only: Optional[Sequence[str]] = None,
         items: Sequence[str] = (), verbose: bool = True,
-        command: Optional[Sequence[str]] = None) -> List[dict]:
+        command: Optional[Sequence[str]] = None, resume: bool = False) -> List[dict]:
   """Run the selected experiments of ``paper`` into ``out`` (settings resolved first).
+
+  With ``resume``, an experiment already finished in ``out`` with the same
+  mode and settings is kept as it is, and the others continue from the
+  checkpoints of their runs on the engine (:mod:`attndyn.reproduce.engine`).
 
   Returns:
     The experiment documents, in the order run.
@@ -279,5 +326,14 @@ def run(paper: str, out: Path, *, quick: bool, only: Optional[Sequence[str]] = N
   check_items(paper, items, quick=quick)
   modules = select(paper, only)
   resolved = [(m, settings_for(m, quick=quick, items=items)) for m in modules]
-  ctx = Context(out=Path(out), quick=quick, verbose=verbose, items=tuple(items), command=command)
-  return [run_experiment(m, ctx, s) for m, s in resolved]
+  ctx = Context(out=Path(out), quick=quick, verbose=verbose, items=tuple(items), command=command,
+                resume=resume)
+  docs = []
+  for module, settings in resolved:
+    kept = finished(module, ctx, settings) if resume else None
+    if kept is not None:
+      ctx.log(f"{module.NAME}: finished before, kept ({EXPERIMENTS_DIR}/{module.NAME}.json)")
+      docs.append(kept)
+    else:
+      docs.append(run_experiment(module, ctx, settings))
+  return docs

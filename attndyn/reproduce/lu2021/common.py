@@ -1,6 +1,6 @@
 """Settings and small helpers shared by the Lu et al. (2021) experiments.
 
-The synthetic setting is Section 5.1's text (the ``lu2021-text-*`` presets):
+The synthetic setting is Section 5.1's text (the ``lu2021-text-*`` presets, read from there):
 J = 4 topics × 2 topic words, M = 5000 non-topic words, m = 20 per sentence,
 800 / 200 sentences, d = d' = 15, embeddings N(0, σ²/d = 1e-6), keys 0 (every
 score starts at 0), a fixed query of unit norm, FC's U with orthonormal
@@ -16,13 +16,14 @@ import analysis
 import dynamics
 import models
 import tasks
+from attndyn import presets
 from dynamics import xla_options
 from models.lu_linear import apply_linear
 
-TEXT_TASK = {"n_topics": 4, "words_per_topic": 2, "vocab_size": 5000, "n_nontopic": 20,
-             "n_train": 800, "n_test": 200}
-TEXT_MODEL = {"embed_dim": 15, "key_dim": 15, "embed_std": 1e-3, "key_std": 0.0,
-              "query_std": 1.0, "query_norm": 1.0, "hidden_dim": 10}
+# The paper's text settings, from the one place they are written (attndyn.presets).
+TEXT_TASK = {k: v for k, v in presets.preset("lu2021-text-tc")["task"].items() if k != "kind"}
+TEXT_MODEL = {k: v for k, v in presets.preset("lu2021-text-tc")["model"].items()
+              if k not in ("classifier", "fc_init", "train_query", "freeze")}
 NAMES = {"fc": "Attn-FC", "tc": "Attn-TC", "tl": "Attn-TL"}
 
 

@@ -1,0 +1,121 @@
+"""The experiments' way onto the one engine: ``attndyn run`` configs, checkpointed and resumable.
+
+An experiment that trains the Lu model on the topic task describes each of its
+runs as an ``attndyn run`` config (the TOML-shaped dict of
+:class:`attndyn.config.RunConfig`, usually a preset with a few changes) and
+hands it to :func:`run`. That validates it with the same schema and one-line
+errors as ``attndyn run``, and executes it with :func:`attndyn.pipeline.run`:
+the exact fast path where it applies, the reduced ODE and the gradient flow
+from the same initial parameters, chunking, sharding over devices, progress
+bars, and checkpoints under ``DIR/runs/NAME/checkpoints``. With ``--resume``
+(``ctx.resume``), a run whose checkpoints hold the same config continues from
+its last finished chunk; any other run starts afresh.
+
+A finished run with gradient descent is also written as an ``attndyn run``
+output directory (``summary.json``, ``trajectories.npz``, ``config.toml``,
+``run_info.json`` and, unless asked not to, the run's figures), so ``attndyn report DIR/runs/NAME``
+and :func:`analysis.load` read it like any other run.
+"""
+from pathlib import Path
+from typing import Optional
+
+from attndyn import atomic, checkpoint, chunking, config, outputs, pipeline
+from tasks.errors import ConfigError
+
+RUNS_DIR = "runs"
+
+
+def deep_update(base: dict, changes: dict) -> dict:
+  """A copy of ``base`` with ``changes`` applied key by key, recursing into tables."""
+  out = dict(base)
+  for key, value in changes.items():
+    if isinstance(value, dict) and isinstance(out.get(key), dict):
+      out[key] = deep_update(out[key], value)
+    else:
+      out[key] = value
+  return out
+
+
+def validate(raw: dict, where: str) -> config.RunConfig:
+  """``raw`` as a :class:`RunConfig`; a bad value is one line naming ``where`` and the field."""
+  try:
+    cfg = config.RunConfig.from_dict(raw)
+    chunking.check_fits(cfg)
+  except ConfigError as err:
+    raise ConfigError(f"{where}: {err}") from None
+  return cfg
+
+
+def _store(ctx, out: Path, cfg: config.RunConfig) -> checkpoint.Checkpoints:
+  """The run's checkpoints: the ones in ``out`` when resuming the same config, else fresh."""
+  manifest = out / checkpoint.DIRNAME / checkpoint.MANIFEST
+  every = max(1, cfg.sweep.checkpoint_every)
+  if ctx.resume and manifest.is_file():
+    store = checkpoint.Checkpoints.resume(out, writer=outputs.is_writer())
+    try:
+      store.check(cfg.to_dict(), every)
+      return store
+    except ConfigError as err:
+      ctx.log(f"{out.name}: not resuming its checkpoints ({err}); starting afresh")
+  return checkpoint.Checkpoints.create(out, cfg.to_dict(), pipeline.plan_chunk_size(cfg),
+                                       every=every, writer=outputs.is_writer())
+
+
+def run(ctx, name: str, raw: dict, *, gd: bool = True,
+        figures: bool = True) -> pipeline.RunResult:
+  """Run one ``attndyn run`` config for an experiment, into ``DIR/runs/NAME``.
+
+  Args:
+    ctx: the reproduction's :class:`attndyn.reproduce.runner.Context` (output
+      directory, ``resume``, logging).
+    name: the run's directory name under ``DIR/runs/``.
+    raw: the TOML-shaped config (validated here).
+    gd: run gradient descent (``False``: the ODEs alone; nothing but checkpoints is written).
+    figures: draw the run's figures (sen.png, dynamics.png, loss.png, invariant.png).
+
+  Returns:
+    The :class:`attndyn.pipeline.RunResult` (host arrays).
+
+  Raises:
+    ConfigError: an invalid config (naming ``name``), or damaged checkpoints on resume.
+  """
+  cfg = validate(raw, f"{ctx.experiment or 'run'} run {name!r}")
+  out = Path(ctx.out) / RUNS_DIR / name
+  out.mkdir(parents=True, exist_ok=True)
+  store = _store(ctx, out, cfg)
+  resumed = sum(len(v) for v in store.loaded.values()) if store.loaded else 0
+  ctx.log(f"{name}: {cfg.sweep.n_points} runs, {cfg.train.steps} steps, ODEs: {cfg.ode.kind}"
+          + (" (resuming)" if ctx.resume and resumed else ""))
+  with pipeline.precision_scope(cfg.precision):
+    result = pipeline.run(cfg, progress=ctx.verbose, checkpoints=store, gd=gd)
+    if gd and outputs.is_writer():
+      if figures:
+        outputs.write_all(out, result, command=ctx.command, checkpoints=store)
+      else:
+        outputs.write_config(out, cfg)
+        outputs.write_npz(out, result)
+        outputs.write_summary(out, outputs.summary(result, files={
+            "config": outputs.CONFIG, "trajectories": outputs.TRAJECTORIES,
+            "run_info": outputs.RUN_INFO}))
+        atomic.write_json(out / outputs.RUN_INFO,
+                          outputs.run_info(result, command=ctx.command, checkpoints=store))
+  for stage, message in result.errors.items():
+    ctx.log(f"{name}: the {stage} stage failed: {message}")
+  return result
+
+
+def run_dir(ctx, name: str) -> Path:
+  """``DIR/runs/NAME``."""
+  return Path(ctx.out) / RUNS_DIR / name
+
+
+def figure_path(name: str, figure: str) -> str:
+  """A run's figure relative to the reproduction's directory (``runs/NAME/FIGURE``)."""
+  return f"{RUNS_DIR}/{name}/{figure}"
+
+
+def stage_error(result: pipeline.RunResult, stage: str) -> Optional[str]:
+  """Why ``stage`` has no result: its error, or ``None`` when it ran."""
+  if stage in result.odes:
+    return None
+  return result.errors.get(stage, f"the {stage} stage was not run")

@@ -1,0 +1,92 @@
+"""`attndyn reproduce` on the one engine: the synthetic section's runs are `attndyn run` configs,
+checkpointed under DIR/runs, judged against the ODEs, and `--resume` finishes a killed
+reproduction with the same claims as an uninterrupted one."""
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+import analysis
+from attndyn import cli
+from attndyn.reproduce import engine, report, runner
+
+# Attn-TC on a tiny topic task, GD with Lemma 2's ODE beside it, and Theorem 1's float64 check.
+TINY = ["--only", "synthetic",
+        "--set", "synthetic.classifiers=['tc']",
+        "--set", "synthetic.odes.tc=reduced",
+        "--set", "synthetic.invariant.seeds.tc=2",
+        "--set", "synthetic.run.task.vocab_size=40", "--set", "synthetic.run.task.n_train=32",
+        "--set", "synthetic.run.task.n_test=16", "--set", "synthetic.run.task.n_nontopic=5",
+        "--set", "synthetic.run.train.steps=60", "--set", "synthetic.run.train.record_every=20",
+        "--set", "synthetic.run.sweep.seeds=2", "--set", "synthetic.run.sweep.chunk_size=1",
+        "--set", "synthetic.run_figures=false"]
+
+
+def _claims(out):
+  doc = json.loads((out / report.JSON).read_text())
+  return {row["id"]: (row["status"], row["ours"]["values"]) for row in doc["claims"]}
+
+
+def test_synthetic_runs_on_the_engine_judges_the_odes_and_resumes(tmp_path, capsys):
+  out = tmp_path / "rep"
+  args = ["reproduce", "lu2021", "--out", str(out), "--quick", "--quiet"] + TINY
+  assert cli.main(args) == 0, capsys.readouterr()
+  first = _claims(out)
+  # The ODE rows carry values: GD against Lemma 2's ODE from the same init, Corollary 1 along
+  # the ODE, Theorem 1's invariant along the float64 ODE (conserved to solver precision).
+  for row in ("synthetic.tc.reduced.max_score_dev", "synthetic.tc.reduced.corollary1",
+              "synthetic.tc.theorem1.ode", "synthetic.tc.theorem1.gd"):
+    assert len(first[row][1]) == 2, row
+  assert max(first["synthetic.tc.theorem1.ode"][1]) < 1e-6
+  assert first["synthetic.tc.gradient_flow.max_score_dev"][1] == []   # not asked for
+  # Each run is an `attndyn run` directory that analysis.load reads.
+  run = analysis.load(out / engine.RUNS_DIR / "synthetic-tc")
+  assert run.config["model"]["classifier"] == "tc" and sorted(run.stages) == ["gd", "reduced"]
+  # Killed midway through the reduced-ODE stage, before the experiment was written: --resume
+  # reads back the chunks left behind, computes only the missing one, and gives the same
+  # claims and values as the uninterrupted run.
+  chunks = sorted((out / engine.RUNS_DIR / "synthetic-tc" / "checkpoints" / "reduced").glob("*.npz"))
+  chunks[-1].unlink()
+  (out / runner.EXPERIMENTS_DIR / "synthetic.json").unlink()
+  (out / report.JSON).unlink()
+  assert cli.main(args + ["--resume"]) == 0
+  info = json.loads((out / engine.RUNS_DIR / "synthetic-tc" / "run_info.json").read_text())
+  assert info["chunks"]["loaded"] == {"gd": 2, "reduced": 1}, info["chunks"]
+  assert info["chunks"]["computed"] == {"reduced": 1}, info["chunks"]
+  assert _claims(out) == first
+  # A finished experiment with the same settings is kept as it is.
+  before = (out / runner.EXPERIMENTS_DIR / "synthetic.json").read_text()
+  capsys.readouterr()
+  assert cli.main(["reproduce", "lu2021", "--out", str(out), "--quick"] + TINY + ["--resume"]) == 0
+  assert "finished before, kept" in capsys.readouterr().err
+  assert (out / runner.EXPERIMENTS_DIR / "synthetic.json").read_text() == before
+
+
+@pytest.mark.parametrize("item, message", [
+    ("synthetic.run.train.steps=70", "synthetic run of tc: train.steps = 70"),
+    ("synthetic.run.model.embed_dim=0", "model.embed_dim = 0"),
+    ("synthetic.run.train.lrr=0.1", 'unknown key "train.lrr" in [train]. did you mean "lr"?'),
+    ("synthetic.classifiers=['tq']", "'tq' is not allowed"),
+])
+def test_a_bad_run_setting_is_one_line_from_the_run_schema_before_anything_runs(
+    tmp_path, capsys, item, message):
+  out = tmp_path / "x"
+  code = cli.main(["reproduce", "lu2021", "--out", str(out), "--quick", "--only", "synthetic",
+                   "--set", "synthetic.classifiers=['tc']", "--set", item])
+  err = capsys.readouterr().err
+  assert code == 2 and message.lower() in err.lower() and err.count("\n") == 1, err
+  assert not (out / engine.RUNS_DIR).exists()
+
+
+def test_resume_needs_a_reproduction_to_continue(tmp_path, capsys):
+  (tmp_path / "empty").mkdir()
+  code = cli.main(["reproduce", "lu2021", "--out", str(tmp_path / "empty"), "--quick", "--resume"])
+  assert code == 2 and "holds no reproduction to continue" in capsys.readouterr().err
+
+
+def test_deep_update_changes_only_what_it_names():
+  base = {"train": {"lr": 0.1, "steps": 5000}, "sweep": {"seeds": 5}}
+  out = engine.deep_update(base, {"train": {"steps": 60}})
+  assert out == {"train": {"lr": 0.1, "steps": 60}, "sweep": {"seeds": 5}}
+  assert base["train"]["steps"] == 5000
