@@ -223,13 +223,13 @@ def test_reproduce_end_to_end_writes_the_table_figures_and_rebuilds_it(tmp_path,
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--set", "synthetic.stepz=3"], "did you mean 'steps'"),
+    (["--set", "synthetic.classifierz=['tc']"], "did you mean 'classifiers'"),
     (["--set", "nosuch.steps=3"], "no experiment 'nosuch'"),
     (["--only", "synthetc"], "Did you mean 'synthetic'"),
     (["--only", ",,"], "--only ',,' names no experiment"),
     (["--set", "theorem2.lr=abc"], "lr = 'abc' is not allowed: a finite number >= 0"),
     (["--set", "theorem2.seeds=-1"], "seeds = -1 is not allowed: an integer >= 1"),
-    (["--set", "synthetic.steps=1.5"], "steps = 1.5 is not allowed: an integer >= 1"),
+    (["--set", "synthetic.run.train.steps=1.5"], "train.steps = 1.5 is not allowed"),
     # Counts start at 1: seeds = 0 ran nothing and judged the claims on an empty sample.
     (["--set", "theorem2.seeds=0"], "seeds = 0 is not allowed: an integer >= 1"),
     (["--set", "theorem2.segment=0"], "segment = 0 is not allowed: an integer >= 1"),
