@@ -220,7 +220,11 @@ def markdown(doc: dict) -> str:
             f"shows its 95% Wilson interval, a paired comparison the interval of the per-seed "
             f"differences. A row passes when its whole interval meets the tolerance, fails when "
             f"none of it does, and is inconclusive when the interval straddles the bound (with "
-            f"the n that would decide it if the mean and spread stayed as they are).", ""]
+            f"the n that would decide it if the mean and spread stayed as they are). A rule that "
+            f"must hold for every run passes only when it holds in all of them (one run where it "
+            f"fails is a counterexample). The tolerance source says where each rule comes from: "
+            f"the paper's words with their section, table or figure, or `ours:` and the reason.",
+            ""]
   lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
   for row in doc["claims"]:
     text = row["text"] + (f" — {row['note']}" if row.get("note") else "")
