@@ -394,8 +394,9 @@ def n_to_decide(estimate: Estimate, tolerance: Tolerance,
   decided = lambda n: _decide(*_interval_at(estimate, n), accept) != "inconclusive"
   if _interval_at(estimate, max(estimate.n, 2)) is None or estimate.mean in accept:
     return None
-  lo, hi = max(estimate.n, 1), max(estimate.n, 1)
-  while not decided(hi):     # doubling, then bisection on the first n that decides
+  lo = max(estimate.n, 1)     # decided(lo) is taken as False: the row is inconclusive at n₀
+  hi = lo + 1
+  while not decided(hi):     # doubling, then bisection on the first n > n₀ that decides
     lo, hi = hi, hi * 2
     if hi > _MAX_N:
       return None
