@@ -40,6 +40,12 @@ def topic_data(task: Dict, data_seed: int = 0):
   return cfg, _DATA[cfg, data_seed]
 
 
+def text_run(classifier: str, changes: Dict) -> Dict:
+  """The ``attndyn run`` config of the ``lu2021-text-<classifier>`` preset with ``changes`` applied."""
+  from attndyn.reproduce import engine
+  return engine.deep_update(presets.preset(f"lu2021-text-{classifier}"), changes)
+
+
 def lu_config(task_cfg: tasks.TopicTaskConfig, classifier: str, model: Dict,
               **extra) -> models.LuModelConfig:
   """The Lu model for a topic task (vocabulary and classes from the task)."""

@@ -1,6 +1,11 @@
 """Appendix B / Fig 10: a trainable query initialised N(0, σ²), σ² ∈ {0.1, 0.5, 1, 2}.
 
-For each classifier, every (σ², seed) pair is one point of one vmapped sweep.
+For each classifier, one ``attndyn run`` of its ``lu2021-text-*`` preset with a
+trainable, unrescaled query on the one engine (:mod:`attndyn.reproduce.engine`):
+the sweep grid is ``model.query_std = √σ²``, so every (σ², seed) pair is one
+point of one vmapped, checkpointed sweep (``DIR/runs/trainable_query-<c>``).
+The fast path needs a fixed query, so GD runs on the generic autodiff path
+(``run_info.json`` records the reason).
 With a trainable query the SEN relation is no longer exact; the paper finds the
 empirical curve approaching Eq (10) as σ² (hence ‖q‖) grows, because a long
 query barely changes during training. The claim is about whole curves (Fig 10),
@@ -13,56 +18,62 @@ are reported beside it: the mean over the recorded epochs after the first 10 %
 that converge early count their converged end most) and the deviation at the
 last epoch (one point per run, at a score that depends on σ²).
 """
-import dataclasses
-
-import jax
 import numpy as np
 
-import dynamics
-import models
 from analysis import lu2021_figures as figs
 from analysis import replication as rep
 from analysis.sen_checks import curve_error_on_scores, final_mean_error, windowed_mean_error
+from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 
 NAME = "trainable_query"
 TITLE = "Appendix B / Fig 10: trainable query N(0, σ²): SEN approaches Eq (10) as σ² grows"
-FULL = {"task": dict(common.TEXT_TASK),
-        "model": {**common.TEXT_MODEL, "query_norm": None, "train_query": True},
-        "lr": 0.1, "steps": 5000, "record_every": 50, "seeds": 5, "sigma2": [0.1, 0.5, 1.0, 2.0],
-        "classifiers": ["fc", "tc", "tl"], "sen_word": 0, "start_fraction": 0.1,
-        "curve_points": 50}
-QUICK = {**FULL, "steps": 1000, "seeds": 3, "classifiers": ["tc"]}
+# What each classifier's run changes in its lu2021-text-* preset (any key: --set
+# trainable_query.run.KEY=VALUE, checked by the run schema); the σ² grid is added per run.
+FULL = {"run": {"model": {"query_norm": None, "train_query": True},
+                "train": {"steps": 5000, "record_every": 50}, "sweep": {"seeds": 5},
+                "ode": {"kind": "none"}},
+        "sigma2": [0.1, 0.5, 1.0, 2.0], "classifiers": ["fc", "tc", "tl"], "sen_word": 0,
+        "start_fraction": 0.1, "curve_points": 50}
+QUICK = {**FULL, "run": {**FULL["run"], "train": {"steps": 1000, "record_every": 50},
+                         "sweep": {"seeds": 3}},
+         "classifiers": ["tc"]}
 SOURCE = rep.from_paper("App. B, ¶ “In Fig 10, we plot…”", "as the initial norm increases, the "
                         "empirical curve approaches the theoretical curve having the expression in "
                         "Eq (10)") + "; judged on the mean over seeds at each σ²"
 
 
-def run(ctx, s) -> Outcome:
-  task_cfg, data = common.topic_data(s["task"])
-  m = task_cfg.n_nontopic
-  sig = np.asarray(s["sigma2"], np.float64)
-  n = s["seeds"]
-  claims, notes, panels = [], [], {}
+def _run_config(classifier: str, s: dict) -> dict:
+  """One classifier's run: its preset, ``s["run"]``, and the grid ``model.query_std = √σ²``."""
+  sig = np.sqrt(np.asarray(s["sigma2"], np.float64))
+  return common.text_run(classifier, engine.deep_update(
+      s["run"], {"sweep": {"grid": {"model.query_std": [float(v) for v in sig]}}}))
+
+
+def validate(s: dict) -> None:
+  """Every classifier's run config is valid (called before anything runs)."""
   for c in s["classifiers"]:
-    cfg, train, train_cfg = common.topic_gd(task_cfg, data, c, s["model"], s)
+    engine.validate(_run_config(c, s), f"trainable_query run of {c}")
 
-    def one(inp):
-      key = jax.random.PRNGKey(inp["seed"])
-      params0 = models.lu.init(key, dataclasses.replace(cfg, query_std=inp["query_std"]))
-      return train(params0, key).observables
 
-    inputs = {"seed": np.tile(common.seeds(n), len(sig)),
-              "query_std": np.repeat(np.sqrt(sig), n).astype(np.float32)}
-    ctx.log(f"{NAME}: {common.NAMES[c]} x {len(sig)} σ² x {n} seeds, {s['steps']} epochs")
-    obs = dynamics.run_sweep(one, inputs)
+def run(ctx, s) -> Outcome:
+  sig = np.asarray(s["sigma2"], np.float64)
+  claims, notes, panels = [], [], {}
+  n = 0
+  for c in s["classifiers"]:
+    result = engine.run(ctx, f"{NAME}-{c}", _run_config(c, s), figures=False)
+    m = result.m
+    n = len(result.config.sweep.seeds)
+    steps = result.config.train.steps
+    obs = {k: np.asarray(v) for k, v in result.gd.observables.items()}
     shape = (len(sig), n)                                           # [σ², seed]
     on_scores = curve_error_on_scores(obs["score"], obs["emb_norm"], m,
                                       lo_fraction=s["start_fraction"],
                                       points=s["curve_points"]).reshape(shape)
     s_max = float(np.asarray(obs["score"]).max(axis=1).min())
-    in_time = windowed_mean_error(train_cfg.record_steps(), obs["score"], obs["emb_norm"], m,
+    in_time = windowed_mean_error(result.config.train.record_steps(), obs["score"],
+                                  obs["emb_norm"], m,
                                   start_fraction=s["start_fraction"]).reshape(shape)
     final = final_mean_error(obs["score"], obs["emb_norm"], m).reshape(shape)
     name = common.NAMES[c]
@@ -82,7 +93,7 @@ def run(ctx, s) -> Outcome:
         paper="empirical SEN → Eq (10) as σ² grows",
         ours=rep.mean_ci([rep.strictly_monotone(means, increasing=False)]),
         tolerance=rep.Tolerance("all_true", source=SOURCE), figure="Fig 10", quick=ctx.quick,
-        paper_ref="App. B, ¶ “In Fig 10, we plot…”", comparable=s["steps"] >= 5000,
+        paper_ref="App. B, ¶ “In Fig 10, we plot…”", comparable=steps >= 5000,
         note="means " + " > ".join(f"{v:.3g}" for v in means) + f" ({levels}; judged); in time "
              f"after the first {s['start_fraction']:.0%} of training {fmt(in_time)}; at the last "
              f"epoch {fmt(final)}"))
@@ -94,6 +105,9 @@ def run(ctx, s) -> Outcome:
                   title=f"Fig 10: SEN of topic word {s['sen_word']} with a trainable query "
                         f"N(0, σ²), {n} runs each")
   notes.append(f"Query trained, initialised N(0, σ²) per entry (d' = 15, no rescaling); the rest "
-               f"as Section 5.1; GD lr {s['lr']} × {s['steps']} epochs; ‖v‖ = ‖q(t)‖‖ν‖ and "
-               f"s = q(t)ᵀκ with the current query.")
+               f"as Section 5.1; GD lr {result.config.train.lr} × {steps} epochs; "
+               f"‖v‖ = ‖q(t)‖‖ν‖ and s = q(t)ᵀκ with the current query. Each classifier is "
+               f"`attndyn run --preset lu2021-text-<c>` with {s['run']} and the grid "
+               f"model.query_std = √σ² (DIR/runs/{NAME}-<c>); GD path: "
+               f"{result.gd_path.get('path')} ({result.gd_path.get('reason')}).")
   return Outcome(claims, ["fig10_trainable_query.png"], {"notes": notes})
