@@ -6,6 +6,7 @@ before anything is computed; a failure after gradient descent finished still
 writes what was computed (exit code 1).
 """
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -181,6 +182,15 @@ def _headline(doc) -> None:
 def _run(args) -> int:
   if args.distributed:
     _initialize_distributed()
+  from attndyn import lock, outputs
+  with contextlib.ExitStack() as stack:
+    if outputs.is_writer():  # before checkpoints are read or created; a missing DIR to
+      # --resume is not created (Checkpoints.resume says there is nothing to resume)
+      stack.enter_context(lock.hold(args.out, create=not args.resume))
+    return _run_locked(args)
+
+
+def _run_locked(args) -> int:
   from attndyn import checkpoint, chunking, outputs, pipeline
   resumed = None
   if args.resume:
@@ -211,6 +221,18 @@ def _run(args) -> int:
 def _report(args) -> int:
   from pathlib import Path
 
+  from attndyn import lock
+  out = Path(args.out or args.dir)
+  if args.out is None and not out.is_dir():
+    return _write_report(args, out)  # analysis.load says what DIR is missing
+  # held while DIR is read too when the report goes there: no run rewrites it meanwhile
+  with lock.hold(out):
+    return _write_report(args, out)
+
+
+def _write_report(args, out) -> int:
+  from pathlib import Path
+
   import analysis
   from attndyn import atomic, outputs, report, schema
   results = analysis.load(args.dir)
@@ -220,9 +242,6 @@ def _report(args) -> int:
     raise ConfigError(f"{str(Path(args.dir) / outputs.SUMMARY)!r}: config.task.n_nontopic = "
                       f"{n_nontopic!r}, where attndyn writes a positive integer: the file is "
                       f"damaged.")
-  out = Path(args.out or args.dir)
-  if out.exists() and not out.is_dir():
-    raise ConfigError(f"--out {str(out)!r} is a file, not a directory.")
   try:
     out.mkdir(parents=True, exist_ok=True)
   except OSError as err:
@@ -267,12 +286,18 @@ def _bench(args) -> int:
 
 def _explain(args) -> int:
   from attndyn import explain as explain_cli
-  return explain_cli.main(args)
+  from attndyn import lock
+  with lock.hold(args.out):
+    return explain_cli.main(args)
 
 
 def _reproduce(args) -> int:
+  from attndyn import lock
   from attndyn.reproduce import cli as reproduce_cli
-  return reproduce_cli.main(args)
+  # the whole DIR, its runs/NAME included; a missing DIR to --resume or --report-only is not
+  # created (the command says there is nothing there)
+  with lock.hold(args.out, create=not (args.resume or args.report_only)):
+    return reproduce_cli.main(args)
 
 
 def main(argv=None) -> int:

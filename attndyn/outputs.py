@@ -25,7 +25,7 @@ from analysis import npz
 from analysis.load import SCHEMA_VERSION, SUMMARY, TRAJECTORIES
 from analysis.observables import embedding_norms
 from analysis.summary import aggregate, json_ready, run_summaries
-from attndyn import atomic, checkpoint, tomlwrite
+from attndyn import atomic, checkpoint, lock, tomlwrite
 from attndyn.pipeline import RunResult
 from attndyn.progress import ProgressBar
 from tasks.errors import ConfigError
@@ -58,7 +58,7 @@ def prepare_out_dir(path, *, force: bool = False, resume: bool = False) -> Path:
   if out.exists() and not out.is_dir():
     raise ConfigError(f"--out {str(out)!r} is a file, not a directory.")
   if out.is_dir() and not (force or resume):
-    entries = sorted(p.name for p in out.iterdir())
+    entries = sorted(p.name for p in out.iterdir() if p.name != lock.LOCKFILE)
     if entries:
       raise ConfigError(
           f"--out {str(out)!r} is not empty (it holds {', '.join(entries[:3])}"

@@ -45,6 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attndyn import lock
 from benchmarks import impls
 from benchmarks.memsample import PeakRSS, rss_bytes
 from benchmarks.stream import triad_bandwidth
@@ -328,6 +329,11 @@ def main(argv=None, prog: str = "python -m benchmarks.run") -> int:
     out.mkdir(parents=True, exist_ok=True)
   except OSError as err:
     ap.error(f"--out {out}: cannot make a directory there ({err.strerror or err})")
+  with lock.hold(out):  # no other attndyn command writes there meanwhile
+    return _bench(args, out, mode, reps)
+
+
+def _bench(args, out: Path, mode: str, reps: int) -> int:
   seeds_list = args.seeds or ([1, 8, 64] if args.quick else [1, 8, 64, 256])
   names = args.impls or list(impls.IMPLS)
 

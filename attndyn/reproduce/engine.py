@@ -19,7 +19,7 @@ and :func:`analysis.load` read it like any other run.
 from pathlib import Path
 from typing import Optional
 
-from attndyn import atomic, checkpoint, chunking, config, outputs, pipeline
+from attndyn import atomic, checkpoint, chunking, config, lock, outputs, pipeline
 from tasks.errors import ConfigError
 
 RUNS_DIR = "runs"
@@ -82,23 +82,25 @@ def run(ctx, name: str, raw: dict, *, gd: bool = True,
   cfg = validate(raw, f"{ctx.experiment or 'run'} run {name!r}")
   out = Path(ctx.out) / RUNS_DIR / name
   out.mkdir(parents=True, exist_ok=True)
-  store = _store(ctx, out, cfg)
-  resumed = sum(len(v) for v in store.loaded.values()) if store.loaded else 0
-  ctx.log(f"{name}: {cfg.sweep.n_points} runs, {cfg.train.steps} steps, ODEs: {cfg.ode.kind}"
-          + (" (resuming)" if ctx.resume and resumed else ""))
-  with pipeline.precision_scope(cfg.precision):
-    result = pipeline.run(cfg, progress=ctx.verbose, checkpoints=store, gd=gd)
-    if gd and outputs.is_writer():
-      if figures:
-        outputs.write_all(out, result, command=ctx.command, checkpoints=store)
-      else:
-        outputs.write_config(out, cfg)
-        outputs.write_npz(out, result)
-        outputs.write_summary(out, outputs.summary(result, files={
-            "config": outputs.CONFIG, "trajectories": outputs.TRAJECTORIES,
-            "run_info": outputs.RUN_INFO}))
-        atomic.write_json(out / outputs.RUN_INFO,
-                          outputs.run_info(result, command=ctx.command, checkpoints=store))
+  # no `attndyn run --out DIR/runs/NAME --resume` or report writes there meanwhile
+  with lock.hold(out):
+    store = _store(ctx, out, cfg)
+    resumed = sum(len(v) for v in store.loaded.values()) if store.loaded else 0
+    ctx.log(f"{name}: {cfg.sweep.n_points} runs, {cfg.train.steps} steps, ODEs: {cfg.ode.kind}"
+            + (" (resuming)" if ctx.resume and resumed else ""))
+    with pipeline.precision_scope(cfg.precision):
+      result = pipeline.run(cfg, progress=ctx.verbose, checkpoints=store, gd=gd)
+      if gd and outputs.is_writer():
+        if figures:
+          outputs.write_all(out, result, command=ctx.command, checkpoints=store)
+        else:
+          outputs.write_config(out, cfg)
+          outputs.write_npz(out, result)
+          outputs.write_summary(out, outputs.summary(result, files={
+              "config": outputs.CONFIG, "trajectories": outputs.TRAJECTORIES,
+              "run_info": outputs.RUN_INFO}))
+          atomic.write_json(out / outputs.RUN_INFO,
+                            outputs.run_info(result, command=ctx.command, checkpoints=store))
   for stage, message in result.errors.items():
     ctx.log(f"{name}: the {stage} stage failed: {message}")
   return result
