@@ -179,9 +179,6 @@ class RunConfig:
     self._check_grid()
     self._check_ode()
     self._check_range()
-    check(self.model.normaliser == "softmax", "model.normaliser", self.model.normaliser,
-          '"softmax" in `attndyn run` (its GD fast path, reduced ODE and records are '
-          'softmax-only; sparsemax/entmax15 runs: `attndyn reproduce flavours`)')
     if self.gd_path == "fast":
       verdict = self.fast_path()
       check(bool(verdict), "gd_path", self.gd_path,
@@ -223,6 +220,10 @@ class RunConfig:
           f'"none" when train.optimizer = "{self.train.optimizer}" (the ODEs are the '
           f'continuous limit of full-batch gradient descent, train.optimizer = "gd")')
     if "reduced" in self.ode.kinds:
+      check(self.model.normaliser == "softmax", "model.normaliser", self.model.normaliser,
+            f'"softmax" with ode.kind = "{self.ode.kind}": Lemma 2\'s reduced ODE (eqs 7-8) is '
+            f'derived for softmax attention; use ode.kind = "gradient_flow" or "none" '
+            f'(the sparsemax ODE: `attndyn reproduce flavours`)')
       try:
         check_reduced_config(self.ode.form, self.model.trainable())
       except ConfigError as err:

@@ -2,14 +2,14 @@
 
 Trains the run's model (``--run DIR``: the config in DIR/summary.json, whose
 GD is deterministic, so this is the same model; or ``--preset NAME``) per seed
-with the chosen normaliser, then :func:`analysis.jain_wallace.explain_model`
+with the chosen normaliser on the one engine (:func:`attndyn.pipeline.run`), then :func:`analysis.jain_wallace.explain_model`
 on every test sentence. Writes ``explain.json`` (per-seed means, mean ± 95% CI
 over seeds, medians), ``explain.md`` and ``explain.png``.
 """
 import argparse
 from pathlib import Path
 
-from tasks.errors import ConfigError
+from tasks.errors import ConfigError, check
 
 EPILOG = """examples:
   attndyn explain --preset lu2021-text-tc --out results/explain-tc
@@ -42,6 +42,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def _config(args):
+  """The run to explain: its config (``--run`` or ``--preset``, then ``--set``), GD only, with
+  ``--normaliser`` and ``--seeds``, validated by the run schema."""
   from analysis.load import read_summary
   from attndyn import config, overrides, presets
   if args.run:
@@ -52,7 +54,15 @@ def _config(args):
     raw = read_summary(path)["config"]
   else:
     raw = presets.preset(args.preset)
-  return config.RunConfig.from_dict(overrides.apply(raw, args.overrides))
+  cfg = config.RunConfig.from_dict(overrides.apply(raw, args.overrides))
+  seeds = list(cfg.sweep.seeds)
+  if args.seeds is not None:
+    check(1 <= args.seeds <= len(seeds), "--seeds", args.seeds,
+          f"between 1 and the config's {len(seeds)} seeds")
+    seeds = seeds[:args.seeds]
+  raw = overrides.apply(cfg.to_dict(), [f"model.normaliser={args.normaliser}", "ode.kind=none"])
+  raw["sweep"]["seeds"] = seeds
+  return config.RunConfig.from_dict(raw)
 
 
 def _markdown(summary: dict, meta: dict) -> str:
@@ -72,17 +82,14 @@ def _markdown(summary: dict, meta: dict) -> str:
 
 def main(args) -> int:
   """Run ``attndyn explain``; returns the exit code."""
-  import dataclasses
-
   import jax
-  import jax.numpy as jnp
+  import numpy as np
 
   import tasks
   from analysis import jain_wallace as jw
   from attndyn import atomic, outputs, pipeline
-  from attndyn.reproduce.flavours.common import seed_params, train_final_params
+  from attndyn.reproduce.flavours.common import seed_params
   from models.normalisers import NAMED_NORMALISERS
-  from tasks.errors import check
 
   check(args.normaliser in NAMED_NORMALISERS, "--normaliser", args.normaliser,
         f"one of {', '.join(NAMED_NORMALISERS)}")
@@ -91,17 +98,14 @@ def main(args) -> int:
   check(args.restarts >= 1, "--restarts", args.restarts, "a positive integer")
   cfg = _config(args)
   seeds = list(cfg.sweep.seeds)
-  if args.seeds is not None:
-    check(1 <= args.seeds <= len(seeds), "--seeds", args.seeds,
-          f"between 1 and the config's {len(seeds)} seeds")
-    seeds = seeds[:args.seeds]
   out = outputs.prepare_out_dir(args.out, force=args.force)
-  model_cfg = dataclasses.replace(cfg.model, normaliser=args.normaliser)
   with pipeline.precision_scope(cfg.precision):
+    # Trained on the one engine (the fast path for softmax, autodiff for the other normalisers).
+    result = pipeline.run(cfg, progress=False)
+    params = result.gd.final_params
+    loss = np.asarray(result.gd.observables["loss"])[:, -1]
+    acc = np.asarray(result.gd.observables["test_acc"])[:, -1]
     data = tasks.make_topic_dataset(jax.random.PRNGKey(cfg.sweep.data_seeds[0]), cfg.task)
-    params, loss, acc = train_final_params(model_cfg, data, lr=cfg.train.lr,
-                                           steps=cfg.train.steps, seeds=seeds,
-                                           dtype=jnp.dtype(cfg.precision))
     per_seed = [jw.explain_model(seed_params(params, i), data.test, args.normaliser,
                                  jax.random.PRNGKey(1000 + int(seed)), eps=args.eps,
                                  steps=args.adv_steps, restarts=args.restarts)

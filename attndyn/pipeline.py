@@ -82,6 +82,7 @@ class _Point(NamedTuple):
 def _point_setup(cfg: RunConfig, dataset: Optional[tasks.TopicDataset]):
   """``setup(inputs) -> _Point``: data, initial parameters, lr and recorder of one point."""
   model_grid = {name.split(".")[1]: name for name, _ in cfg.sweep.grid if name.startswith("model.")}
+  apply = models.lu.apply_for(cfg.model)   # the configured normaliser (softmax: the paper)
 
   def setup(inp) -> _Point:
     ds = dataset
@@ -91,7 +92,7 @@ def _point_setup(cfg: RunConfig, dataset: Optional[tasks.TopicDataset]):
     key = jax.random.PRNGKey(inp["seed"])
     params0 = models.lu.init(key, model_cfg, jnp.dtype(cfg.precision))
     lr = inp.get("train.lr", cfg.train.lr)
-    return _Point(ds, params0, lr, analysis.topic_observables(models.lu.apply, ds), key)
+    return _Point(ds, params0, lr, analysis.topic_observables(apply, ds), key)
 
   return setup
 
@@ -106,7 +107,7 @@ def choose_gd_path(cfg: RunConfig) -> dict:
 
 def gd_fn(cfg: RunConfig, setup):
   """Gradient descent (or the configured optimiser) of one sweep point (autodiff)."""
-  loss = models.make_loss(models.lu.apply)
+  loss = models.make_loss(models.lu.apply_for(cfg.model))
   trainable = cfg.model.trainable()
 
   def fn(inp):
@@ -136,7 +137,7 @@ def fast_gd_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset):
   :mod:`dynamics.fast_lu` advances all seeds of the chunk together (seeds
   innermost), so this maps over the chunk itself (``run_sweep(batched=True)``).
   """
-  record = analysis.topic_observables(models.lu.apply, dataset)
+  record = analysis.topic_observables(models.lu.apply_for(cfg.model), dataset)
   train_batch = dynamics.make_fast_sweep_train(cfg.model, dataset.train, record, cfg.train)
 
   def fn(inputs):
@@ -165,7 +166,7 @@ def reduced_sweep_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset):
   """Lemma 2's reduced SEN ODE of a whole chunk of sweep points sharing ``dataset``, as one
   solve (:func:`dynamics.reduced_sen_ode_sweep`; ``run_sweep(batched=True)``)."""
   trainable, ode = cfg.model.trainable(), cfg.ode
-  record = analysis.topic_observables(models.lu.apply, dataset)
+  record = analysis.topic_observables(models.lu.apply_for(cfg.model), dataset)
 
   def fn(inputs):
     params0, lr = jax.vmap(_start(setup))(inputs)
@@ -180,7 +181,7 @@ def reduced_sweep_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset):
 
 def flow_fn(cfg: RunConfig, setup):
   """The full model's gradient flow of one sweep point."""
-  loss = models.make_loss(models.lu.apply)
+  loss = models.make_loss(models.lu.apply_for(cfg.model))
   trainable, ode = cfg.model.trainable(), cfg.ode
 
   def fn(inp):

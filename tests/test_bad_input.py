@@ -75,7 +75,9 @@ BAD = [
     (["model.classifier=cnn"], ["model.classifier = 'cnn'", "one of fc, tc, tl"]),
     (["model.classifier=3"], ["model.classifier = 3", "a string"]),
     (["model.normaliser=softer"], ["model.normaliser = 'softer'", "one of softmax, sparsemax, entmax15"]),
-    (["model.normaliser=sparsemax"], ["model.normaliser = 'sparsemax'", "`attndyn reproduce flavours`"]),
+    # Lemma 2's reduced ODE is softmax's; GD and the gradient flow take any normaliser.
+    (["model.normaliser=sparsemax", "ode.kind=reduced"],
+     ["model.normaliser = 'sparsemax'", "Lemma 2's reduced ODE", 'ode.kind = "gradient_flow"']),
     (["model.fc_init=eye"], ["model.fc_init = 'eye'", "one of orthonormal, randn_unit_diag"]),
     (["model.fc_init=0"], ["model.fc_init = 0", "a string"]),
     (["model.embed_dim=0"], ["model.embed_dim = 0", POS]),
