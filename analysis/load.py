@@ -31,7 +31,7 @@ from tasks.errors import ConfigError
 # `seconds` to run_info.json and added `diverged` per run and `n_diverged`.
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
-SUMMARY, TRAJECTORIES = "summary.json", "trajectories.npz"
+SUMMARY, TRAJECTORIES, RUN_INFO = "summary.json", "trajectories.npz", "run_info.json"
 KINDS = ("gd", "reduced", "gradient_flow")
 _REQUIRED = {"config": dict, "points": list, "runs": list, "aggregate": dict}
 
@@ -211,6 +211,134 @@ def read_summary(path) -> dict:
   return doc
 
 
+def _run_info_id(path: Path):
+  """run_info.json's run id, or ``None`` (no such file, not JSON, or no id: it is not needed
+  to read the results, so only an id it does hold is compared)."""
+  try:
+    doc = json.loads(path.read_text(encoding="utf-8"))
+  except (OSError, ValueError):
+    return None
+  value = doc.get("run_id") if isinstance(doc, dict) else None
+  return value if isinstance(value, str) else None
+
+
+def check_one_run(directory) -> Optional[str]:
+  """Refuse a directory whose files were written by different runs; return the run id.
+
+  summary.json, trajectories.npz and run_info.json each carry the id of the run that
+  wrote them (attndyn.checkpoint.run_id). A file without one (written by an attndyn
+  before run ids) is not compared, so older directories still load.
+
+  Raises:
+    ConfigError: two of the files name different runs (both files and ids named).
+  """
+  directory = Path(directory)
+  ids = {}
+  try:
+    doc = json.loads((directory / SUMMARY).read_text(encoding="utf-8"))
+    if isinstance(doc, dict) and isinstance(doc.get("run_id"), str):
+      ids[SUMMARY] = doc["run_id"]
+  except (OSError, ValueError):
+    pass  # read_summary names what is wrong with it
+  ids[TRAJECTORIES] = npz.run_id(directory / TRAJECTORIES)
+  ids[RUN_INFO] = _run_info_id(directory / RUN_INFO)
+  ids = {name: value for name, value in ids.items() if value is not None}
+  names = list(ids)
+  for other in names[1:]:
+    if ids[other] != ids[names[0]]:
+      raise ConfigError(
+          f"{str(directory / names[0])!r} is from run {ids[names[0]]}, but "
+          f"{str(directory / other)!r} is from run {ids[other]}: the directory mixes the files "
+          f"of two runs (two runs into one --out, or a run killed while writing). Run again "
+          f"into it (--force, or --resume to continue from its checkpoints).")
+  return ids[names[0]] if names else None
+
+
+# What the figures and the report read of every trajectory kind, beside t and failed_at.
+_DRAWN = ("loss", "score", "emb_norm", "invariant")
+_ODE_KINDS = {"none": (), "both": ("reduced", "gradient_flow"), "reduced": ("reduced",),
+              "gradient_flow": ("gradient_flow",)}
+
+
+def _int(value) -> bool:
+  return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def expected_kinds(summary: dict) -> list:
+  """The trajectory kinds summary.json implies: ``gd`` and each configured ODE that did not
+  fail (a failed stage is in ``errors`` and has no arrays)."""
+  ode = summary["config"].get("ode")
+  kind = ode.get("kind") if isinstance(ode, dict) else None
+  errors = summary.get("errors") if isinstance(summary.get("errors"), dict) else {}
+  odes = _ODE_KINDS.get(kind, ()) if isinstance(kind, str) else ()
+  return ["gd"] + [k for k in odes if k not in errors]
+
+
+def _check_arrays(path: Path, summary: dict, arrays: dict) -> None:
+  """Every array summary.json implies is there, numeric, and of the shape it implies.
+
+  The run axis holds one entry per run of summary.json; each kind (:func:`expected_kinds`)
+  has ``t`` and ``failed_at`` and the observables drawn (:data:`_DRAWN`); every ``[run,
+  step, ...]`` array has the recorded times of ``t`` (``train.steps / train.record_every
+  + 1`` of them), and the word axes agree within a kind. So a damaged or foreign file is
+  one error naming the array, before anything is drawn.
+
+  Raises:
+    ConfigError: naming the file and the array.
+  """
+  where = repr(str(path))
+  n_runs = len(summary["runs"])
+  for name, value in arrays.items():
+    if value.ndim == 0 or value.shape[0] != n_runs:
+      raise ConfigError(f"{where}: array {name!r} has shape {value.shape}, but summary.json has "
+                        f"{n_runs} runs: the two files are from different runs.")
+    if value.dtype.kind not in "biuf":
+      raise ConfigError(f"{where}: array {name!r} has dtype {value.dtype}; attndyn writes "
+                        f"numbers there: the file is damaged.")
+  coords = summary["points"][0] if summary["points"] and isinstance(summary["points"][0], dict) \
+      else {}
+  for coord in coords:
+    if f"points/{coord}" not in arrays:
+      raise ConfigError(f"{where} has no array 'points/{coord}', which summary.json's points "
+                        f"name: the file is damaged or from another run.")
+  train = summary["config"].get("train")
+  steps, every = (train.get("steps"), train.get("record_every")) if isinstance(train, dict) \
+      else (None, None)
+  n_times = steps // every + 1 if _int(steps) and _int(every) else None
+  kinds = expected_kinds(summary)
+  kinds += sorted({n.partition("/")[0] for n in arrays} - set(kinds) - {"points"})
+  for kind in kinds:
+    for leaf in ("t", "failed_at") + _DRAWN:
+      if f"{kind}/{leaf}" not in arrays:
+        raise ConfigError(f"{where} has no array '{kind}/{leaf}', which summary.json implies "
+                          f"(the {kind} stage ran): the file is damaged or from another run.")
+    t = arrays[f"{kind}/t"]
+    if t.ndim != 2 or (n_times is not None and t.shape[1] != n_times):
+      raise ConfigError(f"{where}: array '{kind}/t' has shape {t.shape}, but summary.json "
+                        f"implies ({n_runs}, {n_times}) (train.steps = {steps}, "
+                        f"train.record_every = {every}): the file is damaged or from another "
+                        f"run.")
+    # the word axes against score's (drawn) and final_word_score's, so the damaged one is named
+    words = {dim: (f"{kind}/{ref}", arrays[f"{kind}/{ref}"].shape[axis])
+             for dim, ref, axis in (("word", "score", 2), ("vocab", "final_word_score", 1))
+             if f"{kind}/{ref}" in arrays and arrays[f"{kind}/{ref}"].ndim > axis}
+    for name, value in arrays.items():
+      head, _, rest = name.partition("/")
+      if head != kind or rest == "t":
+        continue
+      want = {"failed_at": 1}.get(rest, 2 if rest.startswith("final_word_") else None)
+      if (want is not None and value.ndim != want) or \
+          (want is None and (value.ndim not in (2, 3) or value.shape[1] != t.shape[1])):
+        expected = f"{want} axes" if want is not None else \
+            f"({n_runs}, {t.shape[1]}) or ({n_runs}, {t.shape[1]}, words), the times of {kind}/t"
+        raise ConfigError(f"{where}: array {name!r} has shape {value.shape}, expected "
+                          f"{expected}: the file is damaged or from another run.")
+      for axis, dim in enumerate(dims_of(rest, value.ndim)[1:], 1):
+        if dim in words and value.shape[axis] != words[dim][1]:
+          raise ConfigError(f"{where}: array {name!r} has {value.shape[axis]} {dim} entries, "
+                            f"but {words[dim][0]!r} has {words[dim][1]}: the file is damaged.")
+
+
 def load(directory) -> Results:
   """Read a results directory written by ``attndyn run``.
 
@@ -222,28 +350,22 @@ def load(directory) -> Results:
 
   Raises:
     ConfigError: the directory or one of its files is missing, truncated,
-      corrupt, of a newer schema version, or inconsistent with the other.
+      corrupt, of a newer schema version, inconsistent with the other, or from
+      another run than the other (:func:`check_one_run`).
   """
   directory = Path(directory)
   if not directory.is_dir():
     raise ConfigError(f"results directory {str(directory)!r} does not exist (or is not a "
                       f"directory).")
   summary = read_summary(directory / SUMMARY)
+  check_one_run(directory)
   arrays = npz.read(directory / TRAJECTORIES, what=repr(str(directory / TRAJECTORIES)))
-  n_runs = len(summary["runs"])
+  _check_arrays(directory / TRAJECTORIES, summary, arrays)
   points, stages = {}, {}
   for name, value in arrays.items():
     head, _, rest = name.partition("/")
-    if value.ndim == 0 or value.shape[0] != n_runs:
-      raise ConfigError(f"{str(directory / TRAJECTORIES)!r}: array {name!r} has shape "
-                        f"{value.shape}, but summary.json has {n_runs} runs: the two files are "
-                        f"from different runs.")
     if head == "points":
       points[rest] = value
     elif rest:
       stages.setdefault(head, {})[rest] = Named(value, dims_of(rest, value.ndim))
-  for kind in ["gd"] + sorted(set(stages) - {"gd"}):
-    if not {"t", "failed_at"} <= set(stages.get(kind, {})):
-      raise ConfigError(f"{str(directory / TRAJECTORIES)!r} has no {kind}/t and {kind}/failed_at "
-                        f"arrays: not an attndyn trajectories file, or a damaged one.")
   return Results(directory, summary, points, stages)

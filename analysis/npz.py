@@ -6,9 +6,10 @@ need pickle). :func:`read` loads every array with ``allow_pickle=False`` and
 turns a truncated, corrupt or pickled file into one :class:`tasks.ConfigError`
 naming the file.
 """
+import json
 import os
 import zipfile
-from typing import Mapping
+from typing import Mapping, Optional
 
 import numpy as np
 
@@ -17,15 +18,19 @@ from tasks.errors import ConfigError
 _DATE = (1980, 1, 1, 0, 0, 0)  # the zip format's epoch: no wall-clock time in the file
 
 
-def write(file, arrays: Mapping[str, np.ndarray]) -> None:
+def write(file, arrays: Mapping[str, np.ndarray], *, run_id: Optional[str] = None) -> None:
   """Write ``name -> array`` to ``file`` (a path or a binary file object) as an ``.npz``.
 
   ``np.load(file, allow_pickle=False)`` reads it back; entries keep the order given.
+  ``run_id`` goes in the zip comment (:func:`run_id` reads it), not in an array, so
+  readers that know nothing of it (``np.load``, older attndyn) see the same arrays.
 
   Raises:
     ValueError: an object (pickled) array, or a name ``np.load`` could not give back.
   """
   with zipfile.ZipFile(file, mode="w", compression=zipfile.ZIP_STORED) as zf:
+    if run_id is not None:
+      zf.comment = json.dumps({"run_id": run_id}).encode()
     for name, value in arrays.items():
       value = np.asanyarray(value)
       if value.dtype.hasobject:
@@ -75,3 +80,19 @@ def read(path, *, what: str = "") -> dict:
   except (OSError, EOFError, zipfile.BadZipFile, KeyError) as err:
     raise ConfigError(f"{what} is not a readable .npz file (truncated or corrupt: "
                       f"{type(err).__name__}: {err}).") from None
+
+
+def run_id(path) -> Optional[str]:
+  """The run id :func:`write` put in ``path``'s zip comment; ``None`` when there is none
+  (a file of an attndyn that wrote no run ids) or the file is not a readable zip."""
+  try:
+    with zipfile.ZipFile(path) as zf:
+      comment = zf.comment
+  except (OSError, EOFError, zipfile.BadZipFile):
+    return None
+  try:
+    doc = json.loads(comment.decode("utf-8"))
+  except ValueError:
+    return None
+  value = doc.get("run_id") if isinstance(doc, dict) else None
+  return value if isinstance(value, str) else None

@@ -71,6 +71,19 @@ def leaf_name(path) -> str:
   return "/".join(parts)
 
 
+def run_id(config: dict) -> str:
+  """The id written into every file of a run (summary.json, trajectories.npz, run_info.json,
+  the manifest, each chunk), so that readers refuse a directory mixing two runs' files.
+
+  It is a digest of what determines the results (the config less :data:`IGNORED`, the backend
+  and device count), not a random uuid: two runs of one config on one kind of machine write
+  the same bytes (tests/test_determinism.py), so their files mix harmlessly and share an id,
+  and a resumed run keeps the id of the run it continues.
+  """
+  key = json.dumps({"config_hash": config_hash(config), **_environment()}, sort_keys=True)
+  return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
 def _environment() -> dict:
   return {"backend": jax.default_backend(), "device_count": jax.device_count()}
 
@@ -85,8 +98,9 @@ def _read_json(path: Path, what: str) -> dict:
                       f"({err.msg}).") from None
 
 
-def _verify(root: Path) -> None:
-  """Check every chunk file's zip structure and CRCs up front, before anything is computed."""
+def _verify(root: Path, run: Optional[str]) -> None:
+  """Check every chunk file's zip structure and CRCs, and that it is of run ``run`` (the
+  manifest's; ``None``: not checked), up front, before anything is computed."""
   for path in sorted(root.glob("*/chunk_*.npz")):
     what = f"checkpoint {str(path)!r}"
     try:
@@ -98,6 +112,12 @@ def _verify(root: Path) -> None:
     if bad is not None:
       raise ConfigError(f"{what} is not a readable .npz file (truncated or corrupt: a CRC error "
                         f"in {bad}). Delete it to recompute that chunk.")
+    chunk_run = npz.run_id(path)
+    if run is not None and chunk_run is not None and chunk_run != run:
+      raise ConfigError(f"{what} is from run {chunk_run}, but {str(root / MANIFEST)!r} is from "
+                        f"run {run}: two runs wrote into this directory. Start afresh "
+                        f"(--force without --resume), or delete {str(path.parent)!r} to "
+                        f"recompute that stage.")
 
 
 class Checkpoints:
@@ -120,6 +140,12 @@ class Checkpoints:
     self.loaded, self.computed = {}, {}
 
   @property
+  def run_id(self) -> str:
+    """The run's id (:func:`run_id`): the manifest's; one an older attndyn wrote has none, and
+    gets the id of its config."""
+    return self.manifest.get("run_id") or run_id(self.manifest["config"])
+
+  @property
   def chunk_size(self) -> Optional[int]:
     """Points per chunk the sweep uses (``None``: all at once), fixed when the run started."""
     return self.manifest["chunk_size"]
@@ -130,7 +156,7 @@ class Checkpoints:
     """Start afresh in ``out``: remove attndyn's old checkpoints there, write the manifest."""
     root = Path(out) / DIRNAME
     manifest = {"format": FORMAT, "config_hash": config_hash(config), "chunk_size": chunk_size,
-                **_environment(), "config": config}
+                **_environment(), "run_id": run_id(config), "config": config}
     if writer:
       root.mkdir(parents=True, exist_ok=True)
       for old in sorted(root.glob("*/chunk_*.npz")) + sorted(root.glob("*/.chunk_*.tmp")):
@@ -178,7 +204,11 @@ class Checkpoints:
     if writer:  # temporary files of writes a kill interrupted
       for tmp in sorted((out / DIRNAME).glob("*/.chunk_*.tmp")):
         tmp.unlink()
-    _verify(out / DIRNAME)
+    run = manifest.get("run_id")
+    if run is not None and not isinstance(run, str):
+      raise ConfigError(f"{what} has run_id = {run!r}; attndyn writes a string there: the file "
+                        f"is damaged.")
+    _verify(out / DIRNAME, run)
     return cls(out / DIRNAME, manifest, every=1, writer=writer)
 
   def check(self, config: dict, every: int, started: Optional[dict] = None) -> None:
@@ -295,7 +325,7 @@ class Checkpoints:
     arrays[_BOUNDS] = np.asarray(bounds, np.int64)
     path = self._path(stage, index)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write(path, lambda tmp: npz.write(tmp, arrays))
+    atomic.write(path, lambda tmp: npz.write(tmp, arrays, run_id=self.run_id))
 
 
 class Saver:

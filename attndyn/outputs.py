@@ -132,10 +132,20 @@ def trajectories(result: RunResult) -> dict:
   return arrays
 
 
-def write_npz(out: Path, result: RunResult) -> Path:
-  """``trajectories.npz``: plain arrays only (``allow_pickle=False``), reproducible bytes."""
+def run_id(result: RunResult, checkpoints=None) -> str:
+  """The id of the run (:func:`attndyn.checkpoint.run_id`): its checkpoints' when it has
+  them (a resumed run keeps the id of the run it continues), else its config's."""
+  if checkpoints is not None:
+    return checkpoints.run_id
+  return checkpoint.run_id(result.config.to_dict())
+
+
+def write_npz(out: Path, result: RunResult, *, run: str = None) -> Path:
+  """``trajectories.npz``: plain arrays only (``allow_pickle=False``), reproducible bytes;
+  the run id (default: :func:`run_id` of ``result``) in its zip comment."""
   arrays = trajectories(result)
-  return atomic.write(out / TRAJECTORIES, lambda tmp: npz.write(tmp, arrays))
+  run = run or run_id(result)
+  return atomic.write(out / TRAJECTORIES, lambda tmp: npz.write(tmp, arrays, run_id=run))
 
 
 def draw_figures(out: Path, trajs: dict, m: int, *, progress: bool = False) -> tuple:
@@ -173,14 +183,16 @@ def write_figures(out: Path, result: RunResult) -> tuple:
   return draw_figures(out, {"gd": result.gd, **result.odes}, result.m)
 
 
-def summary(result: RunResult, *, files: dict) -> dict:
+def summary(result: RunResult, *, files: dict, run: str = None) -> dict:
   """The summary.json document (strict JSON: non-finite numbers are ``null``).
 
-  Only what the config and the machine determine: no time, no command line.
+  Only what the config and the machine determine: no time, no command line. ``run``:
+  the run id (default: :func:`run_id` of ``result``).
   """
   runs = run_summaries(result.points, result.gd, result.odes, result.m)
   return json_ready({
       "schema_version": SCHEMA_VERSION,
+      "run_id": run or run_id(result),
       "config": result.config.to_dict(),
       "environment": environment(),
       "points": result.points,
@@ -198,6 +210,7 @@ def run_info(result: RunResult, *, command=None, checkpoints=None) -> dict:
     chunks = {"chunk_size": checkpoints.chunk_size, "loaded": checkpoints.loaded,
               "computed": checkpoints.computed}
   return json_ready({
+      "run_id": run_id(result, checkpoints),
       "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
       "command": command,
       "seconds": result.seconds,
@@ -224,14 +237,15 @@ def write_all(out: Path, result: RunResult, *, command=None, checkpoints=None) -
   Returns:
     The summary document (also on processes that do not write).
   """
+  run = run_id(result, checkpoints)
   if not is_writer():
-    return summary(result, files={})
+    return summary(result, files={}, run=run)
   write_config(out, result.config)
-  write_npz(out, result)
+  write_npz(out, result, run=run)
   written, failed = write_figures(out, result)
   files = {"config": CONFIG, "trajectories": TRAJECTORIES, "run_info": RUN_INFO,
            "figures": written, "figure_errors": failed}
-  doc = summary(result, files=files)
+  doc = summary(result, files=files, run=run)
   write_summary(out, doc)
   atomic.write_json(out / RUN_INFO, run_info(result, command=command, checkpoints=checkpoints))
   return doc

@@ -3,11 +3,15 @@ run, damaged results refused, interrupts and write failures as one line. Mocks a
 only: nothing here trains."""
 import json
 import os
+import shutil
 from unittest import mock
 
 import pytest
 
-from attndyn import cli, lock
+import analysis
+from analysis import npz
+from attndyn import checkpoint, cli, lock, outputs
+from tasks.errors import ConfigError
 
 
 def _one_line(capsys) -> str:
@@ -71,3 +75,137 @@ def test_a_lock_file_alone_does_not_make_a_directory_non_empty(tmp_path):
   from attndyn import outputs
   (tmp_path / lock.LOCKFILE).write_text("")
   assert outputs.prepare_out_dir(tmp_path) == tmp_path
+
+
+# --- 2. a run id in every file; a directory mixing two runs is refused -----------------------
+
+def _copy(results_dir, tmp_path):
+  copy = tmp_path / "copy"
+  shutil.copytree(results_dir[0], copy, ignore=shutil.ignore_patterns("*.png"))
+  return copy
+
+
+def _rewrite_npz(path, change=lambda arrays: arrays, run_id="same"):
+  """Rewrite an .npz with ``change(arrays)`` and its run id (``"same"``: kept)."""
+  arrays = change(npz.read(path))
+  npz.write(path, arrays, run_id=npz.run_id(path) if run_id == "same" else run_id)
+
+
+def test_every_file_of_a_run_carries_its_run_id(results_dir):
+  out = results_dir[0]
+  run = json.loads((out / "summary.json").read_text())["run_id"]
+  assert len(run) == 32
+  assert json.loads((out / "run_info.json").read_text())["run_id"] == run
+  assert json.loads((out / "checkpoints" / "manifest.json").read_text())["run_id"] == run
+  assert npz.run_id(out / "trajectories.npz") == run
+  chunks = sorted((out / "checkpoints").glob("*/chunk_*.npz"))
+  assert chunks and {npz.run_id(c) for c in chunks} == {run}
+
+
+FOREIGN = {
+    "trajectories.npz": lambda d: _rewrite_npz(d / "trajectories.npz", run_id="f" * 32),
+    "summary.json": lambda d: _edit_json(d / "summary.json", run_id="f" * 32),
+    "run_info.json": lambda d: _edit_json(d / "run_info.json", run_id="f" * 32),
+}
+
+
+def _edit_json(path, **changes):
+  path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+
+@pytest.mark.parametrize("foreign", list(FOREIGN))
+def test_a_directory_mixing_two_runs_is_refused_naming_both_files(
+    foreign, results_dir, tmp_path, capsys):
+  copy = _copy(results_dir, tmp_path)
+  run = json.loads((copy / "summary.json").read_text())["run_id"]
+  FOREIGN[foreign](copy)
+  with pytest.raises(ConfigError, match="mixes the files of two runs") as err:
+    analysis.load(copy)
+  assert f"{foreign}' is from run {'f' * 32}" in str(err.value)
+  assert f"' is from run {run}" in str(err.value)
+  assert cli.main(["report", str(copy), "--no-progress"]) == 2
+  assert "mixes the files of two runs" in _one_line(capsys)
+  assert not (copy / "report.md").exists()
+
+
+def test_files_without_run_ids_from_an_older_attndyn_still_load(results_dir, tmp_path):
+  copy = _copy(results_dir, tmp_path)
+  for name in ("summary.json", "run_info.json"):
+    doc = json.loads((copy / name).read_text())
+    del doc["run_id"]
+    (copy / name).write_text(json.dumps(doc))
+  _rewrite_npz(copy / "trajectories.npz", run_id=None)
+  assert npz.run_id(copy / "trajectories.npz") is None
+  assert analysis.load(copy).n_runs == 4
+
+
+def test_a_chunk_of_another_run_is_refused_on_resume(results_dir, tmp_path, capsys):
+  copy = _copy(results_dir, tmp_path)
+  chunk = sorted((copy / "checkpoints" / "gd").glob("chunk_*.npz"))[-1]
+  _rewrite_npz(chunk, run_id="f" * 32)  # as if a second run into this --out had written it
+  code = cli.main(["run", "--out", str(copy), "--resume", "--no-progress"])
+  err = _one_line(capsys)
+  assert code == 2 and f"{chunk.name}' is from run {'f' * 32}" in err
+  assert "manifest.json' is from run" in err and "two runs wrote into this directory" in err
+
+
+def test_resume_keeps_the_manifests_run_id(results_dir, tmp_path):
+  copy = _copy(results_dir, tmp_path)
+  _edit_json(copy / "checkpoints" / "manifest.json", run_id="e" * 32)
+  for chunk in (copy / "checkpoints").glob("*/chunk_*.npz"):
+    _rewrite_npz(chunk, run_id="e" * 32)
+  store = checkpoint.Checkpoints.resume(copy)
+  assert store.run_id == "e" * 32 and outputs.run_id(None, store) == "e" * 32
+  legacy = json.loads((copy / "checkpoints" / "manifest.json").read_text())
+  del legacy["run_id"]  # an older attndyn's manifest: the id of its config
+  assert checkpoint.Checkpoints(copy, legacy, every=1).run_id == \
+      json.loads((results_dir[0] / "summary.json").read_text())["run_id"]
+
+
+# --- 3. every array summary.json implies: present, numeric, of its shape ----------------------
+
+def _drop(name):
+  return lambda arrays: {k: v for k, v in arrays.items() if k != name}
+
+
+def _set(name, fn):
+  return lambda arrays: {**arrays, name: fn(arrays[name])}
+
+
+DAMAGED_ARRAYS = [
+    ("missing observable", _drop("gd/score"), "has no array 'gd/score'"),
+    ("missing point coordinate", _drop("points/train.lr"), "has no array 'points/train.lr'"),
+    ("times cut short", _set("gd/t", lambda a: a[:, :-1]),
+     "array 'gd/t' has shape (4, 4), but summary.json implies (4, 5)"),
+    ("observable cut short", _set("gd/loss", lambda a: a[:, :-1]),
+     "array 'gd/loss' has shape (4, 4), expected (4, 5) or (4, 5, words)"),
+    ("words disagree", _set("gd/emb_norm", lambda a: a[..., :-1]),
+     "array 'gd/emb_norm' has 3 word entries, but 'gd/score' has 4"),
+    ("text instead of numbers", _set("gd/invariant", lambda a: a.astype(str)),
+     "array 'gd/invariant' has dtype <U"),
+    ("failed_at with a time axis", _set("gd/failed_at", lambda a: a[:, None]),
+     "array 'gd/failed_at' has shape (4, 1), expected 1 axes"),
+]
+
+
+@pytest.mark.parametrize("change,expected", [(c, e) for _, c, e in DAMAGED_ARRAYS],
+                         ids=[name for name, _, _ in DAMAGED_ARRAYS])
+def test_report_refuses_a_damaged_array_before_drawing_anything(
+    change, expected, results_dir, tmp_path, capsys):
+  copy = _copy(results_dir, tmp_path)
+  _rewrite_npz(copy / "trajectories.npz", change)
+  code = cli.main(["report", str(copy), "--no-progress"])
+  err = _one_line(capsys)
+  assert code == 2 and expected in err, err
+  assert not (copy / "report.md").exists() and not list(copy.glob("*.png"))
+
+
+def test_an_ode_stage_the_summary_says_ran_must_have_its_arrays(results_dir, tmp_path):
+  copy = _copy(results_dir, tmp_path)
+  _edit_json(copy / "summary.json", config={
+      **json.loads((copy / "summary.json").read_text())["config"],
+      "ode": {"kind": "reduced"}})
+  with pytest.raises(ConfigError, match="has no array 'reduced/t', which summary.json implies"):
+    analysis.load(copy)
+  _edit_json(copy / "summary.json", errors={"reduced": "RuntimeError: it failed"})
+  assert analysis.load(copy).reduced is None  # a stage that failed has no arrays

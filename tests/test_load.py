@@ -84,7 +84,7 @@ DAMAGE = [
      "holds an object array, which only pickle can read"),
     ("stage without failed_at", lambda d: np.savez(
         d / "trajectories.npz", **dict(np.load(d / "trajectories.npz")),
-        **{"reduced/t": np.zeros((4, 3))}), "has no reduced/t and reduced/failed_at arrays"),
+        **{"reduced/t": np.zeros((4, 3))}), "has no array 'reduced/failed_at'"),
     ("other run's npz", lambda d: np.savez(d / "trajectories.npz", **{"gd/t": np.zeros((3, 5))}),
      "has shape (3, 5), but summary.json has 4 runs"),
 ]

@@ -94,9 +94,10 @@ def run(ctx, name: str, raw: dict, *, gd: bool = True,
         if figures:
           outputs.write_all(out, result, command=ctx.command, checkpoints=store)
         else:
+          run = outputs.run_id(result, store)
           outputs.write_config(out, cfg)
-          outputs.write_npz(out, result)
-          outputs.write_summary(out, outputs.summary(result, files={
+          outputs.write_npz(out, result, run=run)
+          outputs.write_summary(out, outputs.summary(result, run=run, files={
               "config": outputs.CONFIG, "trajectories": outputs.TRAJECTORIES,
               "run_info": outputs.RUN_INFO}))
           atomic.write_json(out / outputs.RUN_INFO,
