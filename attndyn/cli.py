@@ -300,6 +300,20 @@ def _reproduce(args) -> int:
     return reproduce_cli.main(args)
 
 
+def _resume_hint(args) -> str:
+  """How to continue an interrupted command, for its one-line message."""
+  from pathlib import Path
+  out = getattr(args, "out", None)
+  if args.command == "run":
+    if out and (Path(out) / "checkpoints" / "manifest.json").is_file():
+      return f"; `attndyn run --out {out} --resume` continues from the last checkpoint"
+    return "; no checkpoints were written (--checkpoint-every 0?): run it again"
+  if args.command == "reproduce":
+    return (f"; `attndyn reproduce {args.paper} --out {out} --resume` (same options) keeps the "
+            f"finished experiments and continues from the last checkpoint")
+  return ""
+
+
 def main(argv=None) -> int:
   """Entry point of the ``attndyn`` console script; returns the exit code."""
   argv = sys.argv[1:] if argv is None else list(argv)
@@ -317,10 +331,7 @@ def main(argv=None) -> int:
     print(f"attndyn: error: {err}", file=sys.stderr)
     return 2
   except KeyboardInterrupt:
-    hint = {"run": "; `attndyn run --out DIR --resume` continues from the last checkpoint",
-            "reproduce": "; `attndyn reproduce PAPER --out DIR --resume` (same options) keeps the "
-                         "finished experiments and continues from the last checkpoint"}
-    print("attndyn: interrupted" + hint.get(args.command, ""), file=sys.stderr)
+    print("attndyn: interrupted" + _resume_hint(args), file=sys.stderr)
     return 130
   except Exception as err:
     if not isinstance(err, MemoryError) and "RESOURCE_EXHAUSTED" not in str(err):

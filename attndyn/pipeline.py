@@ -270,8 +270,11 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
 
   Returns:
     A :class:`RunResult`. An ODE stage that raises is reported in
-    ``errors`` and the rest (GD, the other ODE) is still returned; Ctrl-C
-    during an ODE stage keeps what is finished and skips the remaining stages.
+    ``errors`` and the rest (GD, the other ODE) is still returned.
+
+  Raises:
+    KeyboardInterrupt: Ctrl-C in any stage stops the run, after the stage's finished chunks
+      are written to ``checkpoints``.
   """
   with precision_scope(cfg.precision):
     dataset = None
@@ -315,10 +318,8 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
         raise
       except Exception as err:  # keep what is computed; report the stage that failed
         errors[kind] = f"{type(err).__name__}: {err}"
-      except KeyboardInterrupt:  # Ctrl-C: keep GD and the finished ODEs, skip the rest
-        errors[kind] = "KeyboardInterrupt: interrupted, later stages skipped"
-        seconds[kind] = time.perf_counter() - start
-        break
+      # KeyboardInterrupt (Ctrl-C) is no stage failure: it propagates, once _stage's finally
+      # has saved the stage's finished chunks, so the run stops and --resume continues it.
       seconds[kind] = time.perf_counter() - start
   return RunResult(config=cfg, points=cfg.sweep.points(), gd=trajectory, odes=odes,
                    m=cfg.task.n_nontopic, seconds=seconds, errors=errors, gd_path=gd_path)

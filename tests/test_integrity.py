@@ -10,7 +10,7 @@ import pytest
 
 import analysis
 from analysis import npz
-from attndyn import checkpoint, cli, lock, outputs
+from attndyn import checkpoint, cli, lock, outputs, pipeline
 from tasks.errors import ConfigError
 
 
@@ -209,3 +209,51 @@ def test_an_ode_stage_the_summary_says_ran_must_have_its_arrays(results_dir, tmp
     analysis.load(copy)
   _edit_json(copy / "summary.json", errors={"reduced": "RuntimeError: it failed"})
   assert analysis.load(copy).reduced is None  # a stage that failed has no arrays
+
+
+# --- 4. Ctrl-C stops the run, keeps its checkpoints, says how to resume, exits 130 ------------
+
+TINY_ODE = ["run", "--preset", "quick", "--no-progress", "--chunk-size", "1"] + [
+    arg for item in ("task.vocab_size=12", "task.n_nontopic=3", "task.n_train=16",
+                     "task.n_test=8", "model.embed_dim=4", "model.key_dim=4", "train.steps=40",
+                     "train.record_every=10", "ode.kind=both", "sweep.seeds=2")
+    for arg in ("--set", item)]
+
+
+def _interrupted_in(stage):
+  """A stand-in for pipeline._stage: GD returns at once, ``stage`` is Ctrl-C'd; the ODE
+  stages reached are recorded."""
+  reached = []
+
+  def fake(label, *args, **kwargs):
+    reached.append(label)
+    if label == stage:
+      raise KeyboardInterrupt
+    return object()
+  return fake, reached
+
+
+def test_ctrl_c_in_an_ode_stage_stops_the_run_and_exits_130_with_the_resume_hint(
+    tmp_path, capsys):
+  out = tmp_path / "out"
+  fake, reached = _interrupted_in("reduced")
+  with mock.patch.object(pipeline, "_stage", fake), \
+      mock.patch.object(outputs, "write_all") as write_all:
+    code = cli.main(TINY_ODE + ["--out", str(out)])
+  err = _one_line(capsys)
+  assert code == 130, err
+  assert err == (f"attndyn: interrupted; `attndyn run --out {out} --resume` continues from the "
+                 f"last checkpoint\n")
+  assert reached == ["gd", "reduced"]  # the gradient flow is not started
+  write_all.assert_not_called()  # nothing is written as if the run had finished
+  assert (out / "checkpoints" / "manifest.json").is_file()
+  assert not (out / lock.LOCKFILE).exists()
+
+
+def test_ctrl_c_without_checkpoints_says_there_is_nothing_to_resume(tmp_path, capsys):
+  fake, _ = _interrupted_in("gradient_flow")
+  with mock.patch.object(pipeline, "_stage", fake):
+    code = cli.main(TINY_ODE + ["--checkpoint-every", "0", "--out", str(tmp_path / "o")])
+  assert code == 130
+  assert "no checkpoints were written (--checkpoint-every 0?): run it again" in \
+      _one_line(capsys)
