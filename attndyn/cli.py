@@ -300,6 +300,64 @@ def _reproduce(args) -> int:
     return reproduce_cli.main(args)
 
 
+ERROR_LOG = "attndyn-error.log"
+
+
+def _write_traceback(args) -> str:
+  """Write the exception being handled, with its traceback, to ``--out``'s
+  :data:`ERROR_LOG` (or a temporary file when there is no such directory); return its path."""
+  import tempfile
+  import traceback
+  text = f"attndyn {' '.join(getattr(args, 'argv', []) or [])}\n{traceback.format_exc()}"
+  out = getattr(args, "out", None)
+  if out and os.path.isdir(out):
+    try:
+      path = os.path.join(out, ERROR_LOG)
+      with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+      return path
+    except OSError:
+      pass
+  fd, path = tempfile.mkstemp(prefix="attndyn-error-", suffix=".log")
+  with os.fdopen(fd, "w", encoding="utf-8") as f:
+    f.write(text)
+  return path
+
+
+def _os_error(err: OSError) -> str:
+  """``'PATH': No space left on device (ENOSPC)``: the file meant (not the temporary one an
+  atomic write failed on) and the reason."""
+  import errno
+  import re
+  path = err.filename
+  if isinstance(path, str):
+    head, name = os.path.split(path)
+    match = re.fullmatch(r"\.(.+)\.[^.]+\.tmp", name)  # attndyn.atomic's temporary file
+    path = os.path.join(head, match.group(1)) if match else path
+  code = errno.errorcode.get(err.errno, "")
+  reason = f"{err.strerror or err}" + (f" ({code})" if code else "")
+  return f"{path!r}: {reason}" if path else reason
+
+
+def _kept(args) -> str:
+  """What an interrupted write left, and how to go on from it, for the one-line error."""
+  from pathlib import Path
+  out = getattr(args, "out", None)
+  if args.command == "run" and out:
+    chunks = list(Path(out).glob("checkpoints/*/chunk_*.npz"))
+    if (Path(out) / "checkpoints" / "manifest.json").is_file() and chunks:
+      return (f"; kept: {len(chunks)} finished chunk(s) in {str(Path(out) / 'checkpoints')!r} "
+              f"(every file in --out is whole, old or new): make room or fix the permissions, "
+              f"then `attndyn run --out {out} --resume` writes the outputs without recomputing "
+              f"what they hold.")
+    return ("; no checkpoints were kept (--checkpoint-every 0, or none was finished): make "
+            "room or fix the permissions, then run it again.")
+  if args.command == "reproduce" and out:
+    return (f"; kept: the finished experiments and the engine runs' checkpoints in {out!r}: "
+            f"`attndyn reproduce {args.paper} --out {out} --resume` continues from them.")
+  return "; files attndyn had written are whole (each is written atomically)."
+
+
 def _resume_hint(args) -> str:
   """How to continue an interrupted command, for its one-line message."""
   from pathlib import Path
@@ -333,13 +391,27 @@ def main(argv=None) -> int:
   except KeyboardInterrupt:
     print("attndyn: interrupted" + _resume_hint(args), file=sys.stderr)
     return 130
+  except OSError as err:  # the environment (a full disk, permissions, a read-only mount)
+    print(f"attndyn: error: {_os_error(err)}{_kept(args)}", file=sys.stderr)
+    return 2
+  except RecursionError:
+    print("attndyn: error: an input (a TOML config, a --set value or a JSON file) is nested "
+          "too deeply to read (RecursionError); attndyn's own files nest a few levels at most.",
+          file=sys.stderr)
+    return 2
   except Exception as err:
-    if not isinstance(err, MemoryError) and "RESOURCE_EXHAUSTED" not in str(err):
-      raise
-    print("attndyn: error: out of memory; run the sweep in smaller chunks (--chunk-size N) "
-          "or with fewer points, or, if one point alone does not fit, make it smaller "
-          "(task.vocab_size, task.n_train, model.embed_dim, or fewer recorded steps: "
-          "train.steps / train.record_every).", file=sys.stderr)
+    if isinstance(err, MemoryError) or "RESOURCE_EXHAUSTED" in str(err):
+      print("attndyn: error: out of memory; run the sweep in smaller chunks (--chunk-size N) "
+            "or with fewer points, or, if one point alone does not fit, make it smaller "
+            "(task.vocab_size, task.n_train, model.embed_dim, or fewer recorded steps: "
+            "train.steps / train.record_every).", file=sys.stderr)
+      return 1
+    # a bug: one line, and the traceback in a file for the bug report
+    message = " ".join(str(err).split())
+    if len(message) > 300:
+      message = message[:300] + " ..."
+    print(f"attndyn: internal error: {type(err).__name__}: {message}; traceback in "
+          f"{_write_traceback(args)}", file=sys.stderr)
     return 1
 
 

@@ -1,6 +1,7 @@
 """Nothing lost, nothing mixed (issue 26): one command per output directory, files tied to one
 run, damaged results refused, interrupts and write failures as one line. Mocks and tiny files
 only: nothing here trains."""
+import errno
 import json
 import os
 import shutil
@@ -257,3 +258,74 @@ def test_ctrl_c_without_checkpoints_says_there_is_nothing_to_resume(tmp_path, ca
   assert code == 130
   assert "no checkpoints were written (--checkpoint-every 0?): run it again" in \
       _one_line(capsys)
+
+
+# --- 5. no traceback: write failures and deep inputs are one line (2), bugs one line (1) -------
+
+TINY_GD = [a if a != "ode.kind=both" else "ode.kind=none" for a in TINY_ODE]
+
+
+@pytest.mark.parametrize("code_name", ["ENOSPC", "EACCES", "EROFS", "EDQUOT"])
+def test_a_failed_write_is_one_line_naming_the_file_and_what_was_kept(
+    code_name, tmp_path, capsys):
+  out = tmp_path / "out"
+  code = getattr(errno, code_name)
+
+  def finished_run(*args, **kwargs):  # every chunk computed and checkpointed
+    chunk = out / "checkpoints" / "gd" / "chunk_00000.npz"
+    chunk.parent.mkdir(parents=True)
+    chunk.write_bytes(b"")
+    return mock.sentinel.result
+
+  failure = OSError(code, os.strerror(code), str(out / ".summary.json.x1y2.tmp"))
+  with mock.patch.object(pipeline, "run", finished_run), \
+      mock.patch.object(outputs, "write_all", side_effect=failure):
+    status = cli.main(TINY_GD + ["--out", str(out)])
+  err = _one_line(capsys)
+  assert status == 2
+  assert err.startswith(f"attndyn: error: {str(out / 'summary.json')!r}: {os.strerror(code)} "
+                        f"({code_name}); kept: 1 finished chunk(s) in "), err
+  assert f"`attndyn run --out {out} --resume` writes the outputs" in err
+
+
+def test_a_failed_write_without_checkpoints_says_nothing_was_kept(tmp_path, capsys):
+  failure = OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "trajectories.npz"))
+  with mock.patch.object(pipeline, "run", return_value=mock.sentinel.result), \
+      mock.patch.object(outputs, "write_all", side_effect=failure):
+    status = cli.main(TINY_GD + ["--checkpoint-every", "0", "--out", str(tmp_path / "o")])
+  assert status == 2
+  assert "(ENOSPC); no checkpoints were kept (--checkpoint-every 0" in _one_line(capsys)
+
+
+def test_a_deeply_nested_config_is_one_line(tmp_path, capsys):
+  deep = tmp_path / "deep.toml"
+  deep.write_text("[train]\nlr = " + "[" * 5000 + "]" * 5000 + "\n")
+  assert cli.main(["run", str(deep), "--out", str(tmp_path / "o")]) == 2
+  assert "is nested too deeply to read (RecursionError)" in _one_line(capsys)
+  assert cli.main(["run", "--preset", "quick", "--out", str(tmp_path / "o"),
+                   "--set", "train.lr=" + "[" * 5000 + "]" * 5000]) == 2
+  assert "is nested too deeply to read (RecursionError)" in _one_line(capsys)
+
+
+def test_a_bug_is_one_line_with_the_traceback_in_a_log_and_exit_1(tmp_path, capsys):
+  out = tmp_path / "out"
+  with mock.patch.object(pipeline, "run", side_effect=ValueError("boom\nsecond line")):
+    status = cli.main(TINY_GD + ["--out", str(out)])
+  err = _one_line(capsys)
+  log = out / cli.ERROR_LOG
+  assert status == 1
+  assert err == f"attndyn: internal error: ValueError: boom second line; traceback in {log}\n"
+  text = log.read_text()
+  assert "Traceback (most recent call last)" in text and "ValueError: boom" in text
+
+
+def test_a_bug_without_an_out_directory_logs_to_a_temporary_file(capsys):
+  with mock.patch("benchmarks.run.main", side_effect=TypeError("bad")):
+    assert cli.main(["bench", "--quick"]) == 1
+  err = _one_line(capsys)
+  assert err.startswith("attndyn: internal error: TypeError: bad; traceback in ")
+  log = err.rstrip("\n").rsplit(" ", 1)[1]
+  try:
+    assert "TypeError: bad" in open(log, encoding="utf-8").read()
+  finally:
+    os.remove(log)
