@@ -1,13 +1,56 @@
 """Atomic file writes: a temporary file in the same directory, then ``os.replace``.
 
 A crash or a kill at any moment leaves either the old file or the new one,
-never half of one.
+never half of one, and at most a temporary file ``.NAME.XXXXXXXX.tmp`` beside
+it, which :func:`remove_leftovers` removes when the next command starts there.
 """
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Callable
+
+
+# The temporary file of write(): "." + the file's name + "." + mkstemp's 8 random characters
+# + ".tmp", for the kinds of file attndyn writes (so nobody else's file ever matches).
+_LEFTOVER = re.compile(r"\.(.+\.(?:json|npz|png|md|toml))\.[a-z0-9_]{8}\.tmp")
+
+
+def leftover(name: str) -> bool:
+  """Whether ``name`` is the temporary file of a :func:`write` that was killed."""
+  return _LEFTOVER.fullmatch(name) is not None
+
+
+def remove_leftovers(directory, *, recursive: bool = False) -> list:
+  """Remove the temporary files that killed :func:`write` calls left in ``directory``.
+
+  Call it only while holding the directory's lock (:mod:`attndyn.lock`): a temporary file
+  of a write in progress looks the same.
+
+  Args:
+    directory: where to look (nothing happens when it does not exist).
+    recursive: look in its subdirectories too.
+
+  Returns:
+    The paths removed.
+  """
+  directory = os.fspath(directory)
+  if not os.path.isdir(directory):
+    return []
+  removed = []
+  for root, dirs, files in os.walk(directory):
+    for name in sorted(files):
+      if leftover(name):
+        path = os.path.join(root, name)
+        try:
+          os.remove(path)
+          removed.append(path)
+        except FileNotFoundError:
+          pass
+    if not recursive:
+      break
+  return removed
 
 
 def _umask() -> int:

@@ -74,6 +74,9 @@ def prepare_out_dir(path, *, force: bool = False, resume: bool = False) -> Path:
       raise ConfigError(f"--out {str(out)!r} cannot be created: {err.strerror or err}.") from None
     if not os.access(out, os.W_OK):
       raise ConfigError(f"--out {str(out)!r} is not writable.")
+    # temporary files of writes a kill interrupted (the caller holds the directory's lock)
+    atomic.remove_leftovers(out)
+    atomic.remove_leftovers(out / checkpoint.DIRNAME, recursive=True)
   return out
 
 

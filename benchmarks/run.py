@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attndyn import lock
+from attndyn import atomic, lock
 from benchmarks import impls
 from benchmarks.memsample import PeakRSS, rss_bytes
 from benchmarks.stream import triad_bandwidth
@@ -307,8 +307,18 @@ def _positive_int(text: str) -> int:
   return value
 
 
+class _Parser(argparse.ArgumentParser):
+  """argparse, but a usage error is one line (``PROG: error: ...``, exit code 2), as attndyn's."""
+
+  def error(self, message):
+    self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`).\n")
+
+
+OUTPUTS = ("bench.json", "extra.json", "scaling.png")
+
+
 def main(argv=None, prog: str = "python -m benchmarks.run") -> int:
-  ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+  ap = _Parser(prog=prog, description=__doc__.splitlines()[0])
   ap.add_argument("--out", required=True, help="directory for bench.json, extra.json, scaling.png")
   ap.add_argument("--quick", action="store_true", help="fewer epochs, S ∈ {1, 8, 64}")
   ap.add_argument("--reps", type=_positive_int, default=3, help="timed calls per point (≥ 3)")
@@ -321,10 +331,19 @@ def main(argv=None, prog: str = "python -m benchmarks.run") -> int:
   ap.add_argument("--memory-epochs", type=_positive_int, default=None,
                   help="epochs of the 1,024-seed sweep (default 500; 5000 is the full claim)")
   ap.add_argument("--no-ode", action="store_true", help="skip the reduced-ODE timing")
+  ap.add_argument("--force", action="store_true",
+                  help="write into a non-empty DIR (replaces only bench.json, extra.json, "
+                       "scaling.png)")
   args = ap.parse_args(argv)
   reps = max(3, args.reps)
   mode = "quick" if args.quick else "full"
   out = Path(args.out)
+  entries = sorted(p.name for p in out.iterdir() if p.name != lock.LOCKFILE) \
+      if out.is_dir() else []
+  if entries and not args.force:
+    ap.error(f"--out {out} is not empty (it holds {', '.join(entries[:3])}"
+             f"{', ...' if len(entries) > 3 else ''}): pick a new directory, or pass --force "
+             f"to replace only {', '.join(OUTPUTS)} there")
   try:
     out.mkdir(parents=True, exist_ok=True)
   except OSError as err:
@@ -373,7 +392,7 @@ def _bench(args, out: Path, mode: str, reps: int) -> int:
   _ratios(rows)
   print()
   print_table(rows, triad["best_gbs"])
-  (out / "bench.json").write_text(json.dumps(rows, indent=1))
+  atomic.write_text(out / "bench.json", json.dumps(rows, indent=1))
 
   extra = {"machine": meta}
   scale_rows = []
@@ -398,7 +417,7 @@ def _bench(args, out: Path, mode: str, reps: int) -> int:
     extra["reduced_ode_full_observables"] = full = reduced_ode_timing(64, "full")
     for r in (ode, vmapped, full):
       print("  " + ("; ".join(f"{k} {v}" for k, v in r.items())), flush=True)
-  (out / "extra.json").write_text(json.dumps(extra, indent=1, default=str))
+  atomic.write_text(out / "extra.json", json.dumps(extra, indent=1, default=str))
   plot(rows, scale_rows, out / "scaling.png")
   print(f"\nwrote {out / 'bench.json'}, {out / 'extra.json'}, {out / 'scaling.png'}")
   return 0

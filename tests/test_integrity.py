@@ -329,3 +329,56 @@ def test_a_bug_without_an_out_directory_logs_to_a_temporary_file(capsys):
     assert "TypeError: bad" in open(log, encoding="utf-8").read()
   finally:
     os.remove(log)
+
+
+# --- 6. leftovers of killed writes are removed by the next command there; bench's --out -------
+
+LEFTOVERS = [".summary.json.k2j3h4k5.tmp", ".trajectories.npz.a1b2c3d4.tmp",
+             "checkpoints/.manifest.json.zz99zz99.tmp", "checkpoints/gd/.chunk_00001.npz.q_w_e_r_.tmp"]
+NOT_OURS = [".notes.txt.k2j3h4k5.tmp", "mine.tmp", "checkpoints/gd/.x.npz.tmp"]
+
+
+def _plant(out, names):
+  for name in names:
+    (out / name).parent.mkdir(parents=True, exist_ok=True)
+    (out / name).write_text("")
+
+
+@pytest.mark.parametrize("resume", [False, True], ids=["run --force", "run --resume"])
+def test_a_run_or_resume_removes_the_temporary_files_of_killed_writes(
+    resume, results_dir, tmp_path, capsys):
+  out = _copy(results_dir, tmp_path)
+  _plant(out, LEFTOVERS + NOT_OURS)
+  argv = ["run", "--out", str(out), "--resume"] if resume else TINY_GD + ["--out", str(out),
+                                                                       "--force"]
+  with mock.patch.object(pipeline, "run", side_effect=KeyboardInterrupt):
+    assert cli.main(argv) == 130
+  capsys.readouterr()
+  assert [n for n in LEFTOVERS if (out / n).exists()] == []
+  assert [n for n in NOT_OURS if (out / n).exists()] == NOT_OURS  # nobody else's file goes
+
+
+def test_reproduce_removes_leftovers_in_its_experiments_and_each_run(tmp_path):
+  from attndyn.reproduce import cli as reproduce_cli
+  _plant(tmp_path, [".replication.md.abcdefgh.tmp", "experiments/.sst.json.abcdefgh.tmp",
+                    "runs/a/.summary.json.abcdefgh.tmp",
+                    "runs/a/checkpoints/gd/.chunk_00000.npz.abcdefgh.tmp", "runs/a/keep.txt"])
+  reproduce_cli._remove_leftovers(tmp_path)
+  assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")
+                if p.is_file()) == ["runs/a/keep.txt"]
+  with lock.hold(tmp_path / "runs" / "a"):  # a run someone is writing is not touched
+    with pytest.raises(lock.Busy, match="is in use by attndyn pid"):
+      reproduce_cli._remove_leftovers(tmp_path)
+
+
+def test_bench_refuses_a_non_empty_out_without_force_in_one_line(tmp_path, capsys):
+  (tmp_path / "bench.json").write_text("[]")
+  with pytest.raises(SystemExit) as stop:
+    cli.main(["bench", "--out", str(tmp_path), "--quick"])
+  err = _one_line(capsys)
+  assert stop.value.code == 2
+  assert err.startswith(f"attndyn bench: error: --out {tmp_path} is not empty (it holds "
+                        f"bench.json): pick a new directory, or pass --force")
+  with pytest.raises(SystemExit):
+    cli.main(["bench", "--out", str(tmp_path), "--reps", "x"])
+  assert "argument --reps: 'x' is not a positive integer" in _one_line(capsys)

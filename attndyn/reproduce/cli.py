@@ -50,6 +50,19 @@ def add_parser(sub) -> argparse.ArgumentParser:
   return p
 
 
+def _remove_leftovers(out: Path) -> None:
+  """Remove the temporary files killed writes left under ``out`` (whose lock the caller holds):
+  in experiments/ and in each runs/NAME, under that run's own lock."""
+  from attndyn import atomic, lock
+  from attndyn.reproduce import engine, runner
+  atomic.remove_leftovers(out)
+  atomic.remove_leftovers(out / runner.EXPERIMENTS_DIR)
+  runs = out / engine.RUNS_DIR
+  for run_dir in sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []:
+    with lock.hold(run_dir, create=False):
+      atomic.remove_leftovers(run_dir, recursive=True)
+
+
 def main(args) -> int:
   """Run ``attndyn reproduce``; returns the exit code (1 if an experiment failed to run)."""
   from attndyn import outputs
@@ -65,6 +78,7 @@ def main(args) -> int:
     if not (out / runner.EXPERIMENTS_DIR).is_dir():
       raise ConfigError(f"--report-only: {str(out)!r} has no {runner.EXPERIMENTS_DIR}/ folder to "
                         "build the report from.")
+    _remove_leftovers(out)
     docs = []
   else:
     runner.check_items(args.paper, args.overrides, quick=args.quick)
@@ -75,6 +89,7 @@ def main(args) -> int:
                         f"{runner.EXPERIMENTS_DIR}/ or {engine.RUNS_DIR}/ folder); run without "
                         f"--resume.")
     outputs.prepare_out_dir(out, force=args.force, resume=args.resume)
+    _remove_leftovers(out)
     start = time.perf_counter()
     docs = runner.run(args.paper, out, quick=args.quick, only=only, items=args.overrides,
                       verbose=not args.quiet, command=command, resume=args.resume)
