@@ -28,6 +28,10 @@ References:
   Peters, Niculae & Martins, "Sparse Sequence-to-Sequence Models", ACL 2019.
   https://arxiv.org/abs/1905.05702
   Treviso et al., attention-mechanisms lecture (2020), "Sparsemax and α-entmax".
+
+The structured normalisers ``fusedmax``, ``crf`` and ``sparsemap`` live in
+:mod:`models.structured`; :func:`normalise` dispatches to them by name. ``crf`` and
+``sparsemap`` return marginals of binary variables (in ``[0, 1]``, not summing to 1).
 """
 from functools import partial
 from typing import Optional
@@ -38,9 +42,10 @@ import jax.numpy as jnp
 from models.attention import softmax_attention
 from tasks.errors import check
 
-NORMALISERS = ("softmax", "sparsemax", "entmax15", "entmax")
+STRUCTURED = ("fusedmax", "crf", "sparsemap")   # models.structured, with default options
+NORMALISERS = ("softmax", "sparsemax", "entmax15", "entmax") + STRUCTURED
 # Normalisers selectable by name alone (``entmax`` needs ``alpha``).
-NAMED_NORMALISERS = ("softmax", "sparsemax", "entmax15")
+NAMED_NORMALISERS = ("softmax", "sparsemax", "entmax15") + STRUCTURED
 
 
 def _sorted_desc(x: jax.Array, mask: jax.Array):
@@ -229,14 +234,18 @@ def entmax(scores: jax.Array, mask: Optional[jax.Array] = None, *, alpha: float 
 
 
 def normalise(name: str, scores: jax.Array, mask: Optional[jax.Array] = None, *,
-              alpha: Optional[float] = None) -> jax.Array:
+              alpha: Optional[float] = None, lam=None, pairwise=None) -> jax.Array:
   """Attention weights of ``scores`` by the normaliser ``name`` (one of :data:`NORMALISERS`).
 
   Args:
-    name: ``softmax``, ``sparsemax``, ``entmax15`` or ``entmax`` (needs ``alpha``).
+    name: ``softmax``, ``sparsemax``, ``entmax15``, ``entmax`` (needs ``alpha``), or
+      the structured ``fusedmax``, ``crf``, ``sparsemap`` (:mod:`models.structured`).
     scores: ``[..., L]``.
     mask: ``[..., L]`` bool, True for real words (default: all real).
     alpha: α of ``entmax``.
+    lam: λ of ``fusedmax`` (default :data:`models.structured.FUSEDMAX_LAM`).
+    pairwise: the pairwise strength of ``crf`` / ``sparsemap`` (default
+      :data:`models.structured.CRF_PAIRWISE` / ``SPARSEMAP_PAIRWISE``).
 
   Raises:
     ConfigError: an unknown name, or ``entmax`` without a valid ``alpha``.
@@ -249,5 +258,14 @@ def normalise(name: str, scores: jax.Array, mask: Optional[jax.Array] = None, *,
     return sparsemax(scores, mask)
   if name == "entmax15":
     return entmax15(scores, mask)
+  if name in STRUCTURED:
+    from models import structured   # imported here: models.structured imports this module
+    if name == "fusedmax":
+      return structured.fusedmax(scores, mask, structured.FUSEDMAX_LAM if lam is None else lam)
+    if name == "crf":
+      return structured.crf_marginals(
+          scores, structured.CRF_PAIRWISE if pairwise is None else pairwise, mask)
+    return structured.sparsemap(
+        scores, structured.SPARSEMAP_PAIRWISE if pairwise is None else pairwise, mask)
   check(alpha is not None, "alpha", alpha, "a number > 1 for normaliser 'entmax'")
   return entmax(scores, mask, alpha=alpha)
