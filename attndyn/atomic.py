@@ -76,9 +76,12 @@ def write(path, write_fn: Callable[[str], None]) -> Path:
     write_fn(tmp)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; give it a normal file's mode
     os.replace(tmp, path)
-  except BaseException:
+  except BaseException as err:
     if os.path.exists(tmp):
       os.remove(tmp)
+    if isinstance(err, OSError) and err.filename is None and err.errno is not None:
+      # a write through a file object (zipfile, savefig) names no file: name the one meant
+      raise OSError(err.errno, err.strerror or str(err), str(path)) from err
     raise
   return path
 

@@ -382,3 +382,17 @@ def test_bench_refuses_a_non_empty_out_without_force_in_one_line(tmp_path, capsy
   with pytest.raises(SystemExit):
     cli.main(["bench", "--out", str(tmp_path), "--reps", "x"])
   assert "argument --reps: 'x' is not a positive integer" in _one_line(capsys)
+
+
+def test_a_failed_atomic_write_names_the_file_meant(tmp_path):
+  from attndyn import atomic
+
+  def full(tmp):  # as zipfile's writes fail on a full disk: an OSError without a file name
+    with open(tmp, "wb") as f:
+      f.write(b"x")
+    raise OSError(errno.ENOSPC, "No space left on device")
+  with pytest.raises(OSError) as err:
+    atomic.write(tmp_path / "trajectories.npz", full)
+  assert err.value.errno == errno.ENOSPC
+  assert err.value.filename == str(tmp_path / "trajectories.npz")
+  assert list(tmp_path.iterdir()) == []  # no temporary file left
