@@ -1,7 +1,9 @@
 """Jain & Wallace's checks on the trained Attn-TC: Kendall τ-b and adversarial attention.
 
 Per normaliser, Attn-TC is trained on Section 5.1's synthetic task for every
-seed; on each test sentence (:func:`analysis.jain_wallace.explain_model`):
+seed, as one ``attndyn run`` on the one engine (:mod:`attndyn.reproduce.engine`;
+``DIR/runs/jain_wallace-<normaliser>``: the fast path for softmax, autodiff for
+the others); on each test sentence (:func:`analysis.jain_wallace.explain_model`):
 τ-b of attention vs gradient importance and vs leave-one-out importance, and
 the largest JSD of an attention whose output differs by TVD ≤ ε. All rows are
 reported (``info``): there is no paper number for this model.
@@ -11,7 +13,8 @@ import numpy as np
 
 from analysis import jain_wallace as jw
 from analysis import replication as rep
-from attndyn.reproduce.flavours.common import seed_params, train_final_params
+from attndyn.reproduce import engine
+from attndyn.reproduce.flavours.common import seed_params
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 
@@ -31,14 +34,28 @@ PAPER = {"tau_grad": "J&W: weak for BiLSTM encoders (real text)",
          "adv_jsd": "J&W: often large (BiLSTM, real text)", "adv_tvd": "≤ ε"}
 
 
+def _run_config(normaliser: str, s: dict) -> dict:
+  """The run of one normaliser: the text preset of ``s["classifier"]`` with these settings."""
+  return common.text_run(s["classifier"], {
+      "task": s["task"], "model": {**s["model"], "normaliser": normaliser},
+      "train": {"lr": s["lr"], "steps": s["steps"], "record_every": s["steps"]},
+      "sweep": {"seeds": s["seeds"]}, "ode": {"kind": "none"}})
+
+
+def validate(s: dict) -> None:
+  """Every normaliser's run config is valid (called before anything runs)."""
+  for norm in s["normalisers"]:
+    engine.validate(_run_config(norm, s), f"jain_wallace run of {norm}")
+
+
 def run(ctx, s) -> Outcome:
-  task_cfg, data = common.topic_data(s["task"])
+  _, data = common.topic_data(s["task"])
   claims, results, details = [], {}, {}
   for norm in s["normalisers"]:
-    cfg = common.lu_config(task_cfg, s["classifier"], s["model"], normaliser=norm)
-    ctx.log(f"{NAME}: training {norm} Attn-TC x {s['seeds']} seeds, {s['steps']} epochs")
-    params, loss, acc = train_final_params(cfg, data, lr=s["lr"], steps=s["steps"],
-                                           seeds=common.seeds(s["seeds"]))
+    result = engine.run(ctx, f"{NAME}-{norm}", _run_config(norm, s), figures=False)
+    params = result.gd.final_params
+    loss = np.asarray(result.gd.observables["loss"])[:, -1]
+    acc = np.asarray(result.gd.observables["test_acc"])[:, -1]
     per_seed = []
     for i in range(s["seeds"]):
       ctx.log(f"{NAME}: {norm} seed {i}: τ statistics and adversarial search on "

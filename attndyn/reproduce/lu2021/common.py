@@ -9,11 +9,9 @@ columns, full-batch gradient descent with lr 0.1.
 from typing import Callable, Dict
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 import analysis
-import dynamics
 import models
 import tasks
 from attndyn import presets
@@ -57,18 +55,6 @@ def lu_config(task_cfg: tasks.TopicTaskConfig, classifier: str, model: Dict,
 def apply_for(cfg: models.LuModelConfig) -> Callable:
   """The forward pass: projected through U for the linear classifiers (exact), else the plain one."""
   return apply_linear if cfg.classifier in models.LINEAR_CLASSIFIERS else models.lu.apply
-
-
-def topic_gd(task_cfg: tasks.TopicTaskConfig, data, classifier: str, model: Dict, s: Dict):
-  """``(model config, train, TrainConfig)``: full-batch GD with lr ``s["lr"]`` for ``s["steps"]``
-  epochs on the topic task, recording :func:`analysis.topic_observables` every
-  ``s["record_every"]``; ``train(params0, key)`` gives the :class:`dynamics.Trajectory`."""
-  cfg = lu_config(task_cfg, classifier, model)
-  apply = apply_for(cfg)
-  train_cfg = dynamics.TrainConfig(lr=s["lr"], steps=s["steps"], record_every=s["record_every"])
-  train = dynamics.make_train(models.make_loss(apply), data.train,
-                              analysis.topic_observables(apply, data), train_cfg, cfg.trainable())
-  return cfg, train, train_cfg
 
 
 def seeds(n: int) -> np.ndarray:
