@@ -17,3 +17,7 @@ from models.cnn_attention import CNNAttentionConfig as CNNAttentionConfig
 from models.cnn_attention import CNNOutput as CNNOutput
 from models.cnn_attention import cnn_attention as cnn_attention
 from models.transformer_tagger import TaggerConfig as TaggerConfig
+from models.structured import crf_marginals as crf_marginals
+from models.structured import fusedmax as fusedmax
+from models.structured import sparsemap as sparsemap
+from models.structured import sparsemap_solve as sparsemap_solve

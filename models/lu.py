@@ -48,7 +48,10 @@ class LuModelConfig:
     freeze: parameter groups held fixed: any of ``embeddings`` (EF), ``keys``
       (KF), ``query``, ``classifier``. FC's classifier is always fixed.
     normaliser: how scores become attention weights: ``"softmax"`` (the
-      paper), ``"sparsemax"`` or ``"entmax15"`` (:mod:`models.normalisers`).
+      paper), ``"sparsemax"`` or ``"entmax15"`` (:mod:`models.normalisers`), or the
+      structured ``"fusedmax"``, ``"crf"``, ``"sparsemap"`` (:mod:`models.structured`,
+      with their default λ / pairwise strength; ``crf`` and ``sparsemap`` weights are
+      marginals in [0, 1] that need not sum to 1).
   """
   n_words: int
   n_classes: int
@@ -182,7 +185,7 @@ def apply(params: dict, batch: Batch, normaliser: str = "softmax") -> LuOutput:
   """Forward pass: scores, attention, context vector, logits.
 
   ``normaliser`` (``LuModelConfig.normaliser``) replaces the paper's softmax
-  by sparsemax or 1.5-entmax (:func:`models.normalisers.normalise`).
+  by sparsemax, 1.5-entmax or a structured normaliser (:func:`models.normalisers.normalise`).
   """
   scores = word_scores(params)[batch.tokens]
   if normaliser == "softmax":

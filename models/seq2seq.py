@@ -37,6 +37,7 @@ import optax
 
 from models.orthogonal import orthogonal
 from tasks.batch import Batch
+from models.normalisers import NAMED_NORMALISERS, normalise
 from tasks.errors import check
 
 ATTENTIONS = ("general", "uniform")
@@ -58,6 +59,10 @@ class Seq2SeqConfig:
     embed_std: standard deviation of the embedding entries: 1, PyTorch's ``nn.Embedding``
       default, which the authors' code uses. (At 0.1, hidden 64, copying i.i.d. tokens
       reaches token accuracy 0.28–0.60 after 200 Adam steps instead of 0.95–0.96.)
+    normaliser: how the general scores become weights over the source words:
+      ``"softmax"`` (Snell et al.) or any of :data:`models.normalisers.NAMED_NORMALISERS`
+      (sparsemax, entmax15, and the structured fusedmax / crf / sparsemap with their
+      default options). Unused with uniform attention.
   """
   src_vocab: int
   tgt_vocab: int
@@ -67,6 +72,7 @@ class Seq2SeqConfig:
   shared_embedding: bool = False
   attn_std: float = 1.0
   embed_std: float = 1.0
+  normaliser: str = "softmax"
 
   def __post_init__(self):
     for name in ("src_vocab", "tgt_vocab", "hidden", "heads"):
@@ -77,6 +83,8 @@ class Seq2SeqConfig:
           (self.src_vocab, self.tgt_vocab), "at least 2 (id 0 is padding)")
     check(self.attention in ATTENTIONS, "model.attention", self.attention,
           f"one of {', '.join(ATTENTIONS)}")
+    check(self.normaliser in NAMED_NORMALISERS, "model.normaliser", self.normaliser,
+          f"one of {', '.join(NAMED_NORMALISERS)}")
     check(isinstance(self.shared_embedding, bool), "model.shared_embedding",
           self.shared_embedding, "true or false")
     if self.shared_embedding:
@@ -221,13 +229,18 @@ def decoder_inputs(labels: jax.Array) -> jax.Array:
 
 
 def attention_weights(params: dict, cfg: Seq2SeqConfig, enc, dec, mask) -> jax.Array:
-  """``[n, K, T, L]``: ``softmax_l(d_tᵀ W_a^k h_l)`` over real source words, or uniform."""
+  """``[n, K, T, L]``: ``softmax_l(d_tᵀ W_a^k h_l)`` over real source words, or uniform.
+
+  A ``cfg.normaliser`` other than softmax replaces the softmax (padding gets weight 0).
+  """
   n, t, l = dec.shape[0], dec.shape[1], enc.shape[1]
   valid = mask[:, None, None, :]
   if cfg.attention == "uniform":
     a = jnp.broadcast_to(valid, (n, cfg.heads, t, l)).astype(enc.dtype)
     return a / jnp.maximum(a.sum(-1, keepdims=True), 1)
   scores = jnp.einsum("ntd,kde,nle->nktl", dec, params["attention"]["W"], enc)
+  if cfg.normaliser != "softmax":
+    return normalise(cfg.normaliser, scores, valid)
   scores = jnp.where(valid, scores, -jnp.inf)
   return jax.nn.softmax(scores, axis=-1)
 

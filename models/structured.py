@@ -361,7 +361,8 @@ def _kkt_solve(gram, active, rhs_top, rhs_last):
   Inactive slots get identity rows (``x_k = 0`` there). Returns ``(x [K], τ [])``.
   """
   k = gram.shape[0]
-  sol = jnp.linalg.solve(_kkt_matrix(gram, active), _kkt_rhs(active, rhs_top, rhs_last))
+  kkt = _kkt_matrix(gram, active)
+  sol, _ = _refine(jnp.linalg.inv(kkt), kkt, _kkt_rhs(active, rhs_top, rhs_last))
   return sol[:k], sol[k]
 
 
@@ -474,9 +475,11 @@ def _sparsemap_solve(unary, mask, pairwise, n_slots: int, max_iter: int) -> Spar
     kkt, rhs = rows_kkt(structs, gram, active)
     sol, resid = jax.vmap(_refine)(inv, kkt, rhs)
     drifted = jnp.max(jnp.where(done, 0.0, resid)) > 1e3 * eps
-    inv, sol = jax.lax.cond(
-        drifted, lambda: (jnp.linalg.inv(kkt), jnp.linalg.solve(kkt, rhs[..., None])[..., 0]),
-        lambda: (inv, sol))
+    def fresh():
+      new_inv = jnp.linalg.inv(kkt)
+      return new_inv, jax.vmap(_refine)(new_inv, kkt, rhs)[0]
+
+    inv, sol = jax.lax.cond(drifted, fresh, lambda: (inv, sol))
     new, (now_done, optimal) = jax.vmap(_active_set_step)(sol, structs, gram, inv, kkt, active,
                                                           alpha, eta, edge, mask)
     keep = lambda old, upd: jnp.where(done.reshape(done.shape + (1,) * (old.ndim - 1)), old, upd)
@@ -491,8 +494,8 @@ def _sparsemap_solve(unary, mask, pairwise, n_slots: int, max_iter: int) -> Spar
            jnp.zeros((), jnp.int32), jnp.zeros(n_rows, jnp.int32))
   (structs, gram, _, active, _), _, converged, _, n_iter = jax.lax.while_loop(cond, body, state)
   # The final weights by one direct solve on the final active set, kept a convex combination.
-  kkt, rhs = rows_kkt(structs, gram, active)
-  alpha = jnp.linalg.solve(kkt, rhs[..., None])[:, :n_slots, 0]
+  alpha, _ = jax.vmap(_kkt_solve)(gram, active, jnp.einsum("bkd,bd->bk", jax.vmap(_features)(
+      structs, edge), eta), jnp.ones(n_rows, dtype))
   alpha = jnp.where(active, jnp.maximum(alpha, 0.0), 0.0)
   alpha = alpha / jnp.sum(alpha, axis=-1, keepdims=True)
   mu = jnp.einsum("bkd,bk->bd", jax.vmap(_features)(structs, edge), alpha)

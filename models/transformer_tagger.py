@@ -32,11 +32,12 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
+from models.normalisers import NAMED_NORMALISERS, normalise
 from tasks.errors import check, is_concrete_number
 
 FEATURES = ("words", "words+pos")
 BLOCKS = ("paper", "full")
-ATTENTIONS = ("softmax", "uniform")
+ATTENTIONS = ("uniform",) + NAMED_NORMALISERS   # softmax, sparsemax, ..., fusedmax, crf, sparsemap
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +53,10 @@ class TaggerConfig:
       ``d_model`` concatenated to the word embedding before the input linear).
     block: ``"paper"`` or ``"full"`` (see the module docstring).
     dropout: dropout rate in [0, 1).
-    attention: ``"softmax"`` or ``"uniform"`` (every real token weighted equally).
+    attention: ``"softmax"``, ``"uniform"`` (every real token weighted equally), or
+      another normaliser of the scaled scores by name (:data:`models.normalisers.NAMED_NORMALISERS`:
+      sparsemax, entmax15, and the structured fusedmax / crf / sparsemap of
+      :mod:`models.structured` with their default options).
   """
   n_words: int
   n_pos: int
@@ -192,8 +196,11 @@ def apply(params: dict, batch, cfg: TaggerConfig, *, key: Optional[jax.Array] = 
     else:
       scores = jnp.einsum("bhqd,bhkd->bhqk", heads(params["query"]), heads(params["key"]))
       km = key_mask(batch.mask)
-      scores = jnp.where(km, scores / math.sqrt(d_k), -jnp.inf)
-      attention = jax.nn.softmax(scores, axis=-1, where=km)
+      if cfg.attention == "softmax":
+        scores = jnp.where(km, scores / math.sqrt(d_k), -jnp.inf)
+        attention = jax.nn.softmax(scores, axis=-1, where=km)
+      else:
+        attention = normalise(cfg.attention, scores / math.sqrt(d_k), km)
   context = jnp.einsum("bhqk,bhkd->bhqd", attention, v).transpose(0, 2, 1, 3).reshape(b, length, d)
   a = _dropout(_linear(params["attn_out"], context), cfg.dropout, keys[1])
   if cfg.block == "full":

@@ -20,18 +20,26 @@ from models.normalisers import NAMED_NORMALISERS, normalise, sparsemax
 LENGTH = 5
 EPS = 1e-6   # central finite-difference step (float64)
 
-# f(scores [..., L], mask [..., L], hyper) for the three mappings; hyper is λ or the pairwise w.
+# f(scores [L], mask [L], hyper []) for the three mappings; hyper is λ or the pairwise w
+# (always a float64 array, so nothing retraces). SparseMAP's solver compiles slowly, so its
+# marginals come from the one compiled sparsemap_solve.
 MAPS = {"fusedmax": S.fusedmax,
         "crf": lambda z, m, w: S.crf_marginals(z, w, m),
         "sparsemap": lambda z, m, w: S.sparsemap(z, w, m)}
-JIT = {n: jax.jit(f) for n, f in MAPS.items()}     # compiled for [L] and the [2L + 1, L] stencil
-JAC = {n: jax.jit(jax.jacfwd(f, argnums=(0, 2))) for n, f in MAPS.items()}
-JACREV = {n: jax.jit(jax.jacrev(f)) for n, f in MAPS.items()}
+SMAP_SOLVE = jax.jit(S.sparsemap_solve)
+JIT = {"fusedmax": jax.jit(MAPS["fusedmax"]), "crf": jax.jit(MAPS["crf"]),
+       "sparsemap": lambda z, m, w: SMAP_SOLVE(z, w, m).marginals}
+# Reverse mode: the transpose of each custom JVP (and of autodiff through the CRF's scans).
+JAC = {n: jax.jit(jax.jacrev(f, argnums=(0, 2))) for n, f in MAPS.items()}
 FUSED, CRF = JIT["fusedmax"], JIT["crf"]
 TV = jax.jit(S.tv_prox)
 LOG_Z = jax.jit(S.crf_log_partition)
-SMAP_SOLVE = jax.jit(S.sparsemap_solve)
 SPARSEMAX = jax.jit(sparsemax)
+
+
+def f64(x):
+  """A float64 array: Python floats would be weakly typed and retrace the jitted functions."""
+  return jnp.asarray(x, jnp.float64)
 
 
 @st.composite
@@ -107,7 +115,7 @@ def test_every_output_lies_on_its_polytope_with_exact_zeros_at_padding(data):
 def test_fusedmax_at_lambda_zero_is_sparsemax(data):
   z, mask, _ = data
   # Equal up to rounding: equal neighbours start fused, and their mean is recomputed.
-  np.testing.assert_allclose(FUSED(z, mask, 0.0), SPARSEMAX(z, mask), rtol=0, atol=1e-15)
+  np.testing.assert_allclose(FUSED(z, mask, f64(0.0)), SPARSEMAX(z, mask), rtol=0, atol=1e-15)
 
 
 @given(data=chains())
@@ -140,12 +148,12 @@ def test_tv_prox_is_optimal_and_fusedmax_is_constant_on_its_fused_groups(data):
 
 
 def test_fusedmax_fuses_whole_runs_for_large_lambda():
-  z = jnp.array([0.5, -1.0, 2.0, 0.3, 1.0])
+  z = f64([0.5, -1.0, 2.0, 0.3, 1.0])
   mask = jnp.array([True, True, True, True, False])
-  np.testing.assert_allclose(FUSED(z, mask, 10.0), [0.25, 0.25, 0.25, 0.25, 0.0], atol=1e-12)
+  np.testing.assert_allclose(FUSED(z, mask, f64(10.0)), [0.25, 0.25, 0.25, 0.25, 0.0], atol=1e-12)
   # Two runs split by padding: each run is fused to its own mean, then sparsemax.
   split = jnp.array([True, True, False, True, True])
-  x = TV(z, split, 10.0)
+  x = TV(z, split, f64(10.0))
   np.testing.assert_allclose(x, [-0.25, -0.25, 0.0, 0.65, 0.65], atol=1e-12)
 
 
@@ -180,9 +188,9 @@ def test_crf_is_stable_for_a_long_chain_with_large_potentials():
 
 
 def test_crf_marginals_are_the_gradient_of_the_log_partition():
-  z = jnp.array([0.3, -1.2, 2.0, 0.1, -0.4])
+  z = f64([0.3, -1.2, 2.0, 0.1, -0.4])
   mask = jnp.array([True, True, True, True, False])
-  np.testing.assert_allclose(jax.grad(LOG_Z)(z, 0.7, mask), CRF(z, mask, 0.7), atol=1e-12)
+  np.testing.assert_allclose(jax.grad(LOG_Z)(z, f64(0.7), mask), CRF(z, mask, f64(0.7)), atol=1e-12)
 
 
 # ---------------------------------------------------------------------------- SparseMAP
@@ -213,11 +221,11 @@ def test_sparsemap_is_the_projection_onto_the_marginal_polytope(data):
 
 def test_sparsemap_picks_one_structure_for_a_clear_winner_and_blends_near_ties():
   mask = jnp.ones(LENGTH, bool)
-  res = SMAP_SOLVE(jnp.array([3.0, 3.0, -3.0, 3.0, -3.0]), 1.0, mask)
+  res = SMAP_SOLVE(f64([3.0, 3.0, -3.0, 3.0, -3.0]), f64(1.0), mask)
   assert int(np.sum(np.asarray(res.weights) > 0)) == 1
   np.testing.assert_array_equal(res.marginals, [1.0, 1.0, 0.0, 1.0, 0.0])
   # Scores of 1/2 everywhere and no coupling: μ = 1/2 is the projection, from 2+ structures.
-  res = SMAP_SOLVE(jnp.full(LENGTH, 0.5), 0.0, mask)
+  res = SMAP_SOLVE(f64([0.5] * LENGTH), f64(0.0), mask)
   np.testing.assert_allclose(res.marginals, 0.5, atol=1e-12)
   assert int(np.sum(np.asarray(res.weights) > 0)) >= 2
 
@@ -229,9 +237,10 @@ def test_sparsemap_picks_one_structure_for_a_clear_winner_and_blends_near_ties()
 @given(data=chains())
 def test_jacobians_equal_central_finite_differences_and_padding_gets_none(name, data):
   z, mask, hyper = data
-  shifts = jnp.concatenate([jnp.zeros((1, LENGTH)), EPS * jnp.eye(LENGTH), -EPS * jnp.eye(LENGTH)])
-  out = JIT[name](z + shifts, mask, hyper)                          # [2L + 1, L]
-  base, plus, minus = out[0], out[1:LENGTH + 1], out[LENGTH + 1:]
+  f = JIT[name]
+  base = f(z, mask, hyper)
+  plus = jnp.stack([f(z + EPS * e, mask, hyper) for e in jnp.eye(LENGTH)])
+  minus = jnp.stack([f(z - EPS * e, mask, hyper) for e in jnp.eye(LENGTH)])
   if name != "crf":
     # Piecewise-linear maps: skip points with a kink inside the stencil, where the
     # one-sided differences disagree (the Jacobian jumps there).
@@ -239,11 +248,10 @@ def test_jacobians_equal_central_finite_differences_and_padding_gets_none(name, 
   numeric = ((plus - minus) / (2 * EPS)).T                              # [out, in]
   jac, d_hyper = JAC[name](z, mask, hyper)
   np.testing.assert_allclose(jac, numeric, atol=1e-7)
-  np.testing.assert_allclose(JACREV[name](z, mask, hyper), jac, atol=1e-12)
   real = np.asarray(mask)
   assert np.all(np.asarray(jac)[~real] == 0) and np.all(np.asarray(jac)[:, ~real] == 0)
   # The hyper-parameter (λ or w) too, where it is not at a kink.
-  up, down = (JIT[name](z, mask, hyper + d) for d in (EPS, -EPS))
+  up, down = (f(z, mask, hyper + d) for d in (EPS, -EPS))
   if name == "crf" or bool(jnp.allclose(up - base, base - down, atol=1e-12)):
     np.testing.assert_allclose(d_hyper, (up - down) / (2 * EPS), atol=1e-7)
 
@@ -251,21 +259,18 @@ def test_jacobians_equal_central_finite_differences_and_padding_gets_none(name, 
 # ---------------------------------------------------------------------------- batching, names
 
 
-def test_batched_and_vmapped_calls_equal_a_loop_over_rows():
+def test_vmapped_normalisers_by_name_equal_a_loop_over_rows():
   z = 2 * jax.random.normal(jax.random.PRNGKey(1), (3, LENGTH), jnp.float64)
   mask = jnp.array([[True] * 5, [True, True, True, False, False], [True, False, True, True, True]])
   hyper = jnp.array([0.3, 1.0, 0.0])
-  for name, fn in MAPS.items():
-    looped = jnp.stack([JIT[name](z[i], mask[i], hyper[i]) for i in range(3)])
-    np.testing.assert_allclose(jax.vmap(fn)(z, mask, hyper), looped, atol=1e-12, err_msg=name)
-
-
-def test_structured_normalisers_are_selectable_by_name():
-  z = jnp.array([[0.3, -1.2, 2.0, 0.1, -0.4]])
-  mask = jnp.array([[True, True, True, True, False]])
   assert {"fusedmax", "crf", "sparsemap"} <= set(NAMED_NORMALISERS)
-  np.testing.assert_allclose(normalise("fusedmax", z, mask), S.fusedmax(z, mask, S.FUSEDMAX_LAM))
-  np.testing.assert_allclose(normalise("crf", z, mask, pairwise=0.5), S.crf_marginals(z, 0.5, mask))
-  np.testing.assert_allclose(normalise("sparsemap", z, mask), S.sparsemap(z, 1.0, mask))
-  cfg = models.LuModelConfig(n_words=5, n_classes=2, normaliser="fusedmax")
-  assert cfg.normaliser == "fusedmax"
+  options = {"fusedmax": "lam", "crf": "pairwise", "sparsemap": "pairwise"}
+  for name, option in options.items():
+    by_name = jax.jit(jax.vmap(lambda z, m, h: normalise(name, z, m, **{option: h})))
+    looped = jnp.stack([JIT[name](z[i], mask[i], hyper[i]) for i in range(3)])
+    np.testing.assert_allclose(by_name(z, mask, hyper), looped, atol=1e-12, err_msg=name)
+
+
+def test_the_lu_model_accepts_the_structured_normalisers():
+  for name in ("fusedmax", "crf", "sparsemap"):
+    assert models.LuModelConfig(n_words=5, n_classes=2, normaliser=name).normaliser == name
