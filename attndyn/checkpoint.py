@@ -9,7 +9,9 @@ pytree leaf under a stable name (``observables/loss``,
 written atomically, so a kill loses at most the chunks not yet written
 (``sweep.checkpoint_every`` of them). A resumed run reads the finished chunks
 back and runs the rest with the same chunk size, which makes its results
-bit-identical to an uninterrupted run's on the same machine.
+bit-identical to an uninterrupted run's on the same machine. The manifest and
+every chunk (in its zip comment) carry the run's id (:func:`run_id`), so a
+chunk another run wrote into the same directory is refused by name.
 """
 import hashlib
 import json

@@ -2,8 +2,14 @@
 
 Every bad input (a config value, a config file, a results or checkpoint
 directory) ends in one line ``attndyn: error: ...`` on stderr and exit code 2,
-before anything is computed; a failure after gradient descent finished still
-writes what was computed (exit code 1).
+before anything is computed; so does a failure of the environment (a full
+disk, permissions, a read-only mount: the line names the file and what was
+kept) and an output directory another attndyn command holds (its lock,
+:mod:`attndyn.lock`, names the holder). Ctrl-C is one line saying how to
+resume, exit code 130. A failure after gradient descent finished still writes
+what was computed (exit code 1); any other exception is a bug: one line
+``attndyn: internal error: ...`` naming the file that holds its traceback,
+exit code 1. No input or environment prints a traceback.
 """
 import argparse
 import contextlib

@@ -8,7 +8,9 @@ when several processes share a sweep (``jax.distributed``).
 summary.json and trajectories.npz depend only on the config and the machine:
 two runs of the same config give the same bytes. What differs between runs
 (the time, the command line, wall-clock seconds, whether it was resumed) goes
-to run_info.json.
+to run_info.json. Each file carries the run id (summary.json's and
+run_info.json's ``run_id``, trajectories.npz's zip comment), which
+:func:`analysis.load` compares, so a directory mixing two runs' files is refused.
 """
 import datetime
 import importlib.metadata
