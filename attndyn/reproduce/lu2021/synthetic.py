@@ -188,7 +188,8 @@ def _ode_rows(c: str, r: dict, s: dict, m: int, quick: bool, converged: bool) ->
     o = inv.odes["reduced"].observables
     q_ode = np.max(np.asarray(invariant_drift(np.asarray(o["invariant"], np.float64),
                                               np.asarray(o["score"], np.float64))), axis=-1)
-    note = (f"float64, rtol {s['invariant']['rtol']:g}, atol {s['invariant']['atol']:g}, "
+    note = (f"float64 (its inits are drawn in float64, so they are not GD's float32 ones), "
+            f"rtol {s['invariant']['rtol']:g}, atol {s['invariant']['atol']:g}, "
             f"{len(q_ode)} seed(s)")
   elif inv is not None:
     note = f"no values: {engine.stage_error(inv, 'reduced')}"
