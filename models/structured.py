@@ -577,6 +577,10 @@ def sparsemap(unary: jax.Array, pairwise=SPARSEMAP_PAIRWISE, mask: Optional[jax.
       one is faster but may stop unconverged).
     max_iter: active-set iteration cap (default ``10K + 10``).
 
+  Batch by passing ``[..., L]``: the solver is written for a batch of rows. Under
+  :func:`jax.vmap` its shared branch (recomputing the KKT inverses when they drift)
+  becomes a select that recomputes them every iteration: correct, but slower.
+
   Returns:
     ``[..., L]`` marginals in ``[0, 1]`` (they do not sum to 1); masked ones 0.
   """
