@@ -82,7 +82,7 @@ def _tv_path(y: jax.Array, edge: jax.Array, lam: jax.Array):
   """Exact prox of ``lam·Σ_{j∈E} |x_{j+1} − x_j|`` at ``y`` by the fusion path (one row).
 
   The 1-D fused-lasso solution is piecewise linear in λ and groups of adjacent equal
-  values only ever fuse as λ grows, never split (Friedman et al. 2007, Prop. 1). On a
+  values only ever fuse as λ grows, never split (Friedman et al. 2007). On a
   group ``G`` between its neighbours the optimality condition is exact:
 
   .. math:: x_G(λ) = \\bar y_G + λ\\,\\frac{σ_{right} − σ_{left}}{|G|},
@@ -146,7 +146,7 @@ def _tv_prox_row_jvp(primals, tangents):
   x, gid, slope = _tv_path(y, _edges(mask), lam)
   length = y.shape[0]
   count = jax.ops.segment_sum(jnp.ones_like(y), gid, length)
-  # Niculae & Blondel 2017, Prop. 4: the Jacobian averages dy within each fused group;
+  # Niculae & Blondel 2017: the Jacobian averages dy within each fused group;
   # with the groups and jump signs fixed, a group's value moves with λ at its slope.
   mean_dy = jax.ops.segment_sum(dy, gid, length) / jnp.maximum(count, 1.0)
   dx = mean_dy[gid] + slope * dlam
@@ -161,7 +161,7 @@ def tv_prox(scores: jax.Array, mask: Optional[jax.Array] = None, lam=FUSEDMAX_LA
 
   Computed by the exact fusion path (at most ``L − 1`` fusions; see :func:`_tv_path`),
   so the output is exactly piecewise constant on its fused groups. Gradient: the
-  within-group average (Niculae & Blondel 2017, Prop. 4), by :func:`jax.custom_jvp`.
+  within-group average (Niculae & Blondel 2017), by :func:`jax.custom_jvp`.
 
   Args:
     scores: ``[..., L]``.
@@ -180,12 +180,12 @@ def tv_prox(scores: jax.Array, mask: Optional[jax.Array] = None, lam=FUSEDMAX_LA
 
 
 def fusedmax(scores: jax.Array, mask: Optional[jax.Array] = None, lam=FUSEDMAX_LAM) -> jax.Array:
-  """Fusedmax (Niculae & Blondel 2017, Sec. 4.2): sparsemax after the 1-D TV prox.
+  """Fusedmax (Niculae & Blondel 2017): sparsemax after the 1-D TV prox.
 
   .. math:: \\mathrm{fusedmax}(θ) = \\arg\\min_{p∈Δ} \\tfrac12\\|p − θ\\|^2
      + λ \\sum_{(i,i+1)∈E} |p_{i+1} − p_i| = \\mathrm{sparsemax}(\\mathrm{prox}_{λTV}(θ))
 
-  (their Prop. 2). ``λ = 0`` is sparsemax. Adjacent words whose prox values fuse get
+  (the prox of the sum splits for TV). ``λ = 0`` is sparsemax. Adjacent words whose prox values fuse get
   exactly the same weight. The Jacobian is sparsemax's times the prox's
   (within-group averaging), both exact.
 
@@ -256,7 +256,7 @@ def _crf_row(unary, mask, pairwise):
 
 def crf_marginals(unary: jax.Array, pairwise=CRF_PAIRWISE,
                   mask: Optional[jax.Array] = None) -> jax.Array:
-  """Marginals ``P(z_i = 1)`` of a binary linear-chain CRF (Kim et al. 2017, Sec. 3.2).
+  """Marginals ``P(z_i = 1)`` of a binary linear-chain CRF (Kim et al. 2017, segmentation attention).
 
   .. math:: P(z) ∝ \\exp\\Big(\\sum_i θ_i z_i + w \\sum_{(i,i+1)∈E} z_i z_{i+1}\\Big),
      \\qquad μ_i = P(z_i = 1) = \\frac{∂ \\log Z}{∂ θ_i}
