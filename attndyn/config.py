@@ -39,17 +39,21 @@ class SweepConfig:
   """Which runs to vmap over: every combination of data seed, grid point and init seed.
 
   Attributes:
-    seeds: init seeds; run ``i`` initialises from ``jax.random.PRNGKey(seed)``.
-      In TOML an integer ``n`` means ``0..n-1``.
-    data_seeds: dataset seeds; the dataset is
+    seeds: init seeds: an integer ``n`` means ``0..n-1``, or a list of distinct
+      integers; run ``i`` initialises from ``jax.random.PRNGKey(seed)``.
+    data_seeds: dataset seeds, in the same form; the dataset is
       ``tasks.make_topic_dataset(jax.random.PRNGKey(data_seed), task)``.
-    grid: ``((field, values), ...)``: continuous hyperparameters to sweep, from
-      :data:`GRID_FIELDS`; the sweep is their Cartesian product.
-    chunk_size: sweep points per compiled call; ``None`` picks one from a
-      memory estimate (everything at once when it fits).
+    grid: continuous hyperparameters to sweep, as a Cartesian product: in TOML
+      a table of field name → list of values, e.g.
+      ``grid = {"train.lr" = [0.05, 0.1], "model.embed_std" = [1e-3, 0.3]}``
+      (in Python ``((field, values), ...)``), fields from :data:`GRID_FIELDS`.
+    chunk_size: sweep points per compiled call; unset picks one from a memory
+      estimate (everything at once when it fits). The estimate depends on the
+      config and the machine's memory limits, never on the memory free at the
+      time, and a checkpointed run records it for ``--resume``.
     checkpoint_every: write the finished chunks to ``DIR/checkpoints`` after
       every this many chunks (``attndyn run --resume`` continues from them);
-      0 writes no checkpoints.
+      0 writes no checkpoints, so no ``--resume``.
   """
   seeds: tuple = (0,)
   data_seeds: tuple = (0,)
@@ -99,13 +103,20 @@ class ODEConfig:
   """Which continuous-time dynamics to solve next to gradient descent, and how.
 
   Attributes:
-    kind: ``none``, ``reduced`` (Lemma 2, :func:`dynamics.reduced_sen_ode`),
-      ``gradient_flow`` (the full model, :func:`dynamics.gradient_flow`) or ``both``.
-    form: the reduced ODE's form: ``lemma2`` (eqs 7-8) or ``exact`` (eqs 5-6).
+    kind: ``none``, ``reduced`` (Lemma 2, :func:`dynamics.reduced_sen_ode`:
+      only the topic words move; softmax attention and a fixed query only),
+      ``gradient_flow`` (the full model, :func:`dynamics.gradient_flow`) or
+      ``both``. ODEs need ``train.optimizer = "gd"``: they are its continuous limit.
+    form: the reduced ODE's form: ``lemma2`` (eqs 7-8, which conserve Theorem
+      1's Q exactly) or ``exact`` (eqs 5-6, which honour frozen embeddings or keys).
     solver: diffrax solver name.
-    rtol: relative tolerance of the adaptive step-size controller.
-    atol: absolute tolerance of the adaptive step-size controller.
-    max_steps: most solver steps per run before it is reported as failed.
+    rtol: relative tolerance of the adaptive step-size controller, > 0. It holds
+      for every run: with one data seed and FC or TC, each chunk's reduced ODEs
+      are solved as one system whose shared step is accepted only if every
+      run's own error passes; TL's runs are solved separately.
+    atol: absolute tolerance of the adaptive step-size controller, > 0.
+    max_steps: most solver steps per run (per chunk where the reduced ODEs are
+      solved as one system) before it is reported as failed.
     dtmin: smallest solver step, accepted whatever its error estimate (unset:
       none). TL's ReLU makes the vector field discontinuous; where the flow
       slides along a kink the adaptive controller stalls, and a floor lets it
@@ -148,11 +159,16 @@ class RunConfig:
     train: how gradient descent (or another optimiser) trains it.
     sweep: the seeds and hyperparameters vmapped over.
     ode: the continuous-time dynamics compared with it.
-    precision: ``float32`` or ``float64`` (parameters and time).
+    precision: ``float32`` or ``float64``: the dtype of parameters, observables
+      and time. Every number of the config must fit it (at most 3.4e38 in size
+      for float32).
     gd_path: how gradient descent is computed: ``auto`` (the exact fast path
-      of :mod:`dynamics.fast_lu` wherever it applies, autodiff elsewhere),
-      ``generic`` (always autodiff) or ``fast`` (the fast path, an error where
-      it does not apply). Both paths give the same trajectory to float rounding.
+      of :mod:`dynamics.fast_lu` wherever it applies — softmax attention, a
+      fixed query, full-batch GD, one dataset shared by all seeds — autodiff
+      elsewhere), ``generic`` (always autodiff) or ``fast`` (the fast path, an
+      error where it does not apply). Both paths give the same trajectory to
+      float rounding (``tests/test_fast_path.py``); ``run_info.json`` records
+      which one ran and why.
   """
   task: TopicTaskConfig
   model: LuModelConfig

@@ -26,10 +26,13 @@ class TrainConfig:
   Attributes:
     optimizer: ``gd`` (full-batch gradient descent, the paper), ``sgd``
       (minibatches) or another optax optimiser name.
-    lr: learning rate τ (may be traced inside a sweep).
-    steps: number of optimiser steps (epochs for full-batch GD).
+    lr: learning rate τ, a finite number > 0 (may be traced inside a sweep).
+    steps: number of optimiser steps (epochs for full-batch GD), a multiple of
+      ``record_every``.
     record_every: record observables every this many steps (and at step 0).
-    batch_size: minibatch size; ``None`` or 0 means the full batch.
+    batch_size: minibatch size for ``sgd`` and the other optimisers, at most
+      the training set; unset (``None``) or 0 means the full batch, which ``gd``
+      requires.
     sampling: minibatches drawn by reshuffling every epoch (``shuffle``,
       without replacement; a final partial batch is dropped) or independently
       each step (``replacement``).

@@ -33,18 +33,20 @@ class LuModelConfig:
   Attributes:
     n_words: vocabulary size V (topic + non-topic words).
     n_classes: number of topics J.
-    embed_dim: d.
-    key_dim: d'.
-    classifier: ``"fc"``, ``"tc"`` or ``"tl"``.
-    fc_init: FC's fixed U: ``"orthonormal"`` (paper text) or ``"randn_unit_diag"``
-      (authors' code).
-    hidden_dim: TL hidden width.
-    embed_std: standard deviation of each embedding entry, ``ν ~ N(0, embed_std²)``;
-      the paper's ``σ²/d`` is ``embed_std**2``.
-    key_std: standard deviation of each key entry (0: all scores start at 0).
-    query_std: standard deviation of each query entry, ``q ~ N(0, query_std²)``.
-    query_norm: if set, the drawn query is rescaled to this Euclidean norm.
-    train_query: whether the query is trained (Appendix B).
+    embed_dim: d, the embedding dimension, ≥ 1.
+    key_dim: d', the key and query dimension, ≥ 1.
+    classifier: ``"fc"`` (a fixed linear U), ``"tc"`` (a trainable linear U) or
+      ``"tl"`` (a trainable 2-layer ReLU MLP).
+    fc_init: FC's fixed U: ``"orthonormal"`` columns (paper text; needs
+      embed_dim ≥ J) or ``"randn_unit_diag"`` (authors' code).
+    hidden_dim: TL's hidden width, ≥ 1.
+    embed_std: standard deviation of each embedding entry, ≥ 0,
+      ``ν ~ N(0, embed_std²)``; the paper's ``σ²/d`` is ``embed_std**2``.
+    key_std: standard deviation of each key entry, ≥ 0 (0: all scores start at 0).
+    query_std: standard deviation of each query entry, > 0, ``q ~ N(0, query_std²)``.
+    query_norm: if set (> 0), the drawn query is rescaled to this Euclidean norm.
+    train_query: whether the query is trained (Appendix B); the fast path and
+      the reduced ODE need it false.
     freeze: parameter groups held fixed: any of ``embeddings`` (EF), ``keys``
       (KF), ``query``, ``classifier``. FC's classifier is always fixed.
     normaliser: how scores become attention weights: ``"softmax"`` (the

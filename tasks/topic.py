@@ -27,12 +27,13 @@ class TopicTaskConfig:
   """Sizes of the synthetic task (paper symbols in brackets).
 
   Attributes:
-    n_topics: number of topics [J].
-    words_per_topic: topic words per topic [|T_j|].
-    vocab_size: non-topic dictionary size [M = |Θ|].
-    n_nontopic: non-topic words per sentence [m].
-    n_train: training sentences [|Ψ|].
-    n_test: test sentences.
+    n_topics: number of topics (classes) [J], ≥ 2.
+    words_per_topic: topic words per topic [|T_j|], ≥ 1. There are
+      T = J·words_per_topic topic words, ids ``0..T-1``.
+    vocab_size: non-topic dictionary size [M = |Θ|], ≥ 1.
+    n_nontopic: non-topic words per sentence [m], drawn with replacement, ≥ 1.
+    n_train: training sentences [|Ψ|], at least T.
+    n_test: test sentences, ≥ 1.
   """
   n_topics: int = 4
   words_per_topic: int = 2
