@@ -50,7 +50,10 @@ def test_synthetic_runs_on_the_engine_judges_the_odes_and_resumes(tmp_path, caps
   chunks[-1].unlink()
   (out / runner.EXPERIMENTS_DIR / "synthetic.json").unlink()
   (out / report.JSON).unlink()
-  assert cli.main(args + ["--resume"]) == 0
+  capsys.readouterr()
+  assert cli.main(["reproduce", "lu2021", "--out", str(out), "--quick"] + TINY + ["--resume"]) == 0
+  assert "synthetic-tc: 2 runs, 60 steps, ODEs: reduced (continuing from its checkpoints)" in \
+      capsys.readouterr().err
   info = json.loads((out / engine.RUNS_DIR / "synthetic-tc" / "run_info.json").read_text())
   assert info["chunks"]["loaded"] == {"gd": 2, "reduced": 1}, info["chunks"]
   assert info["chunks"]["computed"] == {"reduced": 1}, info["chunks"]

@@ -46,19 +46,19 @@ def validate(raw: dict, where: str) -> config.RunConfig:
   return cfg
 
 
-def _store(ctx, out: Path, cfg: config.RunConfig) -> checkpoint.Checkpoints:
-  """The run's checkpoints: the ones in ``out`` when resuming the same config, else fresh."""
+def _store(ctx, out: Path, cfg: config.RunConfig):
+  """``(checkpoints, resumed)``: the ones in ``out`` when resuming the same config, else fresh."""
   manifest = out / checkpoint.DIRNAME / checkpoint.MANIFEST
   every = max(1, cfg.sweep.checkpoint_every)
   if ctx.resume and manifest.is_file():
     store = checkpoint.Checkpoints.resume(out, writer=outputs.is_writer())
     try:
       store.check(cfg.to_dict(), every)
-      return store
+      return store, True
     except ConfigError as err:
       ctx.log(f"{out.name}: not resuming its checkpoints ({err}); starting afresh")
   return checkpoint.Checkpoints.create(out, cfg.to_dict(), pipeline.plan_chunk_size(cfg),
-                                       every=every, writer=outputs.is_writer())
+                                       every=every, writer=outputs.is_writer()), False
 
 
 def run(ctx, name: str, raw: dict, *, gd: bool = True,
@@ -84,10 +84,9 @@ def run(ctx, name: str, raw: dict, *, gd: bool = True,
   out.mkdir(parents=True, exist_ok=True)
   # no `attndyn run --out DIR/runs/NAME --resume` or report writes there meanwhile
   with lock.hold(out):
-    store = _store(ctx, out, cfg)
-    resumed = sum(len(v) for v in store.loaded.values()) if store.loaded else 0
+    store, resumed = _store(ctx, out, cfg)
     ctx.log(f"{name}: {cfg.sweep.n_points} runs, {cfg.train.steps} steps, ODEs: {cfg.ode.kind}"
-            + (" (resuming)" if ctx.resume and resumed else ""))
+            + (" (continuing from its checkpoints)" if resumed else ""))
     with pipeline.precision_scope(cfg.precision):
       result = pipeline.run(cfg, progress=ctx.verbose, checkpoints=store, gd=gd)
       if gd and outputs.is_writer():
