@@ -125,15 +125,25 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _initialize_distributed():
-  """``jax.distributed.initialize`` with JAX_NUM_PROCESSES / JAX_PROCESS_ID from the environment."""
+  """``jax.distributed.initialize`` with its arguments from the environment (JAX itself reads
+  only JAX_COORDINATOR_ADDRESS): JAX_NUM_PROCESSES, JAX_PROCESS_ID and, in seconds,
+  JAX_INITIALIZATION_TIMEOUT, JAX_HEARTBEAT_TIMEOUT_SECONDS and JAX_SHUTDOWN_TIMEOUT_SECONDS
+  (JAX's defaults, 300, 100 and 300, when unset). A process that dies mid-run is noticed by
+  the others after the heartbeat timeout (docs/multihost.md)."""
   import jax
   kwargs = {}
-  for env, name in (("JAX_NUM_PROCESSES", "num_processes"), ("JAX_PROCESS_ID", "process_id")):
+  for env, name in (("JAX_NUM_PROCESSES", "num_processes"), ("JAX_PROCESS_ID", "process_id"),
+                    ("JAX_INITIALIZATION_TIMEOUT", "initialization_timeout"),
+                    ("JAX_HEARTBEAT_TIMEOUT_SECONDS", "heartbeat_timeout_seconds"),
+                    ("JAX_SHUTDOWN_TIMEOUT_SECONDS", "shutdown_timeout_seconds")):
     if os.environ.get(env):
       try:
         kwargs[name] = int(os.environ[env])
       except ValueError:
         raise ConfigError(f"{env} = {os.environ[env]!r} is not allowed: an integer.") from None
+      if name.endswith(("timeout", "seconds")) and kwargs[name] < 1:
+        raise ConfigError(f"{env} = {os.environ[env]!r} is not allowed: a positive number "
+                          f"of seconds.")
   try:
     jax.distributed.initialize(**kwargs)
   except (RuntimeError, ValueError) as err:
