@@ -11,7 +11,7 @@ step. The step number is a scan input, not carried state, so under ``vmap`` the
 "evaluate now?" branch stays a real ``lax.cond`` shared by all seeds.
 
 Monitor the dev LOSS (the default): on SST the dev accuracy plateaus early, and
-patience 100 on it stops at epochs 50-675 (``REPLICATION-NOTES.md``).
+patience 100 on it stops at epochs 50-675 (``docs/independent-measurements.md``).
 
 References:
   Lu, Mao & Nayak, "On the Dynamics of Training Attention Models", ICLR 2021,

@@ -16,7 +16,7 @@ and the embedding is recovered as ``ν_w = ν_w(0) + b_w R^{-1} Uᵀ``, whose no
 .. math:: \\|ν_w\\|^2 = \\|ν_w(0)\\|^2 + 2\\, (P(0) R^{-T})_w \\cdot b_w + \\|b_w\\|^2 .
 
 An SST epoch then costs gathers of ``J + 1`` channels instead of ``d = 200``
-(REPLICATION-NOTES: "with a fixed U, only P = E·U matters for FC").
+(docs/independent-measurements.md: "with a fixed U, only P = E·U matters for FC").
 
 References:
   Lu, Mao & Nayak, "On the Dynamics of Training Attention Models", ICLR 2021,

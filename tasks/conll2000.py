@@ -4,7 +4,7 @@ Reads the shared-task files shipped in ``data/conll2000`` (see ``data/SOURCES.md
 one token per line, ``word POS chunk`` separated by single spaces, a blank line
 after each sentence; chunk tags are IOB2 (``B-NP``, ``I-VP``, ``O``, ...).
 
-Choices (defaults follow ``REPLICATION-NOTES.md``, where the words+POS
+Choices (defaults follow ``docs/independent-measurements.md``, where the words+POS
 transformer reached test F1 0.90):
 
 * dev = a held-out ``dev_fraction`` (10%) of the training file, drawn by a

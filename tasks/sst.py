@@ -4,7 +4,7 @@ Reads the PTB-format trees shipped in ``data/sst/trees`` (see ``data/SOURCES.md`
 with a small parser of ``(label children...)``: the leaves are the words, the
 root label (0..4) is the sentence label. No tokenizer library, no download.
 
-Choices (each one an option; defaults follow ``REPLICATION-NOTES.md``, which
+Choices (each one an option; defaults follow ``docs/independent-measurements.md``, which
 reproduced the paper's 79.59% / 40.53% TC accuracies):
 
 * ``lowercase=True``: words are lowercased after PTB unescaping.

@@ -26,7 +26,7 @@ def test_splits_vocabulary_and_tags(data):
       counts[t.word.lower()] = counts.get(t.word.lower(), 0) + 1
   assert set(data.vocab[2:]) == {w for w, c in counts.items() if c >= 2}
   assert data.tags[0] == "O" and len(data.tags) == 23 and "I-LST" in data.tags   # test-only tag
-  assert 0.09 < data.unk_rate("test") < 0.10   # REPLICATION-NOTES: 9.4% of test tokens
+  assert 0.09 < data.unk_rate("test") < 0.10   # docs/independent-measurements.md: 9.4% of test tokens
 
 
 def test_dev_is_a_fixed_disjoint_tenth_of_train(data):

@@ -88,7 +88,7 @@ def run(ctx, s) -> Outcome:
                    else rep.Tolerance("at_most", s["ode_tolerance"], source=SOURCES["ode"])),
         figure="sparse_sen.png", quick=ctx.quick,
         note=("reference: Lemma 2's own ODE, whose mid-transition deviation from GD is the "
-              "non-topic words' motion (REPLICATION-NOTES: up to 0.43 at 5000 epochs); "
+              "non-topic words' motion (independent measurement: up to 0.43 mid-transition); "
               if norm == "softmax" else "") +
              f"‖v_t‖ deviation {np.mean(dev_v):.3g}; ODE failed at "
              f"{sorted(set(np.asarray(out['ode_failed_at']).tolist()))} (-1: none)"))

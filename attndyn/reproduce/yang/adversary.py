@@ -10,7 +10,7 @@ epoch), trained on
 NLL of the original's argmax predictions ("NLLoss(y1, y2)") minus λ times the
 KL of each token's attention row, averaged over real tokens and heads.
 Direction: KL(adversary ‖ original), the bounded one Wiegreffe & Pinter use;
-Yang's KL(original ‖ adversary) has no lower bound (REPLICATION-NOTES.md:
+Yang's KL(original ‖ adversary) has no lower bound (docs/independent-measurements.md:
 2.6e4 after one epoch, F1 0.37 at λ = 0.2). The original's attention is
 recomputed from its frozen parameters for each minibatch (equal to storing it;
 storing the maps of 8042 sentences × 4 heads × 78² would take 0.8 GB). All λ
