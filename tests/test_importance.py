@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import scipy.stats
 
 import models
 from analysis.adversarial_search import adversarial_attention
@@ -46,8 +47,7 @@ def test_kendall_tau_b_with_ties_masks_and_degenerate_rows():
   np.testing.assert_allclose(kendall_tau_b(x, y, mask), _tau_b_by_definition(x[mask], y[mask]))
   np.testing.assert_allclose(kendall_tau_b(x, -x), -1.0)
   assert np.isnan(kendall_tau_b(np.ones(4), np.arange(4.0)))
-  scipy_stats = pytest.importorskip("scipy.stats")
-  np.testing.assert_allclose(kendall_tau_b(xs[0], ys[0]), scipy_stats.kendalltau(xs[0], ys[0])[0])
+  np.testing.assert_allclose(kendall_tau_b(xs[0], ys[0]), scipy.stats.kendalltau(xs[0], ys[0])[0])
 
 
 @pytest.fixture(scope="module")
