@@ -186,7 +186,7 @@ def _document(paper: str, docs: List[dict], *, command: Optional[Sequence[str]] 
       "claims": rows,
       "experiments": [{k: d.get(k) for k in ("name", "title", "mode", "partial", "command", "seconds",
                                              "finished", "error", "figures", "settings",
-                                             "details")}
+                                             "details", "revision", "machine")}
                       for d in docs],
   }
 

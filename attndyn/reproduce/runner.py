@@ -245,6 +245,34 @@ def write_json(path: Path, doc: Any) -> Path:
   return atomic.write_json(path, doc)
 
 
+def revision() -> Optional[dict]:
+  """The git commit of this checkout and whether it has uncommitted changes (``None`` outside git).
+
+  Recorded with each experiment so a published table names the code that made it.
+  """
+  import subprocess
+  root = Path(__file__).resolve().parents[2]
+  try:
+    commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                            text=True, timeout=10, check=True).stdout.strip()
+    status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                            capture_output=True, text=True, timeout=10, check=True).stdout
+  except (OSError, subprocess.SubprocessError):
+    return None
+  return {"commit": commit, "dirty": bool(status.strip())}
+
+
+def machine() -> dict:
+  """CPU cores and memory of the machine (wall times mean little without them)."""
+  import os
+  memory = None
+  try:
+    memory = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30, 1)
+  except (ValueError, OSError, AttributeError):
+    pass
+  return {"cpus": os.cpu_count(), "memory_gb": memory}
+
+
 def run_experiment(module, ctx: Context, settings: dict) -> dict:
   """Run one experiment; errors are caught and recorded (the others still run).
 
@@ -258,7 +286,7 @@ def run_experiment(module, ctx: Context, settings: dict) -> dict:
          "settings": settings, "partial": False,
          "command": list(ctx.command) if ctx.command else None,
          "finished": None, "seconds": None, "error": None, "claims": [], "figures": [],
-         "details": {}}
+         "details": {}, "revision": revision(), "machine": machine()}
   path = ctx.out / EXPERIMENTS_DIR / f"{module.NAME}.json"
 
   def save_partial(outcome: Outcome) -> None:
