@@ -118,6 +118,18 @@ def _parser() -> argparse.ArgumentParser:
   from attndyn import explain as explain_cli
   explain_cli.add_parser(sub)
 
+  atlas = sub.add_parser("atlas", help="map where Lu et al.'s theory holds over a grid (atlas.md)",
+                         description="Run the theory-validity atlas (attndyn.atlas): GD and "
+                                     "Lemma 2's ODE over a grid of configurations; write "
+                                     "atlas.csv, curves.npz, phase diagrams and atlas.md.")
+  atlas.add_argument("--out", required=True, metavar="DIR", help="output directory")
+  atlas.add_argument("--quick", action="store_true", help="the small grid (>= 500 configurations)")
+  atlas.add_argument("--resume", action="store_true",
+                     help="continue from DIR's finished buckets and checkpoints")
+  atlas.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="change an atlas setting, e.g. tau=100 or classifiers='[\"tc\"]'")
+  atlas.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
   bench = sub.add_parser("bench", help="run the benchmarks (benchmarks.run)", add_help=False,
                          description="Pass all arguments to benchmarks.run.main.")
   bench.add_argument("args", nargs=argparse.REMAINDER)
@@ -307,6 +319,16 @@ def _explain(args) -> int:
     return explain_cli.main(args)
 
 
+def _atlas(args) -> int:
+  from attndyn import atlas, lock
+  with lock.hold(args.out):
+    result = atlas.run_atlas(args.out, quick=args.quick, items=args.overrides, resume=args.resume,
+                             progress=not args.no_progress, command=["attndyn"] + args.argv)
+  print(f"wrote {args.out}/: atlas.csv ({len(result.rows)} rows), atlas.md, curves.npz, "
+        f"{', '.join(result.findings.get('figures', []))} in {result.seconds['total']:.0f} s")
+  return 0
+
+
 def _reproduce(args) -> int:
   from attndyn import lock
   from attndyn.reproduce import cli as reproduce_cli
@@ -398,7 +420,7 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
   args.argv = argv
   commands = {"run": _run, "report": _report, "presets": _presets, "bench": _bench,
-              "reproduce": _reproduce, "explain": _explain}
+              "reproduce": _reproduce, "explain": _explain, "atlas": _atlas}
   try:
     return commands[args.command](args)
   except (ConfigError, FileNotFoundError, tomllib.TOMLDecodeError) as err:

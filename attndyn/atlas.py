@@ -1,0 +1,383 @@
+"""``attndyn atlas``: where Lu et al. (2021)'s theory holds, over thousands of configurations.
+
+Orchestration only. The grid is a set of *buckets*: the discrete settings
+(classifier, m, M, J, words per topic, d, n_train, normaliser, trainable query)
+that change the compiled program's shapes or code. Each bucket is one
+``attndyn run`` config (:mod:`attndyn.reproduce.engine`, so checkpointed and
+resumable under ``DIR/runs/bucket-NNNN``) whose sweep vmaps the continuous
+axes, the embedding scale σ (``model.embed_std``) and the learning rate, with
+the init seeds: one compiled GD program and one reduced-ODE solve serve every
+point of the bucket. A configuration is one (bucket, σ, lr); a row is a
+configuration × seed.
+
+Flow time: every run of a bucket takes ``steps`` steps; the learning rates are
+``tau / n`` for run lengths ``n`` that are multiples of ``record_every``, and the
+run of learning rate ``lr`` is read up to step ``tau / lr`` (flow time
+``τ = lr · step = tau`` for every lr; :func:`analysis.atlas.until`). The
+measures are computed from those trajectories by :func:`analysis.atlas.run_rows`,
+i.e. by the functions ``attndyn run``'s summary uses, and judged against the
+tolerances of the Section 5.1 reproduction (:data:`TOLERANCES`).
+
+Outputs in DIR: ``atlas.csv`` (one row per configuration × seed),
+``curves.npz`` + ``curves.json`` (per-row curves ``[row, time]`` and their axis
+names), ``atlas.json`` (settings, fits, timings), ``atlas.md`` and the phase
+diagrams ``phase_*.png``.
+"""
+import csv
+import io
+import itertools
+import json
+import math
+import time
+from pathlib import Path
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+from attndyn import atomic, overrides, presets
+from attndyn.reproduce.lu2021 import synthetic
+from tasks.errors import ConfigError
+
+# The tolerances and their sources are the Section 5.1 reproduction's own.
+TOLERANCES = {k: synthetic.FULL[k] for k in
+              ("sen_tolerance", "drift_tolerance", "assumption1_ratio", "ode_tolerance")}
+TOLERANCE_SOURCES = {"sen_tolerance": synthetic.SOURCES["corollary1"],
+                     "drift_tolerance": synthetic.SOURCES["drift"],
+                     "assumption1_ratio": synthetic.SOURCES["assumption1"],
+                     "ode_tolerance": synthetic.SOURCES["ode"]}
+SEN_START_FRACTION = synthetic.FULL["sen_start_fraction"]
+LEARNED_ACC = 0.995   # the reproduction's test-accuracy row: ≥ 99.5 %
+
+# The paper's text values (lu2021-text-*: m = 20, J = 4 topics of 2 words, d = 15, softmax,
+# fixed query) with a smaller vocabulary and training set, so that 40,000 runs fit an hour.
+# The paper's text values (lu2021-text-*: m = 20, J = 4 topics of 2 words, d = 15, softmax,
+# fixed query) with a smaller vocabulary (M = 1000, still m·J·2/M ≪ 1: a non-topic word
+# occurs in far fewer sentences than a topic word) and training set, so 40,000 runs fit an hour.
+BASE = {"n_nontopic": 20, "vocab_size": 1000, "n_topics": 4, "words_per_topic": 2,
+        "embed_dim": 15, "n_train": 200, "n_test": 100, "normaliser": "softmax",
+        "train_query": False}
+DISCRETE = tuple(BASE)     # the discrete axes (classifier besides)
+FULL = {
+    "tau": 150.0, "steps": 1000, "record_every": 25,
+    "run_lengths": [1000, 700, 500, 350, 250, 175, 125, 100],
+    "sigma": [float(f"{s:.3g}") for s in np.logspace(-4, 0, 12)],
+    "seeds": 4, "classifiers": ["fc", "tc", "tl"], "base": dict(BASE),
+    "axes": {"n_nontopic": [2, 5, 10, 20, 50, 100], "vocab_size": [100, 300, 1000, 3000],
+             "n_topics": [2, 4, 8], "words_per_topic": [1, 2, 4], "embed_dim": [8, 15, 30],
+             "n_train": [50, 100, 200, 400, 800], "normaliser": ["softmax", "sparsemax", "entmax15"],
+             "train_query": [False, True]},
+    "crosses": [["n_nontopic", "vocab_size"]],
+    "precision": "float32",
+    "tc_only": [],
+}
+QUICK = {**FULL, "steps": 600, "run_lengths": [600, 300, 150, 75],
+         "sigma": [float(f"{s:.3g}") for s in np.logspace(-4, 0, 10)],
+         "axes": {"n_nontopic": [5, 20, 50], "vocab_size": [1000, 3000],
+                  "normaliser": ["softmax", "sparsemax"], "train_query": [False, True]},
+         "crosses": [], "tc_only": ["normaliser", "train_query"]}
+
+
+class Bucket(NamedTuple):
+  """One compiled program's discrete settings: ``classifier`` and every key of :data:`BASE`."""
+  index: int
+  values: dict
+
+
+class AtlasResult(NamedTuple):
+  """What :func:`run_atlas` computed.
+
+  Attributes:
+    rows: one dict per configuration × seed (the columns of atlas.csv).
+    curves: name -> ``[row, time]`` array (curves.npz), NaN after a row's last time.
+    findings: the fits, shares of variance and phase diagrams (atlas.json's ``findings``).
+    seconds: wall-clock seconds of the whole atlas and per bucket.
+  """
+  rows: list
+  curves: dict
+  findings: dict
+  seconds: dict
+
+
+def settings(quick: bool = False, items: Sequence[str] = ()) -> dict:
+  """The atlas's settings (:data:`FULL` or :data:`QUICK`) with ``--set KEY=VALUE`` items.
+
+  Raises:
+    ConfigError: an unknown key or a bad value, in one line.
+  """
+  base = json.loads(json.dumps(QUICK if quick else FULL))
+  s = overrides.apply(base, items)
+  _check(s)
+  return s
+
+
+def _check(s: dict) -> None:
+  def bad(key, value, allowed):
+    raise ConfigError(f"atlas setting {key} = {value!r} is not allowed: {allowed}.")
+  for key in s:
+    if key not in FULL:
+      bad(key, s[key], f"the keys are {', '.join(FULL)}")
+  for key in s["base"]:
+    if key not in BASE:
+      bad(f"base.{key}", s["base"][key], f"the keys are {', '.join(BASE)}")
+  for key, values in s["axes"].items():
+    if key not in BASE:
+      bad(f"axes.{key}", values, f"axes are {', '.join(BASE)}")
+    if not isinstance(values, list) or not values:
+      bad(f"axes.{key}", values, "a non-empty list")
+  for pair in s["crosses"]:
+    if not (isinstance(pair, list) and len(pair) == 2 and all(p in s["axes"] for p in pair)):
+      bad("crosses", s["crosses"], "a list of [axis, axis] pairs of axes named in axes")
+  if not (isinstance(s["tau"], (int, float)) and not isinstance(s["tau"], bool) and s["tau"] > 0):
+    bad("tau", s["tau"], "a number > 0 (the flow time lr·steps every run is read at)")
+  for key in ("steps", "record_every", "seeds"):
+    if not (isinstance(s[key], int) and not isinstance(s[key], bool) and s[key] >= 1):
+      bad(key, s[key], "a positive integer")
+  lengths = s["run_lengths"]
+  if not (isinstance(lengths, list) and lengths and all(
+      isinstance(n, int) and 0 < n <= s["steps"] and n % s["record_every"] == 0 for n in lengths)
+          and len(set(lengths)) == len(lengths)):
+    bad("run_lengths", lengths, f"distinct multiples of record_every = {s['record_every']} "
+        f"up to steps = {s['steps']} (lr = tau / n)")
+  sig = s["sigma"]
+  if not (isinstance(sig, list) and sig and all(
+      isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in sig)):
+    bad("sigma", sig, "a non-empty list of embedding standard deviations > 0")
+  if not (isinstance(s["classifiers"], list) and s["classifiers"] and
+          set(s["classifiers"]) <= {"fc", "tc", "tl"}):
+    bad("classifiers", s["classifiers"], "a non-empty list drawn from fc, tc, tl")
+  if not (isinstance(s["tc_only"], list) and all(a in BASE for a in s["tc_only"])):
+    bad("tc_only", s["tc_only"], "a list of axes varied for Attn-TC only")
+  if s["precision"] not in ("float32", "float64"):
+    bad("precision", s["precision"], "float32 or float64")
+
+
+def buckets(s: dict) -> list:
+  """The discrete settings, in a fixed order: per classifier, the base, each axis alone, then
+  each cross (duplicates dropped)."""
+  out, seen = [], set()
+  for classifier in s["classifiers"]:
+    variants = [{}]
+    for axis, values in s["axes"].items():
+      if axis in s["tc_only"] and classifier != "tc":
+        continue
+      variants += [{axis: v} for v in values]
+    for a, b in s["crosses"]:
+      variants += [{a: va, b: vb} for va, vb in itertools.product(s["axes"][a], s["axes"][b])]
+    for change in variants:
+      values = {"classifier": classifier, **s["base"], **change}
+      key = json.dumps(values, sort_keys=True)
+      if key not in seen:
+        seen.add(key)
+        out.append(Bucket(len(out), values))
+  return out
+
+
+def learning_rates(s: dict) -> list:
+  """``tau / n`` for each run length ``n``."""
+  return [s["tau"] / n for n in s["run_lengths"]]
+
+
+def run_config(s: dict, bucket: Bucket) -> dict:
+  """The bucket's ``attndyn run`` config (TOML shape): the ``lu2021-text-<classifier>`` preset
+  with the bucket's sizes, the σ × lr grid and the seeds."""
+  v = bucket.values
+  raw = presets.preset(f"lu2021-text-{v['classifier']}")
+  raw["precision"] = s["precision"]
+  raw["task"].update({k: v[k] for k in ("n_topics", "words_per_topic", "vocab_size",
+                                        "n_nontopic", "n_train", "n_test")})
+  raw["model"].update({"embed_dim": v["embed_dim"], "key_dim": v["embed_dim"],
+                       "normaliser": v["normaliser"], "train_query": v["train_query"],
+                       "embed_std": s["sigma"][0]})
+  lrs = learning_rates(s)
+  raw["train"].update({"lr": lrs[0], "steps": s["steps"], "record_every": s["record_every"]})
+  n_points = len(lrs) * len(s["sigma"]) * s["seeds"]
+  raw["sweep"] = {"seeds": s["seeds"], "data_seeds": [0], "chunk_size": n_points,
+                  "grid": {"train.lr": lrs, "model.embed_std": list(s["sigma"])}}
+  # Lemma 2's reduced ODE is derived for softmax attention and a fixed query.
+  reduced = v["normaliser"] == "softmax" and not v["train_query"]
+  raw["ode"]["kind"] = "reduced" if reduced else "none"
+  return raw
+
+
+def _take(traj, idx):
+  import jax
+  return jax.tree.map(lambda x: np.asarray(x)[idx], traj)
+
+
+def bucket_rows(s: dict, bucket: Bucket, result, start_id: int) -> tuple:
+  """``(rows, curves)`` of one bucket's :class:`attndyn.pipeline.RunResult`."""
+  from analysis import atlas as measures
+  lrs = learning_rates(s)
+  points = result.points
+  rows, curves = [], []
+  lr_of = np.array([p["train.lr"] for p in points])
+  for lr, n in zip(lrs, s["run_lengths"]):
+    idx = np.nonzero(np.isclose(lr_of, lr, rtol=1e-6))[0]
+    k = n // s["record_every"] + 1
+    gd = measures.until(_take(result.gd, idx), k, n)
+    odes = {kind: measures.until(_take(o, idx), k, n) for kind, o in result.odes.items()}
+    sub = [points[i] for i in idx]
+    found = measures.run_rows(sub, gd, odes, result.m, lr=np.full(len(idx), lr),
+                              start_fraction=SEN_START_FRACTION, learned_acc=LEARNED_ACC)
+    curve = measures.run_curves(gd, odes, result.m, lr=np.full(len(idx), lr))
+    for j, (point, row) in enumerate(zip(sub, found)):
+      rows.append({"bucket": bucket.index, **bucket.values, "sigma": point["model.embed_std"],
+                   "lr": lr, "seed": point["seed"], "steps": n, "tau": lr * n, **row})
+      curves.append({name: c[j] for name, c in curve.items()})
+  ordered = sorted(range(len(rows)), key=lambda i: (rows[i]["sigma"], rows[i]["lr"],
+                                                   rows[i]["seed"]))
+  rows = [rows[i] for i in ordered]
+  curves = [curves[i] for i in ordered]
+  configs = {}
+  for row in rows:
+    row["config"] = configs.setdefault((row["sigma"], row["lr"]), start_id + len(configs))
+  rows = [{"config": r.pop("config"), **r} for r in rows]
+  return rows, curves
+
+
+def _ctx(out: Path, quick: bool, resume: bool, command):
+  from attndyn.reproduce import runner
+  return runner.Context(out=out, quick=quick, verbose=False, resume=resume,
+                        command=command, experiment="atlas")
+
+
+def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bool = False,
+              progress: bool = True, command=None, findings: bool = True) -> AtlasResult:
+  """Run the atlas into ``out`` (the Python form of ``attndyn atlas``).
+
+  Args:
+    out: the output directory (its ``runs/`` hold each bucket's checkpoints).
+    quick: the quick grid (:data:`QUICK`) instead of the full one.
+    items: ``--set KEY=VALUE`` changes of the settings (e.g. ``tau=100``,
+      ``classifiers=["tc"]``, ``axes.n_nontopic=[5,50]``).
+    resume: continue from the buckets' checkpoints (a killed atlas loses at most one bucket).
+    progress: a progress bar with ETA on stderr.
+    command: the command line, recorded in each bucket's run_info.json.
+    findings: write atlas.md and the phase diagrams (``False``: the table and curves only).
+
+  Returns:
+    An :class:`AtlasResult`.
+
+  Raises:
+    ConfigError: bad settings, or a bucket whose config is invalid.
+  """
+  from analysis import atlas as measures
+  from attndyn.progress import ProgressBar
+  from attndyn.reproduce import engine
+  s = settings(quick, items)
+  out = Path(out)
+  out.mkdir(parents=True, exist_ok=True)
+  ctx = _ctx(out, quick, resume, command)
+  todo = buckets(s)
+  per_bucket = len(learning_rates(s)) * len(s["sigma"])
+  for b in todo:   # every config valid before anything runs
+    engine.validate(run_config(s, b), f"atlas bucket {b.index} ({_describe(b)})")
+  bar = ProgressBar("atlas", len(todo) * per_bucket, steps_per_point=None, enabled=progress,
+                    unit="configurations")
+  rows, curves, seconds = [], [], {}
+  start = time.perf_counter()
+  try:
+    for b in todo:
+      t0 = time.perf_counter()
+      result = engine.run(ctx, f"bucket-{b.index:04d}", run_config(s, b), figures=False)
+      if "reduced" in run_config(s, b)["ode"]["kind"] and "reduced" not in result.odes:
+        ctx.log(f"bucket {b.index}: reduced ODE failed: {result.errors.get('reduced')}")
+      r, c = bucket_rows(s, b, result, start_id=b.index * per_bucket)
+      rows += r
+      curves += c
+      seconds[f"bucket-{b.index:04d}"] = time.perf_counter() - t0
+      bar.update((b.index + 1) * per_bucket)
+  finally:
+    bar.close()
+  seconds["total"] = time.perf_counter() - start
+  rows = measures.with_flags(rows, TOLERANCES)
+  stacked = _stack(curves)
+  write_table(out / "atlas.csv", rows)
+  write_curves(out, stacked)
+  found = {}
+  if findings:
+    found = measures.findings(rows, out, tolerances=TOLERANCES, sources=TOLERANCE_SOURCES,
+                              base={"classifier": "tc", **s["base"]},
+                              paper_point={"sigma": _nearest(s["sigma"], 1e-3),
+                                           "lr": _nearest(learning_rates(s), 0.1)},
+                              settings_text=_settings_text(s, len(todo)),
+                              seconds=seconds["total"])
+    atomic.write_text(out / "atlas.md", found.pop("markdown"))
+  from analysis.summary import json_ready
+  atomic.write_json(out / "atlas.json", json_ready({"settings": s, "n_buckets": len(todo),
+                                         "n_configurations": len(todo) * per_bucket,
+                                         "n_rows": len(rows), "seconds": seconds,
+                                         "tolerances": TOLERANCES, "findings": found}))
+  return AtlasResult(rows, stacked, found, seconds)
+
+
+def _nearest(values, target):
+  return min(values, key=lambda v: abs(math.log(v / target)))
+
+
+def _describe(b: Bucket) -> str:
+  return ", ".join(f"{k}={v}" for k, v in b.values.items())
+
+
+def _settings_text(s: dict, n_buckets: int) -> str:
+  lrs = learning_rates(s)
+  return (f"{n_buckets} buckets × {len(s['sigma'])} σ × {len(lrs)} lr = "
+          f"{n_buckets * len(s['sigma']) * len(lrs)} configurations, {s['seeds']} seeds each; "
+          f"flow time τ = lr·steps = {s['tau']:g} for every lr ({min(lrs):.3g} … {max(lrs):.3g}), "
+          f"σ (embedding std) {min(s['sigma']):g} … {max(s['sigma']):g}; "
+          f"base: {json.dumps(s['base'])}; {s['precision']}")
+
+
+def _stack(curves: list) -> dict:
+  if not curves:
+    return {}
+  length = max(len(c["tau"]) for c in curves)
+  out = {}
+  for name in curves[0]:
+    arr = np.full((len(curves), length), np.nan, np.float32)
+    for i, c in enumerate(curves):
+      arr[i, :len(c[name])] = c[name]
+    out[name] = arr
+  return out
+
+
+CSV_NOTE = "pandas.read_csv(DIR/atlas.csv): one row per configuration × seed"
+
+
+def write_table(path: Path, rows: list) -> None:
+  """atlas.csv (NaN written as empty cells, booleans as true/false)."""
+  buf = io.StringIO()
+  if rows:
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+      writer.writerow({k: ("" if isinstance(v, float) and not math.isfinite(v) else
+                           str(v).lower() if isinstance(v, bool) else v) for k, v in r.items()})
+  atomic.write_text(path, buf.getvalue())
+
+
+def read_table(path) -> list:
+  """atlas.csv back as a list of dicts of Python values (the inverse of :func:`write_table`)."""
+  def value(text):
+    if text == "":
+      return math.nan
+    if text in ("true", "false"):
+      return text == "true"
+    for kind in (int, float):
+      try:
+        return kind(text)
+      except ValueError:
+        pass
+    return text
+  with open(path, newline="", encoding="utf-8") as f:
+    return [{k: value(v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+def write_curves(out: Path, curves: dict) -> None:
+  """curves.npz (``[row, time]`` float32, row = atlas.csv's row) and curves.json (axis names)."""
+  from analysis import npz
+  atomic.write(out / "curves.npz", lambda tmp: npz.write(tmp, curves))
+  atomic.write_json(out / "curves.json", {
+      "axes": {name: ["row", "time"] for name in curves},
+      "row": "the row of atlas.csv (same order)",
+      "time": "recorded index; tau holds the flow time lr·step of each; NaN after the row's end"})

@@ -1,0 +1,131 @@
+"""The theory-validity atlas: its rows are `attndyn run`'s numbers, it resumes, bad --set is one line.
+
+Budget: these tests together ≤ 20 s on a loaded 2-core box (one tiny bucket: 4 compiles).
+"""
+import json
+import math
+
+import numpy as np
+import pytest
+
+import analysis
+from analysis import atlas as measures
+from attndyn import atlas, cli, pipeline
+from attndyn.reproduce import engine
+from tasks.errors import ConfigError
+
+# One Attn-TC bucket on a tiny task: 2 σ × 2 lr × 2 seeds = 8 runs in one compiled program.
+# lr = tau / n for n in run_lengths: the lr-1.0 runs are read at step 5 of their 10 (flow time 5),
+# the lr-0.5 runs at their last step.
+TINY = ["classifiers=[\"tc\"]", "axes={}", "crosses=[]", "seeds=2", "sigma=[0.001, 0.1]", "tau=5.0",
+        "steps=10", "record_every=5", "run_lengths=[10, 5]", "precision=\"float64\"",
+        "base={n_nontopic=3, vocab_size=20, n_topics=2, words_per_topic=2, embed_dim=4, "
+        "n_train=16, n_test=8, normaliser=\"softmax\", train_query=false}"]
+
+
+@pytest.fixture(scope="module")
+def tiny_atlas(tmp_path_factory):
+  out = tmp_path_factory.mktemp("atlas")
+  return out, atlas.run_atlas(out, items=TINY, progress=False, findings=False)
+
+
+def _single_run(s, sigma, lr, n):
+  """The `attndyn run` config of one atlas configuration: its σ, lr and steps = tau / lr."""
+  raw = atlas.run_config(s, atlas.buckets(s)[0])
+  raw["model"]["embed_std"] = sigma
+  raw["train"].update({"lr": lr, "steps": n})
+  raw["sweep"] = {"seeds": s["seeds"], "data_seeds": [0]}
+  return engine.validate(raw, "test")
+
+
+def test_rows_equal_attndyn_run_of_the_same_config(tiny_atlas):
+  """The truncated (τ-matched) atlas row of lr = tau/5 equals `attndyn run` for 5 steps.
+
+  Tolerance: float64. GD measures rtol 1e-9: the same programs' operations, only vmapped over
+  8 points instead of 2. The ODE measure rtol 1e-5: the atlas solves its 8 points as one system
+  to t = 10 with one shared adaptive step (rtol 1e-6, the preset's), the run its 2 points to
+  t = 5, so the two solutions agree to the solver's tolerance, not to rounding.
+  """
+  _, result = tiny_atlas
+  s = atlas.settings(items=TINY)
+  lr, n = atlas.learning_rates(s)[1], s["run_lengths"][1]
+  sigma = s["sigma"][1]
+  cfg = _single_run(s, sigma, lr, n)
+  with pipeline.precision_scope(cfg.precision):
+    run = pipeline.run(cfg, progress=False)
+  expected = measures.run_rows(run.points, run.gd, run.odes, run.m, lr=np.full(2, lr),
+                               start_fraction=atlas.SEN_START_FRACTION,
+                               learned_acc=atlas.LEARNED_ACC)
+  got = [r for r in result.rows if r["sigma"] == sigma and r["lr"] == lr]
+  assert [r["seed"] for r in got] == [p["seed"] for p in run.points]
+  assert all(r["tau"] == pytest.approx(s["tau"]) for r in got)
+  for row, want in zip(got, expected):
+    for key in ("test_acc", "final_loss", "mean_topic_score", "sen_error", "sen_error_final",
+                "q_drift", "assumption1_ratio"):
+      np.testing.assert_allclose(row[key], want[key], rtol=1e-9, err_msg=key)
+    np.testing.assert_allclose(row["ode_rel_dev"], want["ode_rel_dev"], rtol=1e-5)
+    assert row["diverged"] == want["diverged"]
+  # and the per-run records of `attndyn run`'s summary.json say the same
+  for row, rec in zip(got, analysis.run_summaries(run.points, run.gd, run.odes, run.m)):
+    np.testing.assert_allclose(row["test_acc"], rec["test_acc"], rtol=1e-9)
+    np.testing.assert_allclose(row["q_drift"], max(w["invariant_drift"] for w in rec["topic_words"]),
+                               rtol=1e-9)
+
+
+def test_table_and_curves_are_written_and_read_back(tiny_atlas):
+  out, result = tiny_atlas
+  back = atlas.read_table(out / "atlas.csv")
+  assert len(back) == len(result.rows) == 2 * 2 * 2
+  for a, b in zip(back, result.rows):
+    for key, value in b.items():
+      if isinstance(value, float) and math.isnan(value):
+        assert math.isnan(a[key])
+      elif isinstance(value, float):
+        assert a[key] == pytest.approx(value, rel=1e-12)
+      else:
+        assert a[key] == value
+  axes = json.loads((out / "curves.json").read_text())["axes"]
+  with np.load(out / "curves.npz") as z:
+    for name, names in axes.items():
+      assert z[name].ndim == len(names) and z[name].shape[0] == len(back)
+
+
+def test_resume_gives_the_same_table(tiny_atlas):
+  out, result = tiny_atlas
+  again = atlas.run_atlas(out, items=TINY, progress=False, findings=False, resume=True)
+  assert again.rows == result.rows or all(
+      (a == b) or (isinstance(a, float) and math.isnan(a) and math.isnan(b))
+      for ra, rb in zip(again.rows, result.rows) for a, b in zip(ra.values(), rb.values()))
+
+
+@pytest.mark.parametrize("item, names", [
+    ("tau=-1", "tau"), ("colour=3", "colour"), ("axes={m=[2]}", "axes.m"),
+    ("run_lengths=[7]", "run_lengths"), ("classifiers=[\"cnn\"]", "classifiers"),
+    ("sigma=[0]", "sigma"), ("tau", "tau")])
+def test_bad_set_is_one_line(item, names, tmp_path, capsys):
+  with pytest.raises(ConfigError, match=names.split(".")[0]):
+    atlas.settings(items=[item])
+  code = cli.main(["atlas", "--out", str(tmp_path / "a"), "--set", item, "--no-progress"])
+  err = capsys.readouterr().err
+  assert code == 2 and err.count("\n") == 1 and err.startswith("attndyn: error:")
+
+
+def test_theory_flags_name_the_broken_assumption():
+  tol = dict(atlas.TOLERANCES)
+  ok = {"sen_error": 0.001, "q_drift": 0.001, "assumption1_ratio": 0.001, "ode_rel_dev": None}
+  assert measures.theory_flags(ok, tol) == []
+  bad = {**ok, "assumption1_ratio": 0.24}
+  (flag,) = measures.theory_flags(bad, tol)
+  assert flag[0].startswith("Assumption 1") and flag[2] == 0.24 and flag[3] == tol["assumption1_ratio"]
+
+
+def test_fit_recovers_a_power_law():
+  rng = np.random.default_rng(0)
+  rows = [{"sigma": s, "lr": l, "n_nontopic": m, "vocab_size": 100, "y": 0.3 * s**0.5 * l**-1 * m}
+          for s in (1e-3, 1e-2, 1e-1) for l in (0.1, 0.5, 1.0) for m in (2, 20)]
+  for r in rows:
+    r["y"] *= math.exp(rng.normal(0, 1e-3))
+  fit = measures.fit_scaling(rows, "y", ("sigma", "lr", "n_nontopic"))
+  assert fit.exponents["sigma"] == pytest.approx(0.5, abs=0.01)
+  assert fit.exponents["lr"] == pytest.approx(-1.0, abs=0.01)
+  assert fit.r2 > 0.999
