@@ -1,4 +1,4 @@
-"""Shared test setup: float64, a deterministic hypothesis profile, a PRNG key fixture,
+"""Shared test setup: float64, the hypothesis profiles ("ci", "deep"), a PRNG key fixture,
 and one tiny task and sweep compiled once per session."""
 from typing import Any, Callable, NamedTuple
 
@@ -14,14 +14,22 @@ import tasks
 
 jax.config.update("jax_enable_x64", True)
 
-# Small, derandomized and without deadlines: JAX compiles on first use, so
-# example timings vary wildly; 2 shared cores in CI. No shrinking: each shrink step
-# recompiles, and a failing example is reported as found (print_blob reproduces it).
-settings.register_profile(
-    "ci", deadline=None, max_examples=10, derandomize=True, print_blob=True,
-    phases=[Phase.explicit, Phase.reuse, Phase.generate],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-settings.load_profile("ci")
+CI_EXAMPLES = 25
+
+# Two profiles. "ci" (the default): enough random examples to find a counterexample that
+# is not rare, within CI's budget (2 shared cores, a 15-minute limit for the whole suite).
+# Not derandomized: each run draws new examples, so the suite explores over time instead of
+# replaying one fixed set; a failure prints its seed (print_blob) and is replayed from the
+# local database. No deadline: JAX compiles on first use, so example timings vary wildly.
+# No shrinking in "ci": each shrink step recompiles, and a failing example is reported as
+# found. "deep" (`pytest --hypothesis-profile=deep`): ten times the examples, with shrinking.
+# A test that sets its own max_examples says why next to it.
+_COMMON = dict(deadline=None, print_blob=True,
+               suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+settings.register_profile("ci", max_examples=CI_EXAMPLES, derandomize=False,
+                          phases=[Phase.explicit, Phase.reuse, Phase.generate], **_COMMON)
+settings.register_profile("deep", max_examples=10 * CI_EXAMPLES, derandomize=False, **_COMMON)
+settings.load_profile("ci")      # pytest's --hypothesis-profile option, if given, loads after this
 
 
 @pytest.fixture
