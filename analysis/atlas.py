@@ -493,3 +493,20 @@ def markdown(rows, found, *, tolerances, base, paper_point, settings_text, secon
             "- `runs/bucket-NNNN/`: each bucket as an `attndyn run` directory (checkpoints, "
             "config.toml, summary.json, trajectories.npz)."]
   return "\n".join(lines) + "\n"
+
+
+def summary_flags(agg: Mapping, tolerances: Mapping[str, float]) -> list:
+  """:func:`theory_flags` of a whole ``attndyn run`` from its aggregate (summary.json): the
+  worst run's measures (max over runs), so one run outside the region flags the table.
+
+  ``sen_error`` here is at the last step (``max_sen_rel_error``), not the atlas's windowed one;
+  ``ode_rel_dev`` is the largest ``max |s_GD − s_ODE|`` of the reduced ODE over the mean final
+  topic score.
+  """
+  worst = lambda key: (agg.get(key) or {}).get("max")
+  dev = (agg.get("ode_max_abs_score_dev") or {}).get("reduced") or {}
+  top = (agg.get("mean_final_topic_score") or {}).get("mean")
+  numbers = {"sen_error": worst("max_sen_rel_error"), "q_drift": worst("max_invariant_drift"),
+             "assumption1_ratio": worst("nontopic_to_topic_norm_ratio"),
+             "ode_rel_dev": dev["max"] / top if dev.get("max") is not None and top else None}
+  return theory_flags(numbers, tolerances)

@@ -69,7 +69,22 @@ def table(rows: Sequence[Tuple[str, Mapping]]) -> str:
   widths = [max(len(r[i]) for r in [head] + body) for i in range(len(head))]
   lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                      for i, (c, w) in enumerate(zip(r, widths))) for r in [head] + body]
-  return "\n".join(lines) + "\n" + _NOTES
+  return "\n".join(lines) + "\n" + _NOTES + "".join("\n" + f for f in theory_lines(rows))
+
+
+def theory_lines(rows: Sequence[Tuple[str, Mapping]]) -> list:
+  """One line per model whose runs leave the region where Lu et al.'s theory holds (the
+  atlas's tolerances, :data:`attndyn.atlas.TOLERANCES`), naming the broken assumption."""
+  from analysis.atlas import summary_flags
+  from attndyn.atlas import TOLERANCES
+  out = []
+  for name, agg in rows:
+    flags = summary_flags(agg, TOLERANCES)
+    if flags:
+      out.append(f"outside the theory ({name}): " + "; ".join(
+          f"{assumption} broken, {measure} = {value:.3g} > {bound:g}"
+          for assumption, measure, value, bound in flags) + " (see `attndyn atlas`)")
+  return out
 
 
 def _point_text(point: Mapping) -> str:
