@@ -13,6 +13,7 @@ cross a threshold: ``lag = t_attention − t_probe`` (> 0: the probe came first)
 import math
 from typing import Tuple
 
+import jax.numpy as jnp
 import numpy as np
 
 from tasks.errors import check
@@ -48,3 +49,38 @@ def rate_text(flags) -> str:
   k, n = int(flags.sum()), int(flags.size)
   lo, hi = wilson_interval(k, n)
   return f"{k}/{n} = {k / n:.2f} (Wilson 95% [{lo:.2f}, {hi:.2f}])"
+
+
+def authors_metrics(out, beta, batch) -> dict:
+  """The authors' evaluation (``seq2seq.py`` ``eval_acc``) on one teacher-forced batch, and the probe's.
+
+  Every target position counts, EOS included (no padding in the authors' copying data).
+
+  * ``token_acc``: argmax output = target (their ``acc``).
+  * ``attn_acc``: the argmax of the attention is position t (their ``attn_acc``; with
+    K heads, the best head).
+  * ``attn_word_acc``: the source word under the argmax attention is the correct output
+    (= ``attn_acc`` when a sentence's words are distinct).
+  * ``beta_acc``: the source word under ``argmax_l β_{t,l}`` is the correct output.
+  * ``beta_correct`` / ``beta_other``: mean β over positions holding / not holding it.
+
+  Args:
+    out: the model's output (``logits [n, T, V]``, ``attention [n, K, T, L]``).
+    beta: ``[n, T, L]`` the lexical probe.
+    batch: the pairs (``tokens [n, L]``, ``labels [n, T]``).
+  """
+  x, y = batch.tokens, batch.labels
+  same = x[:, None, :] == y[:, :, None]                                     # [n,T,L]
+  arg = jnp.argmax(out.attention, -1)                                       # [n,K,T]
+  t = jnp.arange(y.shape[1])
+  hit = jnp.take_along_axis(same[:, None], arg[..., None], -1)[..., 0]      # [n,K,T]
+  bhit = jnp.take_along_axis(same, jnp.argmax(beta, -1)[..., None], -1)[..., 0]
+  sf = same.astype(beta.dtype)
+  return {
+      "token_acc": jnp.mean(jnp.argmax(out.logits, -1) == y),
+      "attn_acc": jnp.mean((arg == t).max(1)),
+      "attn_word_acc": jnp.mean(hit.max(1)),
+      "beta_acc": jnp.mean(bhit),
+      "beta_correct": jnp.mean((beta * sf).sum(-1) / jnp.maximum(sf.sum(-1), 1)),
+      "beta_other": jnp.mean((beta * (1 - sf)).sum(-1) / jnp.maximum((1 - sf).sum(-1), 1)),
+  }

@@ -11,7 +11,16 @@ Three training distributions over length-``length`` sequences of tokens ``1..n_t
   (e.g. 40 of 60): in between.
 
 As in the authors' code the output word is the input token's own id (the
-target is ``x``, not a separate ``x′``). Id 0 is padding / begin-of-sentence.
+target is ``x``, not a separate ``x′``). Two encodings of a sentence:
+
+* ``authors`` (Sea-Snell/AttentionDynamics ``SequenceCopying/seq2seq.py``): words
+  are ids ``0..n_tokens-1``, EOS = ``n_tokens`` is appended to every source and
+  SOS = ``n_tokens + 1`` starts the target, ``n_tokens + 2`` ids in all. The
+  source is ``[x; EOS]`` (``length + 1`` positions, all attended) and the labels
+  are ``[x; EOS]`` (the decoder reads ``[SOS; x]``), so loss and accuracy include
+  the EOS position.
+* ``ours`` (the earlier variant, "ours: no EOS, Glorot"): words ``1..n_tokens``,
+  id 0 is padding and begin-of-sentence, ``n_tokens + 1`` ids, source = labels = ``x``.
 """
 import dataclasses
 
@@ -22,6 +31,7 @@ from tasks.batch import Batch
 from tasks.errors import check
 
 DISTRIBUTIONS = ("permutation", "iid", "subset")
+ENCODINGS = ("authors", "ours")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,15 +39,19 @@ class CopyingConfig:
   """Attributes:
     distribution: ``permutation``, ``iid`` or ``subset``.
     n_tokens: number of distinct words (vocabulary without id 0). Paper: 40 (60 for subset).
-    length: sequence length. Paper: 40.
+    length: sequence length (without EOS). Paper: 40.
+    encoding: ``authors`` (EOS and SOS ids, words from 0) or ``ours`` (no EOS, words from 1).
   """
   distribution: str = "permutation"
   n_tokens: int = 40
   length: int = 40
+  encoding: str = "ours"
 
   def __post_init__(self):
     check(self.distribution in DISTRIBUTIONS, "task.distribution", self.distribution,
           f"one of {', '.join(DISTRIBUTIONS)}")
+    check(self.encoding in ENCODINGS, "task.encoding", self.encoding,
+          f"one of {', '.join(ENCODINGS)}")
     for name in ("n_tokens", "length"):
       v = getattr(self, name)
       check(isinstance(v, int) and not isinstance(v, bool) and v >= 1, f"task.{name}", v,
@@ -51,12 +65,24 @@ class CopyingConfig:
 
   @property
   def vocab(self) -> int:
-    """Vocabulary size including id 0."""
-    return self.n_tokens + 1
+    """Number of ids: words + EOS + SOS (``authors``) or words + id 0 (``ours``)."""
+    return self.n_tokens + (2 if self.encoding == "authors" else 1)
+
+  @property
+  def eos(self) -> int:
+    """The end-of-sequence id (``authors``)."""
+    return self.n_tokens
+
+  @property
+  def sos(self) -> int:
+    """The id the decoder reads first: SOS = ``n_tokens + 1`` (``authors``) or 0 (``ours``)."""
+    return self.n_tokens + 1 if self.encoding == "authors" else 0
 
 
 def sample_copying(key: jax.Array, cfg: CopyingConfig, n: int) -> Batch:
-  """``n`` copying pairs: ``tokens = labels`` ``[n, length]`` int32, mask all True.
+  """``n`` copying pairs: ``tokens = labels`` int32, mask all True.
+
+  ``[n, length + 1]`` (``[x; EOS]``) with the ``authors`` encoding, ``[n, length]`` with ``ours``.
 
   Args:
     key: PRNG key (the batch is a pure function of it).
@@ -71,6 +97,8 @@ def sample_copying(key: jax.Array, cfg: CopyingConfig, n: int) -> Batch:
     words = jnp.arange(1, cfg.n_tokens + 1)
     x = jax.vmap(lambda k: jax.random.permutation(k, words)[:cfg.length])(keys)
   x = x.astype(jnp.int32)
+  if cfg.encoding == "authors":   # words 0..n-1, then EOS
+    x = jnp.concatenate([x - 1, jnp.full((n, 1), cfg.eos, jnp.int32)], axis=1)
   return Batch(tokens=x, mask=jnp.ones(x.shape, bool), labels=x)
 
 

@@ -69,3 +69,47 @@ def test_stage_lag():
   lag = copying_stats.stage_lag(probe, attn, t)
   assert lag[0] == 20.0 and np.isnan(lag[1])
   assert "3/4" in copying_stats.rate_text([1, 1, 0, 1])
+
+
+def test_authors_encoding_appends_eos_and_counts_42_ids(key):
+  cfg = CopyingConfig("permutation", 40, 40, "authors")
+  assert (cfg.vocab, cfg.eos, cfg.sos) == (42, 40, 41)
+  b = sample_copying(key, cfg, 3)
+  x = np.asarray(b.tokens)
+  assert x.shape == (3, 41) and np.array_equal(x, np.asarray(b.labels))
+  assert (x[:, -1] == 40).all()                                        # EOS last, attended
+  assert np.array_equal(np.sort(x[:, :-1], 1), np.tile(np.arange(40), (3, 1)))   # words 0..39
+  from models.seq2seq_snell import decoder_inputs
+  d = np.asarray(decoder_inputs(b.labels, cfg.sos))
+  assert (d[:, 0] == 41).all() and np.array_equal(d[:, 1:], x[:, :-1])  # [SOS; x]
+  iid = np.asarray(sample_copying(key, CopyingConfig("iid", 5, 30, "authors"), 4).tokens)
+  assert iid[:, :-1].min() == 0 and iid[:, :-1].max() == 4 and (iid[:, -1] == 5).all()
+  with pytest.raises(ConfigError, match="task.encoding"):
+    CopyingConfig(encoding="eos")
+
+
+def test_authors_train_updates_and_records_as_make_train(key):
+  """The authors' loop: Adam as dynamics.make_train, and record i sees the parameters after
+  update ``every·i + 1`` with a fresh evaluation key ``fold_in(k_eval, every·i)``."""
+  import jax.numpy as jnp
+  import optax
+
+  import dynamics
+  from attndyn.reproduce.snell.common import authors_train
+  from tasks.batch import Batch
+
+  batch = Batch(tokens=jnp.arange(6.0).reshape(3, 2), mask=jnp.ones((3, 2), bool),
+                labels=jnp.array([1.0, -2.0, 0.5]))
+  loss = lambda p, b: (jnp.mean((b.tokens @ p["w"] + p["c"] - b.labels) ** 2), None)
+  p0 = {"w": jnp.array([0.3, -0.1]), "c": jnp.array(0.2)}
+  train = authors_train(loss, lambda k: batch, lambda p, k: (p, jax.random.uniform(k)),
+                        optax.adam(0.1), steps=20, every=10)
+  (params, u) = jax.jit(train)(p0, key)
+  ref = dynamics.make_train(loss, batch, lambda p, q: jnp.zeros(()),
+                            dynamics.TrainConfig(optimizer="adam", lr=0.1, steps=11, record_every=1),
+                            {"w": True, "c": True}, record_params=True)(p0, key)
+  for i, updates in enumerate((1, 11)):
+    for name in p0:
+      np.testing.assert_allclose(params[name][i], ref.params[name][updates], rtol=1e-12)
+  k_eval = jax.random.split(key)[1]
+  np.testing.assert_array_equal(u, [jax.random.uniform(jax.random.fold_in(k_eval, s)) for s in (0, 10)])

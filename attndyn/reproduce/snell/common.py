@@ -1,18 +1,32 @@
-"""The copying sweep shared by the Snell et al. experiments: every seed one point of one vmapped call.
+"""The copying sweeps shared by the Snell et al. experiments: every seed one point of one vmapped call.
 
-A point is ``{"seed": s, "head_seeds": [K]}``: seed s draws the training data
+Two models (``docs/snell-copying.md`` lists how they differ):
+
+* ``authors`` (:func:`authors_sweep`): the authors' model (:mod:`models.seq2seq_snell`),
+  data encoding (EOS/SOS) and evaluation (:func:`authors_train`), checkpointed per
+  chunk of seeds with the engine's :class:`attndyn.checkpoint.Checkpoints`.
+* ``ours`` (:func:`copy_sweep`): the earlier variant "ours: no EOS, Glorot"
+  (:mod:`models.seq2seq`, ``dynamics.make_train``, a fixed evaluation batch).
+
+For ``ours`` a point is ``{"seed": s, "head_seeds": [K]}``: seed s draws the training data
 (a fresh batch every step), the minibatch order and every parameter but the
 attention heads; head k's ``W_a`` is the head a single-head model of seed
 ``head_seeds[k]`` starts with (so single-head seed s is ``head_seeds = [s]``).
 """
-from typing import Dict, Optional
+from pathlib import Path
+from typing import Callable, Dict, Optional
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 
 import dynamics
+from analysis import copying_stats as cs
 from analysis import ktiw
-from models import seq2seq
+from attndyn import checkpoint, lock
+from dynamics.optimizers import base_optimizer
+from models import seq2seq, seq2seq_snell
 from tasks.copying import CopyingConfig, copying_dataset, sample_copying
 
 EVAL_KEY = 10 ** 6
@@ -25,8 +39,8 @@ def merge_preset(settings: dict, presets: Dict[str, dict]) -> dict:
   return {**settings, **presets[settings["preset"]]}
 
 
-def task_config(dist: dict) -> CopyingConfig:
-  return CopyingConfig(dist["distribution"], dist["n_tokens"], dist["length"])
+def task_config(dist: dict, encoding: str = "ours") -> CopyingConfig:
+  return CopyingConfig(dist["distribution"], dist["n_tokens"], dist["length"], encoding)
 
 
 def model_config(task: CopyingConfig, s: dict, heads: int = 1, attention: str = "general"):
@@ -73,3 +87,128 @@ def copy_sweep(task: CopyingConfig, s: dict, seeds: np.ndarray,
 def success(obs: dict, s: dict) -> np.ndarray:
   """``[P]`` bool: the run learned to copy (final ``s["success_metric"]`` ≥ ``s["success_at"]``)."""
   return obs[s["success_metric"]][:, -1] >= s["success_at"]
+
+
+def authors_train(loss_fn: Callable, sample: Callable, evaluate: Callable,
+                  opt: optax.GradientTransformation, steps: int, every: int):
+  """The authors' training loop (``seq2seq.py`` ``train_loop``): ``train(params0, key) -> records``.
+
+  ``for step in range(steps)``: one optimiser update on the fresh batch
+  ``sample(fold_in(k_data, step))``; then, if ``step % every == 0``,
+  ``evaluate(params, fold_in(k_eval, step))`` (a fresh evaluation batch). Records
+  ``[steps // every]`` belong to steps ``0, every, ...`` and see the parameters
+  after ``step + 1`` updates (the last, step ``steps − every``, is followed by
+  ``every − 1`` unrecorded updates, as in the authors' loop).
+
+  A second loop beside ``dynamics.make_train`` because that one records before the
+  first update and every ``record_every`` updates after it, and its ``record`` sees
+  neither the step nor a key (so no fresh evaluation batch); its update is the same,
+  pinned by ``tests/test_copying.py::test_authors_train_updates_and_records_as_make_train``.
+
+  Args:
+    loss_fn: ``loss_fn(params, batch) -> (loss, aux)``.
+    sample: ``sample(key) -> Batch``, one training batch.
+    evaluate: ``evaluate(params, key) -> pytree`` of observables.
+    opt: the optimiser (the authors': ``torch.optim.Adam`` defaults, ``optax.adam(1e-3)``).
+    steps: updates in all, a multiple of ``every``.
+    every: evaluate after the update of every ``every``-th step.
+  """
+  grad = jax.grad(lambda p, b: loss_fn(p, b)[0])
+
+  def train(params0, key):
+    k_data, k_eval = jax.random.split(key)
+
+    def update(carry, step):
+      params, state = carry
+      g = grad(params, sample(jax.random.fold_in(k_data, step)))
+      updates, state = opt.update(g, state, params)
+      return (optax.apply_updates(params, updates), state), None
+
+    def block(carry, first):
+      carry, _ = update(carry, first)
+      rec = evaluate(carry[0], jax.random.fold_in(k_eval, first))
+      carry, _ = jax.lax.scan(update, carry, first + 1 + jnp.arange(every - 1))
+      return carry, rec
+
+    _, recs = jax.lax.scan(block, (params0, opt.init(params0)), jnp.arange(0, steps, every))
+    return recs
+
+  return train
+
+
+def authors_model(task: CopyingConfig, s: dict) -> seq2seq_snell.SnellSeq2SeqConfig:
+  return seq2seq_snell.SnellSeq2SeqConfig(task.vocab, task.sos, hidden=s["hidden"])
+
+
+def authors_point(task: CopyingConfig, s: dict):
+  """``one(seed) -> {metric: [R]}``: one seed of the authors' setting (init, data, evaluation)."""
+  cfg = authors_model(task, s)
+
+  def evaluate(params, key):
+    ev = sample_copying(key, task, s["eval_size"])
+    out = seq2seq_snell.apply(params, ev, cfg)
+    m = cs.authors_metrics(out, seq2seq_snell.probe(params, out, ev.labels), ev)
+    m["loss"] = seq2seq_snell.nll(out.logits, ev.labels)
+    return m
+
+  train = authors_train(seq2seq_snell.make_loss(cfg), lambda k: sample_copying(k, task, s["batch"]),
+                        evaluate, base_optimizer("adam", s["lr"]), s["steps"], s["record_every"])
+
+  def one(seed):
+    k_init, k_run = jax.random.split(jax.random.PRNGKey(seed))
+    return train(seq2seq_snell.init(k_init, cfg), k_run)
+
+  return one
+
+
+def _store(out: Path, config: dict, chunk: Optional[int], resume: bool, log):
+  """The engine's checkpoints for a sweep that is not an ``attndyn run`` config.
+
+  ``engine._store`` takes a :class:`attndyn.config.RunConfig` (the Lu model on the
+  topic task), which cannot describe this model; this is its logic for a plain dict.
+  """
+  manifest = out / checkpoint.DIRNAME / checkpoint.MANIFEST
+  if resume and manifest.is_file():
+    store = checkpoint.Checkpoints.resume(out)
+    try:
+      store.check(config, 1)
+      return store
+    except Exception as err:  # noqa: BLE001 - ConfigError: another config; start afresh
+      log(f"{out.name}: not resuming its checkpoints ({err}); starting afresh")
+  return checkpoint.Checkpoints.create(out, config, chunk, every=1)
+
+
+def authors_sweep(task: CopyingConfig, s: dict, seeds: np.ndarray, *, out: Optional[Path] = None,
+                  resume: bool = False, log=print) -> dict:
+  """The authors' setting for every seed; returns ``{metric: [P, R]}`` and ``"t": [R]`` (NumPy).
+
+  With ``out``, each finished chunk of ``s["chunk"]`` seeds is written to
+  ``out/checkpoints`` (:class:`attndyn.checkpoint.Checkpoints`); with ``resume``
+  the chunks already there (same settings) are read back, not run again.
+  """
+  seeds = np.asarray(seeds, np.uint32)
+  one = authors_point(task, s)
+  t = np.arange(0, s["steps"], s["record_every"], dtype=float)
+  if out is None:
+    obs = dynamics.run_sweep(one, seeds, chunk_size=s.get("chunk"))
+  else:
+    config = {"task": {"distribution": task.distribution, "n_tokens": task.n_tokens,
+                       "length": task.length, "encoding": task.encoding},
+              "settings": {k: s[k] for k in ("hidden", "steps", "batch", "lr", "record_every",
+                                             "eval_size")},
+              "seeds": seeds.tolist()}
+    with lock.hold(out):
+      store = _store(out, config, s.get("chunk"), resume, log)
+      bounds = dynamics.chunk_bounds(len(seeds), store.chunk_size, len(jax.devices()))
+      done = store.completed("gd", bounds, lambda: jax.eval_shape(jax.vmap(one), seeds[:1]))
+      if done:
+        log(f"{out.name}: {bounds[len(done) - 1][1]} of {len(seeds)} seeds from its checkpoints")
+      save = store.saver("gd", bounds)
+      try:
+        obs = dynamics.run_sweep(one, seeds, chunk_size=store.chunk_size, on_chunk=lambda d, n, o:
+                                 (save(d, o), log(f"{out.name}: {d}/{n} seeds")), done=done)
+      finally:
+        save.flush()
+  obs = {k: np.asarray(v, float) for k, v in obs.items()}
+  obs["t"] = t
+  return obs

@@ -48,7 +48,8 @@ SAME = ("n_tokens", "hidden", "steps", "batch", "lr", "record_every", "eval_size
 
 def _single(ctx, s, task, seeds):
   cached = ctx.cache.get("snell.copying")
-  if cached and all(cached["settings"].get(k) == s[k] for k in SAME) \
+  if cached and cached["settings"].get("model") == "ours" \
+      and all(cached["settings"].get(k) == s[k] for k in SAME) \
       and cached["settings"]["seeds"] >= len(seeds) and "permutation" in cached["runs"]:
     ctx.log(f"{NAME}: reusing the single-head permutation runs of copying")
     return {k: (v[:len(seeds)] if k != "t" else v) for k, v in cached["runs"]["permutation"].items()}
