@@ -15,6 +15,7 @@ chunk another run wrote into the same directory is refused by name.
 """
 import hashlib
 import json
+import sys
 import zipfile
 from pathlib import Path
 from typing import Callable, Optional
@@ -140,6 +141,7 @@ class Checkpoints:
   def __init__(self, root: Path, manifest: dict, *, every: int, writer: bool = True):
     self.root, self.manifest, self.every, self.writer = Path(root), manifest, every, writer
     self.loaded, self.computed = {}, {}
+    self.write_errors = {}   # stage -> indices of chunks whose checkpoint write failed
 
   @property
   def run_id(self) -> str:
@@ -352,7 +354,20 @@ class Saver:
       self.flush()
 
   def flush(self) -> None:
-    """Write every buffered chunk."""
+    """Write every buffered chunk.
+
+    A chunk that cannot be written (a full disk, a read-only mount, ...) is
+    named in a warning and the stage goes on: its results are in memory and
+    reach the final files; only a kill before then would cost that chunk. The
+    stage's computed results are never dropped because a side write failed.
+    """
     while self.pending:
       index, out = self.pending.pop(0)
-      self.store.write(self.stage, index, self.bounds[index], out)
+      try:
+        self.store.write(self.stage, index, self.bounds[index], out)
+      except OSError as err:
+        message = f"{err.strerror or err}"
+        self.store.write_errors.setdefault(self.stage, []).append(index)
+        print(f"attndyn: warning: checkpoint {self.stage} chunk {index} could not be written "
+              f"({message}); the run goes on and its results reach the final files, but a "
+              f"kill before then loses this chunk.", file=sys.stderr, flush=True)

@@ -6,7 +6,8 @@ before anything is computed; so does a failure of the environment (a full
 disk, permissions, a read-only mount: the line names the file and what was
 kept) and an output directory another attndyn command holds (its lock,
 :mod:`attndyn.lock`, names the holder). Ctrl-C is one line saying how to
-resume, exit code 130. A failure after gradient descent finished still writes
+resume, exit code 130; SIGTERM (a scheduler's, or `kill`) the same with exit
+code 143. A failure after gradient descent finished still writes
 what was computed (exit code 1); any other exception is a bug: one line
 ``attndyn: internal error: ...`` naming the file that holds its traceback,
 exit code 1. No input or environment prints a traceback.
@@ -15,7 +16,9 @@ import argparse
 import contextlib
 import importlib
 import os
+import signal
 import sys
+import threading
 import tomllib
 
 from tasks.errors import ConfigError
@@ -410,6 +413,13 @@ def _resume_hint(args) -> str:
   return ""
 
 
+def _install(signum, handler):
+  """Set a signal handler where Python allows it (the main thread); returns the previous one."""
+  if threading.current_thread() is not threading.main_thread():
+    return None
+  return signal.signal(signum, handler)
+
+
 def main(argv=None) -> int:
   """Entry point of the ``attndyn`` console script; returns the exit code."""
   argv = sys.argv[1:] if argv is None else list(argv)
@@ -421,14 +431,22 @@ def main(argv=None) -> int:
   args.argv = argv
   commands = {"run": _run, "report": _report, "presets": _presets, "bench": _bench,
               "reproduce": _reproduce, "explain": _explain, "atlas": _atlas}
+  terminated = []
+
+  def on_sigterm(signum, frame):  # a scheduler's or `kill`'s SIGTERM stops like Ctrl-C
+    terminated.append(signum)
+    raise KeyboardInterrupt
+
+  previous = _install(signal.SIGTERM, on_sigterm)
   try:
     return commands[args.command](args)
   except (ConfigError, FileNotFoundError, tomllib.TOMLDecodeError) as err:
     print(f"attndyn: error: {err}", file=sys.stderr)
     return 2
   except KeyboardInterrupt:
-    print("attndyn: interrupted" + _resume_hint(args), file=sys.stderr)
-    return 130
+    what = "terminated (SIGTERM)" if terminated else "interrupted"
+    print(f"attndyn: {what}" + _resume_hint(args), file=sys.stderr)
+    return 128 + signal.SIGTERM if terminated else 130
   except OSError as err:  # the environment (a full disk, permissions, a read-only mount)
     print(f"attndyn: error: {_os_error(err)}{_kept(args)}", file=sys.stderr)
     return 2
@@ -451,6 +469,9 @@ def main(argv=None) -> int:
     print(f"attndyn: internal error: {type(err).__name__}: {message}; traceback in "
           f"{_write_traceback(args)}", file=sys.stderr)
     return 1
+  finally:
+    if previous is not None:
+      signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

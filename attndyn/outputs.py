@@ -245,12 +245,46 @@ def write_all(out: Path, result: RunResult, *, command=None, checkpoints=None) -
   run = run_id(result, checkpoints)
   if not is_writer():
     return summary(result, files={}, run=run)
-  write_config(out, result.config)
-  write_npz(out, result, run=run)
+  try:
+    write_config(out, result.config)
+    write_npz(out, result, run=run)
+  except OSError as err:
+    raise _rescued(err, result, run) from None
   written, failed = write_figures(out, result)
   files = {"config": CONFIG, "trajectories": TRAJECTORIES, "run_info": RUN_INFO,
            "figures": written, "figure_errors": failed}
   doc = summary(result, files=files, run=run)
-  write_summary(out, doc)
+  try:
+    write_summary(out, doc)
+  except OSError as err:
+    raise _rescued(err, result, run) from None
   atomic.write_json(out / RUN_INFO, run_info(result, command=command, checkpoints=checkpoints))
   return doc
+
+
+RESCUE_PREFIX = "attndyn-rescue-"
+
+
+def _rescued(err: OSError, result: RunResult, run: str) -> Exception:
+  """Save a finished run's results where there is room, when ``--out`` cannot take them.
+
+  Writes ``config.toml``, ``trajectories.npz`` and ``summary.json`` (figures
+  left out) into ``$TMPDIR/attndyn-rescue-RUNID/`` and returns the one-line
+  error naming it; when that fails too, returns ``err`` itself (the CLI then
+  names the checkpoints that are kept, if any).
+  """
+  import tempfile
+  rescue = Path(tempfile.gettempdir()) / f"{RESCUE_PREFIX}{run}"
+  try:
+    rescue.mkdir(parents=True, exist_ok=True)
+    write_config(rescue, result.config)
+    write_npz(rescue, result, run=run)
+    files = {"config": CONFIG, "trajectories": TRAJECTORIES, "figures": [], "figure_errors": {}}
+    write_summary(rescue, summary(result, files=files, run=run))
+  except OSError:
+    return err
+  reason = f"{err.strerror or err}"
+  where = f"{err.filename!r}: " if isinstance(err.filename, str) else ""
+  return ConfigError(f"{where}{reason}; the finished results were saved instead to "
+                     f"{str(rescue)!r} (config.toml, trajectories.npz, summary.json; `attndyn "
+                     f"report {rescue}` reads them): make room, then copy them into --out.")

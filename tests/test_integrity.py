@@ -260,6 +260,23 @@ def test_ctrl_c_without_checkpoints_says_there_is_nothing_to_resume(tmp_path, ca
       _one_line(capsys)
 
 
+def test_sigterm_stops_like_ctrl_c_with_exit_143_and_restores_the_handler(tmp_path, capsys):
+  import signal
+  import time
+
+  def terminated(*args, **kwargs):  # a scheduler's SIGTERM arrives mid-stage
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)
+    raise AssertionError("SIGTERM did not stop the run")
+
+  before = signal.getsignal(signal.SIGTERM)
+  with mock.patch.object(pipeline, "_stage", terminated):
+    code = cli.main(TINY_GD + ["--checkpoint-every", "0", "--out", str(tmp_path / "o")])
+  assert code == 143
+  assert _one_line(capsys).startswith("attndyn: terminated (SIGTERM); no checkpoints were written")
+  assert signal.getsignal(signal.SIGTERM) is before
+
+
 # --- 5. no traceback: write failures and deep inputs are one line (2), bugs one line (1) -------
 
 TINY_GD = [a if a != "ode.kind=both" else "ode.kind=none" for a in TINY_ODE]
@@ -295,6 +312,39 @@ def test_a_failed_write_without_checkpoints_says_nothing_was_kept(tmp_path, caps
     status = cli.main(TINY_GD + ["--checkpoint-every", "0", "--out", str(tmp_path / "o")])
   assert status == 2
   assert "(ENOSPC); no checkpoints were kept (--checkpoint-every 0" in _one_line(capsys)
+
+
+def test_a_full_disk_costs_no_computed_result(tmp_path, monkeypatch):
+  """A chunk's checkpoint that cannot be written is a warning, not a failed stage (its results
+  stay in memory); final files that cannot be written go to $TMPDIR/attndyn-rescue-RUNID, which
+  the one-line error names and `attndyn report` reads."""
+  import tempfile
+  out, scratch = tmp_path / "out", tmp_path / "scratch"
+  scratch.mkdir()
+  monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+  real_npz = outputs.write_npz
+
+  def full_chunk(self, stage, index, *args):
+    raise OSError(errno.ENOSPC, "No space left on device", f"chunk_{index:05d}.npz")
+
+  def full_out(where, *args, **kwargs):
+    if where == out:
+      raise OSError(errno.ENOSPC, "No space left on device", str(out / "trajectories.npz"))
+    return real_npz(where, *args, **kwargs)
+
+  with mock.patch.object(checkpoint.Checkpoints, "write", full_chunk), \
+      mock.patch.object(outputs, "write_npz", full_out), \
+      mock.patch("sys.stderr", new_callable=__import__("io").StringIO) as stderr:
+    status = cli.main(TINY_GD + ["--out", str(out)])
+  lines = stderr.getvalue().splitlines()
+  rescue = next(scratch.glob(outputs.RESCUE_PREFIX + "*"))
+  assert status == 2 and "Traceback" not in stderr.getvalue()
+  assert lines[0].startswith("attndyn: warning: checkpoint gd chunk 0 could not be written "
+                             "(No space left on device); the run goes on")
+  assert lines[-1].startswith(f"attndyn: error: {str(out / 'trajectories.npz')!r}: No space left "
+                              f"on device; the finished results were saved instead to "
+                              f"{str(rescue)!r}")
+  assert analysis.load(rescue).trajectory("gd").t.shape[0] == 2
 
 
 def test_a_deeply_nested_config_is_one_line(tmp_path, capsys):
