@@ -8,6 +8,7 @@
   ad.dynamics   # training, sweeps and ODEs (make_train, make_auto_train, run_sweep, ...)
   ad.analysis   # theory quantities, metrics and figures
   ad.presets    # the CLI's named settings; ad.paper_config(name) as typed configs
+  ad.atlas      # the theory-validity atlas: ad.atlas.run_atlas(out, quick=True)
 
 The same packages are importable on their own (``import dynamics``).
 """
@@ -15,7 +16,7 @@ import importlib
 
 # Library packages and attndyn submodules reachable as attributes, each imported on first use.
 _PACKAGES = ("tasks", "models", "dynamics", "analysis")
-_SUBMODULES = ("presets", "config")
+_SUBMODULES = ("presets", "config", "atlas")
 
 __all__ = [*_PACKAGES, *_SUBMODULES, "paper_config"]
 

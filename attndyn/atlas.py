@@ -242,7 +242,8 @@ def _ctx(out: Path, quick: bool, resume: bool, command):
 
 
 def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bool = False,
-              progress: bool = True, command=None, findings: bool = True) -> AtlasResult:
+              progress: bool = True, command=None, findings: bool = True,
+              only: Sequence[int] = None) -> AtlasResult:
   """Run the atlas into ``out`` (the Python form of ``attndyn atlas``).
 
   Args:
@@ -254,6 +255,7 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
     progress: a progress bar with ETA on stderr.
     command: the command line, recorded in each bucket's run_info.json.
     findings: write atlas.md and the phase diagrams (``False``: the table and curves only).
+    only: run only the buckets of these indices (:func:`buckets`; benchmarks sample with it).
 
   Returns:
     An :class:`AtlasResult`.
@@ -269,6 +271,8 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
   out.mkdir(parents=True, exist_ok=True)
   ctx = _ctx(out, quick, resume, command)
   todo = buckets(s)
+  if only is not None:
+    todo = [b for b in todo if b.index in set(only)]
   per_bucket = len(learning_rates(s)) * len(s["sigma"])
   for b in todo:   # every config valid before anything runs
     engine.validate(run_config(s, b), f"atlas bucket {b.index} ({_describe(b)})")
@@ -286,7 +290,7 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
       rows += r
       curves += c
       seconds[f"bucket-{b.index:04d}"] = time.perf_counter() - t0
-      bar.update((b.index + 1) * per_bucket)
+      bar.update(len(seconds) * per_bucket)
   finally:
     bar.close()
   seconds["total"] = time.perf_counter() - start

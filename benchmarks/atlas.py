@@ -1,0 +1,99 @@
+"""Throughput of ``attndyn atlas``: configurations/s, compiles per configuration, full-grid estimate.
+
+``python -m benchmarks.atlas --out DIR [--quick] [--buckets I,J,...]``
+
+Runs a sample of the full grid's buckets (default: the base bucket of each classifier, Attn-TC's
+largest m × M bucket, its sparsemax and its trainable-query bucket; ``--quick``: the whole quick
+grid) through :func:`attndyn.atlas.run_atlas`, counting XLA compilations with JAX's
+``backend_compile`` monitoring event. Per bucket it prints the wall time (compilation
+included), configurations and compiles; then configurations/s and compiles per configuration
+over the sample, and an estimate of the full grid's wall time: each full-grid bucket costs the
+mean time of the sampled buckets of its kind (classifier × GD path: fast path + reduced ODE,
+or autodiff GD without an ODE). The numbers depend on how loaded the machine is; say so
+when quoting them. Writes ``DIR/atlas_bench.json``.
+"""
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def _kind(values: dict) -> str:
+  path = "fast+reduced" if values["normaliser"] == "softmax" and not values["train_query"] \
+      else "autodiff"
+  return f"{values['classifier']}/{path}"
+
+
+def default_sample(s: dict) -> list:
+  """Indices of the sampled buckets of the full grid (see the module docstring)."""
+  from attndyn import atlas
+  chosen = []
+  base = s["base"]
+  largest = {"n_nontopic": max(s["axes"]["n_nontopic"]), "vocab_size": max(s["axes"]["vocab_size"])}
+  for b in atlas.buckets(s):
+    v = b.values
+    diff = {k: v[k] for k in base if v[k] != base[k]}
+    if not diff or (v["classifier"] == "tc" and diff in (
+        largest, {"normaliser": "sparsemax"}, {"train_query": True})):
+      chosen.append(b.index)
+  return chosen
+
+
+def main(argv=None) -> int:
+  import jax
+  from attndyn import atlas
+  parser = argparse.ArgumentParser(prog="python -m benchmarks.atlas", description=__doc__.split("\n")[0])
+  parser.add_argument("--out", required=True)
+  parser.add_argument("--quick", action="store_true", help="time the whole quick grid")
+  parser.add_argument("--buckets", help="comma-separated bucket indices of the full grid")
+  args = parser.parse_args(argv)
+  compiles = []
+  jax.monitoring.register_event_duration_secs_listener(
+      lambda event, secs, **kw: compiles.append(secs)
+      if event == "/jax/core/compile/backend_compile_duration" else None)
+  s = atlas.settings(quick=args.quick)
+  everything = atlas.buckets(s)
+  sample = [b.index for b in everything] if args.quick else (
+      [int(i) for i in args.buckets.split(",")] if args.buckets else default_sample(s))
+  per_bucket = len(atlas.learning_rates(s)) * len(s["sigma"])
+  rows = []
+  for index in sample:
+    n_before, t0 = len(compiles), time.perf_counter()
+    atlas.run_atlas(Path(args.out) / f"bucket-{index:04d}", quick=args.quick, only=[index],
+                    progress=False, findings=False)
+    b = everything[index]
+    rows.append({"bucket": index, "kind": _kind(b.values), "values": b.values,
+                 "seconds": time.perf_counter() - t0, "configurations": per_bucket,
+                 "compiles": len(compiles) - n_before,
+                 "compile_seconds": sum(compiles[n_before:])})
+    r = rows[-1]
+    print(f"bucket {index:4d} {r['kind']:<16} {r['seconds']:7.1f} s  {per_bucket} configurations  "
+          f"{r['compiles']} compiles ({r['compile_seconds']:.1f} s)", flush=True)
+  total = sum(r["seconds"] for r in rows)
+  configs = sum(r["configurations"] for r in rows)
+  by_kind = {}
+  for r in rows:
+    by_kind.setdefault(r["kind"], []).append(r["seconds"])
+  mean = {k: sum(v) / len(v) for k, v in by_kind.items()}
+  fallback = total / len(rows)
+  estimate = sum(mean.get(_kind(b.values), fallback) for b in everything)
+  doc = {"grid": "quick" if args.quick else "full", "rows": rows,
+         "configurations_per_s": configs / total,
+         "compiles_per_configuration": sum(r["compiles"] for r in rows) / configs,
+         "grid_buckets": len(everything), "grid_configurations": len(everything) * per_bucket,
+         "estimated_grid_seconds": estimate,
+         "kinds_unsampled": sorted({_kind(b.values) for b in everything} - set(mean))}
+  print(f"{configs} configurations in {total:.0f} s: {doc['configurations_per_s']:.2f} "
+        f"configurations/s, {doc['compiles_per_configuration']:.3f} compiles per configuration; "
+        f"the {doc['grid']} grid ({len(everything)} buckets, {doc['grid_configurations']} "
+        f"configurations) would take about {estimate / 60:.0f} min on this machine as loaded now"
+        + (f" (unsampled kinds costed at the mean: {doc['kinds_unsampled']})"
+           if doc["kinds_unsampled"] else ""))
+  Path(args.out).mkdir(parents=True, exist_ok=True)
+  (Path(args.out) / "atlas_bench.json").write_text(json.dumps(doc, indent=1, default=str))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
