@@ -113,3 +113,21 @@ def test_authors_train_updates_and_records_as_make_train(key):
       np.testing.assert_allclose(params[name][i], ref.params[name][updates], rtol=1e-12)
   k_eval = jax.random.split(key)[1]
   np.testing.assert_array_equal(u, [jax.random.uniform(jax.random.fold_in(k_eval, s)) for s in (0, 10)])
+
+
+def test_authors_metrics_count_every_position_eos_included():
+  """The authors' eval_acc: accuracy over all T target positions (EOS too); attn_acc is the
+  argmax attention on position t, its word form the source word under it."""
+  import jax.numpy as jnp
+  from models.seq2seq_snell import SnellOutput
+  from tasks.batch import Batch
+
+  x = jnp.array([[2, 2, 0, 3]])                           # iid-like: word 2 twice, EOS = 3
+  b = Batch(tokens=x, mask=jnp.ones(x.shape, bool), labels=x)
+  logits = jnp.log(jax.nn.one_hot(jnp.array([[2, 1, 0, 1]]), 4) + 1e-3)   # right at t = 0, 2
+  arg = jnp.array([1, 1, 0, 3])                           # position t at t = 1, 3; word at 0, 1, 3
+  att = jax.nn.one_hot(arg, 4)[None, None]
+  beta = jax.nn.one_hot(jnp.array([0, 2, 2, 3]), 4)[None] * 0.5 + 0.1   # words right at 0, 2, 3
+  m = jax.jit(copying_stats.authors_metrics)(SnellOutput(logits, att, None, None), beta, b)
+  assert float(m["token_acc"]) == 0.5 and float(m["attn_acc"]) == 0.5
+  assert float(m["attn_word_acc"]) == 0.75 and float(m["beta_acc"]) == 0.75
