@@ -7,7 +7,11 @@ and fed the previous target word (teacher forcing), gives ``d_t``; attention
 .. math:: a_{t,l} = \\mathrm{softmax}_l(d_t^\\top W_a h_l), \\qquad c_t = \\sum_l a_{t,l} h_l
 
 (Luong's "general" score) and the output ``p(o | t) = softmax(W_s tanh(W_c [c_t; d_t]) + b_s)``.
-No input feeding. Options:
+No input feeding. This is our model ("ours: no EOS, Glorot": flax LSTM cells with
+orthogonal recurrent kernels, Glorot output layers, no attention or projection
+biases, no ``project_enc``), used by the Multi30k experiments and kept for the
+copying task as a named variant; the authors' copying model is
+:mod:`models.seq2seq_snell` (``docs/snell-copying.md`` lists the differences). Options:
 
 * ``attention="uniform"``: ``a_{t,l} = 1/|x|`` frozen (Snell et al., Section 3.2).
 * ``heads=K``: K attention heads with their own ``W_a^k`` over the same encoder
