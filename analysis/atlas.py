@@ -75,7 +75,7 @@ def theory_flags(numbers: Mapping[str, Optional[float]], tolerances: Mapping[str
   out = []
   for m in MEASURES:
     value = numbers.get(m.name)
-    if value is None or not math.isfinite(float(value)):
+    if value is None or math.isnan(float(value)):   # not measured; +inf is judged (broken)
       continue
     bound = float(tolerances[m.tolerance])
     if float(value) > bound:
@@ -158,10 +158,12 @@ def with_flags(rows: Sequence[dict], tolerances: Mapping[str, float]) -> list:
   out = []
   for row in rows:
     flags = theory_flags(row, tolerances)
-    finite = not row["diverged"] and all(
-        math.isfinite(row[k]) for k in ("sen_error", "q_drift", "assumption1_ratio"))
+    finite = not row["diverged"] and not any(
+        math.isnan(row[k]) for k in ("sen_error", "q_drift", "assumption1_ratio"))
+    undefined = [k for k in ("sen_error", "q_drift", "assumption1_ratio") if math.isnan(row[k])]
+    broken = [f[1] for f in flags] + [f"undefined {k}" for k in undefined]
     out.append({**row, "holds": bool(finite and not flags),
-                "broken": "diverged" if row["diverged"] else ";".join(f[1] for f in flags)})
+                "broken": "diverged" if row["diverged"] else ";".join(broken)})
   return out
 
 
