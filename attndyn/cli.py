@@ -39,7 +39,7 @@ Give CONFIG.toml/--preset/--set too and attndyn checks they match.
 
 --set takes section.key=value with a TOML value; a bare word is a string
 (fc, float64) and `none` unsets an optional key. Tables nest with dots:
---set sweep.grid.train.lr=[0.05,0.1] adds one grid axis. See README.md for
+--set sweep.grid.train.lr=[0.05,0.1] adds one grid axis. See docs/usage.md for
 every key. --distributed calls jax.distributed.initialize() first
 (docs/multihost.md); only process 0 writes DIR.
 """

@@ -1,4 +1,4 @@
-"""The README's config reference, generated from the schema so the two cannot drift.
+"""The config reference of docs/usage.md, generated from the schema so the two cannot drift.
 
 One row per key the schema accepts (:data:`attndyn.schema.TOP_LEVEL`, then each
 section of :data:`attndyn.schema.SECTIONS` in order):
@@ -15,7 +15,7 @@ So a field's meaning lives in one place, its docstring; edit it there and run
 
     python -m attndyn.config_reference --write
 
-which replaces the table between the markers in README.md
+which replaces the table between the markers in docs/usage.md
 (``tests/test_config_reference.py`` fails while they differ).
 """
 import argparse
@@ -35,7 +35,7 @@ from models.lu import PARAM_GROUPS, LuModelConfig
 from models.normalisers import NAMED_NORMALISERS
 from tasks.topic import TopicTaskConfig
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "usage.md"
 BEGIN = ("<!-- config-reference: generated from the schema by "
          "`python -m attndyn.config_reference --write`; edit the docstrings, not this table -->")
 END = "<!-- /config-reference -->"
@@ -123,17 +123,17 @@ def markdown_table() -> str:
 
 
 def block() -> str:
-  """The table between its markers, as it stands in README.md."""
+  """The table between its markers, as it stands in docs/usage.md."""
   return f"{BEGIN}\n\n{markdown_table()}\n{END}"   # blank lines: the table is its own block
 
 
 def readme_block(text: str) -> str:
-  """The marked block of README text, or ``""`` if the markers are missing."""
+  """The marked block of the text, or ``""`` if the markers are missing."""
   match = re.search(re.escape(BEGIN) + r".*?" + re.escape(END), text, flags=re.S)
   return match.group(0) if match else ""
 
 
-def write(path=README) -> bool:
+def write(path=REFERENCE) -> bool:
   """Replace the marked block of ``path`` by the generated one; True if it changed."""
   path = Path(path)
   text = path.read_text(encoding="utf-8")
@@ -149,16 +149,16 @@ def write(path=README) -> bool:
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--write", action="store_true",
-                      help="replace the table in README.md (otherwise print it)")
+                      help="replace the table in docs/usage.md (otherwise print it)")
   parser.add_argument("--check", action="store_true",
-                      help="exit 1 if README.md's table differs from the generated one")
+                      help="exit 1 if docs/usage.md's table differs from the generated one")
   args = parser.parse_args(argv)
   if args.write:
-    print("README.md updated" if write() else "README.md already up to date")
+    print("docs/usage.md updated" if write() else "docs/usage.md already up to date")
   elif args.check:
-    same = readme_block(README.read_text(encoding="utf-8")) == block()
-    print("README.md is up to date" if same else
-          "README.md's config reference is stale: python -m attndyn.config_reference --write")
+    same = readme_block(REFERENCE.read_text(encoding="utf-8")) == block()
+    print("docs/usage.md is up to date" if same else
+          "docs/usage.md's config reference is stale: python -m attndyn.config_reference --write")
     return 0 if same else 1
   else:
     sys.stdout.write(markdown_table())

@@ -1,4 +1,4 @@
-"""README.md's config reference is the one generated from the schema, and names every key."""
+"""docs/usage.md's config reference is the one generated from the schema, and names every key."""
 import dataclasses
 import re
 
@@ -6,14 +6,14 @@ from attndyn import config, config_reference, schema
 
 
 def _readme() -> str:
-  return config_reference.README.read_text(encoding="utf-8")
+  return config_reference.REFERENCE.read_text(encoding="utf-8")
 
 
-def test_readme_holds_the_generated_table():
+def test_usage_holds_the_generated_table():
   block = config_reference.readme_block(_readme())
-  assert block, "README.md lost the config-reference markers"
+  assert block, "docs/usage.md lost the config-reference markers"
   assert block == config_reference.block(), (
-      "README.md's config reference differs from the schema's: run "
+      "docs/usage.md's config reference differs from the schema's: run "
       "`python -m attndyn.config_reference --write`")
 
 
