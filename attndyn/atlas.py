@@ -28,6 +28,7 @@ import io
 import itertools
 import json
 import math
+import sys
 import time
 from pathlib import Path
 from typing import NamedTuple, Sequence
@@ -278,14 +279,17 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
     engine.validate(run_config(s, b), f"atlas bucket {b.index} ({_describe(b)})")
   bar = ProgressBar("atlas", len(todo) * per_bucket, steps_per_point=None, enabled=progress,
                     unit="configurations")
-  rows, curves, seconds = [], [], {}
+  rows, curves, seconds, errors = [], [], {}, {}
   start = time.perf_counter()
   try:
     for b in todo:
       t0 = time.perf_counter()
       result = engine.run(ctx, f"bucket-{b.index:04d}", run_config(s, b), figures=False)
-      if "reduced" in run_config(s, b)["ode"]["kind"] and "reduced" not in result.odes:
-        ctx.log(f"bucket {b.index}: reduced ODE failed: {result.errors.get('reduced')}")
+      if result.errors:   # a failed ODE stage: its rows have no ode_rel_dev; say so
+        errors[f"bucket-{b.index:04d}"] = result.errors
+        if progress:
+          print(f"atlas: bucket {b.index} ({_describe(b)}): " + "; ".join(
+              f"the {k} stage failed: {v}" for k, v in result.errors.items()), file=sys.stderr)
       r, c = bucket_rows(s, b, result, start_id=b.index * per_bucket)
       rows += r
       curves += c
@@ -310,7 +314,7 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
   from analysis.summary import json_ready
   atomic.write_json(out / "atlas.json", json_ready({"settings": s, "n_buckets": len(todo),
                                          "n_configurations": len(todo) * per_bucket,
-                                         "n_rows": len(rows), "seconds": seconds,
+                                         "n_rows": len(rows), "seconds": seconds, "errors": errors,
                                          "tolerances": TOLERANCES, "findings": found}))
   return AtlasResult(rows, stacked, found, seconds)
 
