@@ -10,24 +10,21 @@ The two-stage story (KTIW first, attention second) is checked per seed by the
 first recorded step at which the probe's accuracy and the attention's accuracy
 cross a threshold: ``lag = t_attention − t_probe`` (> 0: the probe came first).
 """
-import math
 from typing import Tuple
 
 import jax.numpy as jnp
 import numpy as np
 
+from analysis import replication
 from tasks.errors import check
 
 
-def wilson_interval(k: int, n: int, z: float = 1.959964) -> Tuple[float, float]:
-  """``(low, high)`` of the Wilson score interval for ``k`` successes in ``n`` trials (95% default)."""
+def wilson_interval(k: int, n: int) -> Tuple[float, float]:
+  """``(low, high)`` of the 95% Wilson score interval for ``k`` successes in ``n`` trials
+  (:func:`analysis.replication.wilson_interval`, with the counts checked)."""
   check(isinstance(n, (int, np.integer)) and n >= 1, "n", n, "a positive integer")
   check(0 <= k <= n, "k", k, f"between 0 and n = {n}")
-  p = k / n
-  den = 1 + z * z / n
-  mid = (p + z * z / (2 * n)) / den
-  half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-  return max(0.0, mid - half), min(1.0, mid + half)
+  return replication.wilson_interval(k, n)
 
 
 def first_crossing(curves: np.ndarray, t: np.ndarray, threshold: float) -> np.ndarray:
