@@ -241,8 +241,17 @@ def _run_locked(args) -> int:
     figs = doc["files"].get("figures", [])
     print(f"wrote {out}/: {outputs.SUMMARY}, {outputs.TRAJECTORIES}, {outputs.CONFIG}, "
           f"{outputs.RUN_INFO}" + (f", {', '.join(figs)}" if figs else ""))
-    for name, message in doc["files"].get("figure_errors", {}).items():
-      print(f"attndyn: warning: figure {name} failed: {message}", file=sys.stderr)
+    figure_errors = doc["files"].get("figure_errors", {})
+    unwritable = {n: m for n, m in figure_errors.items() if m.startswith("OSError")}
+    for name, message in figure_errors.items():
+      if name not in unwritable:
+        print(f"attndyn: warning: figure {name} failed: {message}", file=sys.stderr)
+    if unwritable:  # the environment (a full disk, ...), not a plotting bug: one error line
+      print(f"attndyn: error: {len(unwritable)} figure(s) could not be written "
+            f"({next(iter(unwritable.values()))}); kept: {outputs.SUMMARY}, "
+            f"{outputs.TRAJECTORIES}, {outputs.CONFIG} in {str(out)!r}: make room, then "
+            f"`attndyn report {out}` draws them.", file=sys.stderr)
+      return 2
   for stage, message in result.errors.items():
     print(f"attndyn: error: the {stage} stage failed ({message}); everything else was written.",
           file=sys.stderr)

@@ -347,6 +347,22 @@ def test_a_full_disk_costs_no_computed_result(tmp_path, monkeypatch):
   assert analysis.load(rescue).trajectory("gd").t.shape[0] == 2
 
 
+def test_figures_a_full_disk_refused_are_one_error_line_naming_what_was_kept(tmp_path, capsys):
+  from types import SimpleNamespace
+  doc = {"files": {"figures": ["sen.png"], "figure_errors": {
+      "loss.png": "OSError: [Errno 28] No space left on device: 'o/loss.png'",
+      "dynamics.png": "OSError: [Errno 28] No space left on device: 'o/dynamics.png'"}}}
+  out = tmp_path / "o"
+  with mock.patch.object(pipeline, "run", return_value=SimpleNamespace(errors={})), \
+      mock.patch.object(outputs, "write_all", return_value=doc), \
+      mock.patch.object(cli, "_headline"):
+    status = cli.main(TINY_GD + ["--checkpoint-every", "0", "--out", str(out)])
+  assert status == 2
+  assert _one_line(capsys).startswith(
+      "attndyn: error: 2 figure(s) could not be written (OSError: [Errno 28] No space left on "
+      f"device: 'o/loss.png'); kept: summary.json, trajectories.npz, config.toml in {str(out)!r}")
+
+
 def test_a_deeply_nested_config_is_one_line(tmp_path, capsys):
   deep = tmp_path / "deep.toml"
   deep.write_text("[train]\nlr = " + "[" * 5000 + "]" * 5000 + "\n")
