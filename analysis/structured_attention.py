@@ -1,0 +1,116 @@
+"""What structure does to attention maps: contiguity of the support and agreement with gold chunks.
+
+Numbers in, numbers out (NumPy), for attention maps ``[..., L_q, L_k]`` (rows are
+queries) with a key mask:
+
+* :func:`mean_run_length`: the support ``{j : α_j > 0}`` of a row splits into
+  maximal runs of adjacent positions; its mean run length is ``|support| / #runs``
+  (1 for isolated words, the sentence length for a full support). The lecture's
+  fusedmax "penalize[s] weight differences between adjacent positions", so its
+  supports should come in longer runs than sparsemax's.
+* :func:`zero_fraction`: the fraction of real keys with weight exactly 0 (sparsity).
+* :func:`chunk_segments` / :func:`in_chunk_mass`: the share of a query's attention
+  mass on the words of its own gold chunk (conlleval's chunk boundaries; an ``O``
+  word is a chunk of its own), against the share uniform attention would give
+  (the chunk's length over the sentence's).
+
+The CRF and SparseMAP weights are marginals in ``[0, 1]`` that need not sum to 1;
+the in-chunk share divides by each row's total mass, so every normaliser is
+measured on the same scale.
+
+References:
+  Treviso et al., attention-mechanisms lecture (2020), "Structured attention".
+  Tjong Kim Sang & Buchholz, "Introduction to the CoNLL-2000 Shared Task: Chunking", 2000.
+"""
+from typing import Sequence
+
+import numpy as np
+
+from analysis.conlleval import split_tag, start_of_chunk
+
+
+def _rows(attention, key_mask):
+  a = np.asarray(attention, float)
+  m = np.broadcast_to(np.asarray(key_mask, bool), a.shape)
+  return a, m
+
+
+def run_stats(attention, key_mask):
+  """``(support size, number of runs)`` of every row, both ``[...]`` (float).
+
+  A run is a maximal set of adjacent real positions all in the support.
+  """
+  a, m = _rows(attention, key_mask)
+  s = (a > 0) & m
+  starts = s.copy()
+  starts[..., 1:] &= ~s[..., :-1]
+  return s.sum(-1).astype(float), starts.sum(-1).astype(float)
+
+
+def mean_run_length(attention, key_mask, row_mask=None) -> float:
+  """Mean over rows of ``|support| / #runs`` (rows with an empty support, or ``row_mask`` False, left out).
+
+  Args:
+    attention: ``[..., L_q, L_k]`` weights.
+    key_mask: broadcastable to it, True at real keys.
+    row_mask: ``[..., L_q]`` True at the real queries (default: every row).
+
+  Returns:
+    The mean, or NaN when no row has a support.
+  """
+  size, runs = run_stats(attention, key_mask)
+  keep = runs > 0
+  if row_mask is not None:
+    keep &= np.broadcast_to(np.asarray(row_mask, bool), keep.shape)
+  return float(np.mean(size[keep] / runs[keep])) if keep.any() else float("nan")
+
+
+def zero_fraction(attention, key_mask, row_mask=None) -> float:
+  """Fraction of the (real query, real key) weights that are exactly 0."""
+  a, m = _rows(attention, key_mask)
+  if row_mask is not None:
+    m = m & np.asarray(row_mask, bool)[..., None]
+  return float(np.sum((a == 0) & m) / max(np.sum(m), 1))
+
+
+def chunk_segments(tag_ids, mask, tags: Sequence[str]) -> np.ndarray:
+  """``[n, L]`` int: the gold chunk each word belongs to, numbered from 0 per sentence; −1 at padding.
+
+  Chunk starts follow conlleval's ``startOfChunk``; each ``O`` word is its own segment.
+  """
+  tag_ids, mask = np.asarray(tag_ids), np.asarray(mask, bool)
+  seg = -np.ones(tag_ids.shape, int)
+  for i in range(tag_ids.shape[0]):
+    current, last, last_type = -1, "O", ""
+    for j in np.nonzero(mask[i])[0]:
+      prefix, kind = split_tag(tags[int(tag_ids[i, j])])
+      if prefix == "O" or start_of_chunk(last, prefix, last_type, kind):
+        current += 1
+      seg[i, j] = current
+      last, last_type = prefix, kind
+  return seg
+
+
+def in_chunk_mass(attention, segments) -> "tuple[np.ndarray, np.ndarray]":
+  """Per real query: the share of its attention mass on its own gold chunk, and uniform's share.
+
+  Args:
+    attention: ``[n, H, L, L]`` (or ``[n, L, L]``) weights, query rows.
+    segments: ``[n, L]`` from :func:`chunk_segments` (−1 at padding).
+
+  Returns:
+    ``(share, uniform)``: ``[n, (H,) L]`` arrays, NaN at padded queries and at rows
+    with no mass; ``uniform`` is ``|chunk| / |sentence|``.
+  """
+  a = np.asarray(attention, float)
+  seg = np.asarray(segments)
+  same = (seg[:, :, None] == seg[:, None, :]) & (seg[:, :, None] >= 0)     # [n, Lq, Lk]
+  real = seg >= 0
+  uniform = same.sum(-1) / np.maximum(real.sum(-1, keepdims=True), 1)
+  if a.ndim == 4:
+    same, real, uniform = same[:, None], real[:, None], np.broadcast_to(
+        uniform[:, None], a.shape[:-1])
+  total = np.sum(a * (seg[:, None, None, :] >= 0 if a.ndim == 4 else real[:, None, :]), -1)
+  share = np.sum(a * same, -1) / np.where(total > 0, total, 1.0)
+  share = np.where(real & (total > 0), share, np.nan)
+  return share, np.where(real, uniform, np.nan)

@@ -1,0 +1,272 @@
+"""Structured attention on CoNLL-2000 chunking: softmax, sparsemax, fusedmax, CRF marginals, SparseMAP.
+
+Yang's transformer tagger (:mod:`models.transformer_tagger`) with one head and
+``block="paper"`` (the tags are read from the attention output alone, so the
+normaliser decides what each word sees), trained for every normaliser with the
+Yang experiments' training path (:func:`dynamics.epochs.make_epoch_train`, Adam,
+length buckets; seeds vmapped in one call). Chunks are contiguous spans, so this
+is where a bias towards contiguous attention could help.
+
+Measured per seed: test chunk F1 and token accuracy (conlleval) at the last
+epoch; learning speed (the first step after which dev chunk F1 reaches
+``f1_level``: the CoNLL-2000 shared task's baseline, 77.07, which tags each word
+with the chunk tag most often seen with its POS tag, so a model past it has learned
+more than the POS tags give); on the test sentences, the mean run length of the
+attention supports, the fraction of exact zeros, and the share of attention mass
+on the query word's own gold chunk against uniform attention's share
+(:mod:`analysis.structured_attention`). Claims judged are the lecture's qualitative
+statements; performance comparisons are ``info``.
+
+SparseMAP runs an active-set QP per attention row with KKT matrices of size 2L + 1;
+at CoNLL lengths (up to 78) and under ``vmap`` that is far too slow to train with on
+this machine, so sentences are capped at ``max_len`` words (every normaliser sees the
+same sentences).
+
+References:
+  Treviso et al., attention-mechanisms lecture (2020), "Structured attention".
+  Tjong Kim Sang & Buchholz, "Introduction to the CoNLL-2000 Shared Task: Chunking", 2000.
+  Niculae & Blondel, NeurIPS 2017. https://arxiv.org/abs/1705.07704
+  Niculae, Martins, Blondel & Cardie, ICML 2018. https://arxiv.org/abs/1802.04223
+"""
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from analysis import figure_io
+from analysis import replication as rep
+from analysis import structured_attention as sa
+from attndyn.reproduce.runner import Outcome
+from attndyn.reproduce.yang import common
+from dynamics.epochs import make_epoch_train
+from models import transformer_tagger as tt
+from tasks import conll2000
+from tasks.errors import check
+
+NAME = "structured"
+TITLE = "Structured attention (lecture): softmax / sparsemax / fusedmax / CRF / SparseMAP on CoNLL-2000"
+NORMALISERS = ("softmax", "sparsemax", "fusedmax", "crf", "sparsemap")
+FULL = {"data": {"min_count": 2}, "max_len": 10, "buckets": 2,
+        "model": {"d_model": 32, "n_heads": 1, "d_ff": 64, "features": "words+pos",
+                  "block": "paper", "dropout": 0.0},
+        "lr": 3e-3, "batch_size": 16, "epochs": 6, "seeds": 3,
+        "normalisers": list(NORMALISERS), "f1_level": 0.7707}
+QUICK = {**FULL, "data": {"min_count": 2, "limit": 1500, "test_limit": 400}, "max_len": 10,
+         "buckets": 1, "epochs": 3, "seeds": 3}
+LECTURE = "Treviso et al. lecture (2020), 'Structured attention'"
+SOURCES = {
+    "fused_runs": rep.ours(f"{LECTURE}: fusedmax 'penalize[s] weight differences between "
+                           "adjacent positions', so its support comes in longer runs than "
+                           "sparsemax's; judged as a paired difference over seeds ≥ 0"),
+    "sparsemap_runs": rep.ours(f"{LECTURE}: SparseMAP is the structured counterpart of sparsemax "
+                               "over the linear chain (pairwise bonus w = 1 for adjacent selected "
+                               "words), so its support comes in longer runs than sparsemax's"),
+    "crf_dense": rep.ours(f"{LECTURE}: latent structured attention (CRF marginals), 'Cons: no "
+                          "sparsity'; every seed's test maps have no exact zero"),
+    "sparsemap_sparse": rep.ours(f"{LECTURE}: SparseMAP, the 'structured counterpart of "
+                                 "sparsemax'; every seed's test maps have exact zeros"),
+    "fused_sparse": rep.ours(f"{LECTURE}: fusedmax maps onto the simplex like sparsemax; every "
+                             "seed's test maps have exact zeros"),
+}
+LABELS = {"softmax": "softmax", "sparsemax": "sparsemax", "fusedmax": "fusedmax",
+          "crf": "CRF marginals", "sparsemap": "SparseMAP"}
+
+
+def cap_length(batch: conll2000.TaggedBatch, max_len: int) -> conll2000.TaggedBatch:
+  """The sentences of at most ``max_len`` words, trimmed to ``max_len`` columns."""
+  keep = np.asarray(batch.mask).sum(-1) <= max_len
+  return jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[keep][:, :max_len]), batch)
+
+
+def _check(s) -> None:
+  for n in s["normalisers"]:
+    check(n in NORMALISERS, "normalisers", n, f"a list of {', '.join(NORMALISERS)}")
+  check(isinstance(s["max_len"], int) and s["max_len"] >= 2, "max_len", s["max_len"],
+        "an integer >= 2")
+
+
+def steps_to_level(dev_f1: np.ndarray, level: float, steps_per_epoch: int) -> np.ndarray:
+  """``[S]``: the step after which dev F1 first reaches ``level`` (NaN: never within the budget)."""
+  reached = np.asarray(dev_f1) >= level
+  first = np.argmax(reached, axis=-1)
+  return np.where(reached.any(-1), (first + 1.0) * steps_per_epoch, np.nan)
+
+
+def train_normaliser(s, data, train_b, dev_b, norm: str) -> dict:
+  """Train ``s["seeds"]`` taggers with ``norm`` attention (one vmapped call)."""
+  cfg = common.tagger_config(data, s["model"], attention=norm)
+  pred_dev = common.predictor(cfg, dev_b)
+
+  def loss_fn(params, b, dropout_key, aux):
+    return tt.token_nll(tt.apply(params, b, cfg, key=dropout_key).logits, b.labels, b.mask)
+
+  train = make_epoch_train(loss_fn, train_b, lambda p, aux: {"dev": pred_dev(p)},
+                           epochs=s["epochs"], batch_size=s["batch_size"],
+                           optimizer=common.adam(s["lr"]))
+
+  def one(seed):
+    k = jax.random.PRNGKey(seed)
+    return train(tt.init(jax.random.fold_in(k, 1), cfg), k)
+
+  traj = jax.jit(jax.vmap(one))(common.seeds(s["seeds"]))
+  obs = common.host(traj.observables)
+  return {"cfg": cfg, "params": traj.final_params, "failed_at": np.asarray(traj.failed_at),
+          "dev_f1": common.f1_per_epoch(obs["eval"]["dev"], dev_b, data.tags),
+          "train_loss": np.asarray(obs["train_loss"])}
+
+
+def evaluate_test(run: dict, test: conll2000.TaggedBatch, data, n_seeds: int) -> dict:
+  """Per seed: test scores and the attention measures on the capped test sentences."""
+  cfg = run["cfg"]
+  apply = jax.jit(lambda p: (lambda o: (jnp.argmax(o.logits, -1), o.attention))(
+      tt.apply(p, test, cfg)))
+  seg = sa.chunk_segments(test.labels, test.mask, data.tags)
+  mask = np.asarray(test.mask)
+  km, qm = mask[:, None, None, :], mask[:, None, :]
+  out = {k: [] for k in ("f1", "acc", "run_length", "zero_fraction", "in_chunk", "uniform")}
+  maps = []
+  for i in range(n_seeds):
+    guess, att = jax.device_get(apply(jax.tree.map(lambda x: x[i], run["params"])))
+    sc = common.scores((guess,), (test,), data.tags)
+    share, uniform = sa.in_chunk_mass(att, seg)
+    out["f1"].append(sc.f1)
+    out["acc"].append(sc.accuracy)
+    out["run_length"].append(sa.mean_run_length(att, km, qm))
+    out["zero_fraction"].append(sa.zero_fraction(att, km, qm))
+    out["in_chunk"].append(float(np.nanmean(share)))
+    out["uniform"].append(float(np.nanmean(uniform)))
+    maps.append(att)
+  return {**{k: np.asarray(v) for k, v in out.items()}, "maps": maps}
+
+
+def figure_sentence(test: conll2000.TaggedBatch) -> int:
+  """The first test sentence of the longest length present (fixed before training)."""
+  lengths = np.asarray(test.mask).sum(-1)
+  return int(np.argmax(lengths == lengths.max()))
+
+
+def attention_figure(maps: dict, words, seg, path, title: str) -> str:
+  """One panel per normaliser: the attention map (query rows) of one sentence, gold chunks boxed."""
+  fig, axes = figure_io.grid(1, len(maps), width=3.6, height=3.6)
+  n = len(words)
+  bounds = [j - 0.5 for j in range(1, n) if seg[j] != seg[j - 1]]
+  for ax, (label, att) in zip(axes[0], maps.items()):
+    ax.imshow(att[:n, :n], cmap="viridis", vmin=0.0, vmax=max(float(att[:n, :n].max()), 1e-12))
+    for b in bounds:
+      ax.axhline(b, color="w", lw=0.6)
+      ax.axvline(b, color="w", lw=0.6)
+    ax.set_xticks(range(n), words, rotation=90, fontsize="x-small")
+    ax.set_yticks(range(n), words, fontsize="x-small")
+    ax.set_title(label, fontsize="medium")
+  return figure_io.finish(fig, axes, len(maps), path, title)
+
+
+def run(ctx, s) -> Outcome:
+  _check(s)
+  data = common.load_data(s["data"])
+  train, dev, test = (cap_length(getattr(data, k), s["max_len"]) for k in ("train", "dev", "test"))
+  train_b = conll2000.length_buckets(train, s["buckets"])
+  dev_b = conll2000.length_buckets(dev, 1)
+  steps_per_epoch = sum(b.tokens.shape[0] // s["batch_size"] for b in train_b)
+  res, seconds = {}, {}
+  for norm in s["normalisers"]:
+    ctx.log(f"{NAME}: {norm}: {s['seeds']} seeds x {s['epochs']} epochs x {steps_per_epoch} steps, "
+            f"{train.tokens.shape[0]} train sentences of <= {s['max_len']} words")
+    start = time.perf_counter()
+    trained = train_normaliser(s, data, train_b, dev_b, norm)
+    res[norm] = {**trained, **evaluate_test(trained, test, data, s["seeds"])}
+    seconds[norm] = time.perf_counter() - start
+  claims = make_claims(res, s, steps_per_epoch, quick=ctx.quick)
+  i = figure_sentence(test)
+  n = int(np.asarray(test.mask[i]).sum())
+  words = [t.word for t in _sentence(data, s["max_len"], i)][:n]
+  seg = sa.chunk_segments(test.labels[i:i + 1], test.mask[i:i + 1], data.tags)[0]
+  attention_figure({LABELS[k]: res[k]["maps"][0][i, 0] for k in s["normalisers"]}, words, seg,
+                   ctx.path("structured_attention_maps.png"),
+                   title=f"Test sentence {i} (≤ {s['max_len']} words), seed 0: attention "
+                         "(rows: query) per normaliser; lines: gold chunk boundaries")
+  details = {"notes": [
+      f"CoNLL-2000 sentences of ≤ {s['max_len']} words: {train.tokens.shape[0]} train, "
+      f"{dev.tokens.shape[0]} dev, {test.tokens.shape[0]} test (of {data.sizes}).",
+      f"tagger: 1 head, block 'paper', d_model {s['model']['d_model']}, {s['model']['features']}, "
+      f"dropout {s['model']['dropout']}; Adam {s['lr']:g}, batch {s['batch_size']}, "
+      f"{s['epochs']} epochs of {steps_per_epoch} steps; seeds 0..{s['seeds'] - 1} vmapped."]}
+  for norm in s["normalisers"]:
+    r = res[norm]
+    details[norm] = {"seconds": seconds[norm], "dev_f1_per_epoch": r["dev_f1"].tolist(),
+                     "train_loss": r["train_loss"].tolist(), "failed_at": r["failed_at"].tolist(),
+                     "steps_to_level": r["steps"].tolist(),
+                     **{k: r[k].tolist() for k in ("f1", "acc", "run_length", "zero_fraction",
+                                                    "in_chunk", "uniform")}}
+  return Outcome(claims, ["structured_attention_maps.png"], details)
+
+
+def make_claims(res: dict, s: dict, steps_per_epoch: int, *, quick: bool) -> list:
+  """The rows: per normaliser ``info`` rows, and the lecture's qualitative statements judged.
+
+  ``res[norm]`` holds per-seed arrays ``f1, acc, run_length, zero_fraction, in_chunk,
+  uniform [S]`` and ``dev_f1 [S, E]``; ``steps`` (the learning speed) is added to it.
+  """
+  claims, q = [], quick
+  for norm in s["normalisers"]:
+    r, label = res[norm], LABELS[norm]
+    steps = steps_to_level(r["dev_f1"], s["f1_level"], steps_per_epoch)
+    r["steps"] = steps
+    reached = int(np.sum(np.isfinite(steps)))
+    claims += [
+        rep.claim(f"{NAME}.{norm}.test_f1", f"{label}: test chunk F1 (conlleval), last epoch",
+                  paper="no number (lecture is qualitative)", ours=rep.mean_ci(r["f1"]),
+                  tolerance=rep.Tolerance("info"), quick=q),
+        rep.claim(f"{NAME}.{norm}.test_acc", f"{label}: test token accuracy", paper="—",
+                  ours=rep.mean_ci(r["acc"]), tolerance=rep.Tolerance("info"), quick=q),
+        rep.claim(f"{NAME}.{norm}.steps_to_level", f"{label}: steps until dev chunk F1 ≥ "
+                  f"{s['f1_level']:g} (the CoNLL-2000 POS-only baseline)", paper="—",
+                  ours=rep.mean_ci(steps), tolerance=rep.Tolerance("info"), quick=q,
+                  note=f"{reached}/{len(steps)} seeds reached it within {s['epochs']} epochs "
+                       f"(checked after each epoch of {steps_per_epoch} steps)"),
+        rep.claim(f"{NAME}.{norm}.run_length", f"{label}: mean run length of the attention "
+                  "support (test, per query)", paper="—", ours=rep.mean_ci(r["run_length"]),
+                  tolerance=rep.Tolerance("info"), quick=q),
+        rep.claim(f"{NAME}.{norm}.zero_fraction", f"{label}: fraction of exact-zero weights "
+                  "(test, real query × real key)", paper="—", ours=rep.mean_ci(r["zero_fraction"]),
+                  tolerance=rep.Tolerance("info"), quick=q),
+        rep.claim(f"{NAME}.{norm}.in_chunk_gain", f"{label}: share of attention mass on the "
+                  "query's own gold chunk minus uniform attention's share (paired over seeds)",
+                  paper="—", ours=rep.paired_ci(r["in_chunk"], r["uniform"]),
+                  tolerance=rep.Tolerance("info"), quick=q,
+                  note=f"share {np.mean(r['in_chunk']):.3f}, uniform {np.mean(r['uniform']):.3f}"),
+    ]
+    if norm != "softmax" and "softmax" in res:
+      claims.append(rep.claim(
+          f"{NAME}.{norm}.f1_vs_softmax", f"{label} − softmax: test chunk F1 (paired over seeds)",
+          paper="—", ours=rep.paired_ci(r["f1"], res["softmax"]["f1"]),
+          tolerance=rep.Tolerance("info"), quick=q))
+  if "sparsemax" in res:
+    for norm, key in (("fusedmax", "fused_runs"), ("sparsemap", "sparsemap_runs")):
+      if norm in res:
+        claims.append(rep.claim(
+            f"{NAME}.{norm}.longer_runs_than_sparsemax", f"{LABELS[norm]} − sparsemax: mean run "
+            "length of the attention support (paired over seeds)",
+            paper="contiguous attention (qualitative)", paper_ref=LECTURE,
+            ours=rep.paired_ci(res[norm]["run_length"], res["sparsemax"]["run_length"]),
+            tolerance=rep.Tolerance("at_least", 0.0, "≥ 0 (95% interval)", source=SOURCES[key]),
+            quick=q, comparable=not q))
+  for norm, key, sparse in (("crf", "crf_dense", False), ("sparsemap", "sparsemap_sparse", True),
+                            ("fusedmax", "fused_sparse", True)):
+    if norm in res:
+      flags = res[norm]["zero_fraction"] > 0 if sparse else res[norm]["zero_fraction"] == 0
+      claims.append(rep.claim(
+          f"{NAME}.{norm}.{'sparse' if sparse else 'dense'}",
+          f"{LABELS[norm]}: the test attention maps {'have' if sparse else 'have no'} exact zeros",
+          paper="sparse" if sparse else "no sparsity", paper_ref=LECTURE,
+          ours=rep.proportion_ci(flags), tolerance=rep.Tolerance("all_true", source=SOURCES[key]),
+          quick=q))
+  return claims
+
+
+def _sentence(data, max_len: int, i: int):
+  """The tokens of capped test sentence ``i`` (:func:`cap_length` keeps the original order)."""
+  lengths = np.asarray(data.test.mask).sum(-1)
+  original = np.nonzero(lengths <= max_len)[0][i]
+  return data.sentences["test"][int(original)]

@@ -1,0 +1,115 @@
+"""The structured-attention experiment's measures on hand-made maps, and its rows on hand-made results.
+
+Budget (CI at ~12 of 15 minutes): a few seconds; no training (a tagger compile alone
+takes longer), the training path is ``make_epoch_train``'s, tested elsewhere.
+"""
+import numpy as np
+import pytest
+
+from analysis import structured_attention as sa
+from attndyn.reproduce.flavours import structured as exp
+
+TAGS = ("O", "B-NP", "I-NP", "B-VP", "I-VP")
+
+
+def test_run_length_counts_maximal_runs_of_the_support():
+  att = np.array([[0.5, 0.5, 0.0, 0.2, 0.0],     # support {0, 1, 3}: 2 runs, 3/2
+                  [0.0, 0.3, 0.3, 0.4, 0.0],     # {1, 2, 3}: 1 run, 3
+                  [0.1, 0.0, 0.1, 0.0, 0.9],     # {0, 2}; position 4 is padding: 2 runs, 1
+                  [0.0, 0.0, 0.0, 0.0, 0.0]])    # empty support: left out
+  mask = np.array([True, True, True, True, False])
+  size, runs = sa.run_stats(att, mask)
+  np.testing.assert_array_equal(size, [3, 3, 2, 0])
+  np.testing.assert_array_equal(runs, [2, 1, 2, 0])
+  assert sa.mean_run_length(att, mask) == pytest.approx((1.5 + 3 + 1) / 3)
+  assert sa.mean_run_length(att, mask, row_mask=[False, True, False, True]) == 3.0
+  assert np.isnan(sa.mean_run_length(att[3:], mask))
+  # a full support of n real words is one run of length n
+  assert sa.mean_run_length(np.full((2, 5), 0.2), np.ones(5, bool)) == 5.0
+
+
+def test_zero_fraction_counts_only_real_entries():
+  att = np.array([[0.5, 0.0, 0.5, 0.0], [1.0, 0.0, 0.0, 7.0]])
+  mask = np.array([True, True, True, False])
+  assert sa.zero_fraction(att, mask) == pytest.approx(3 / 6)
+  assert sa.zero_fraction(att, mask, row_mask=np.array([True, False])) == pytest.approx(1 / 3)
+
+
+def test_chunk_segments_follow_conlleval_boundaries():
+  tag = {t: i for i, t in enumerate(TAGS)}
+  sent = ["B-NP", "I-NP", "O", "B-VP", "I-VP", "I-NP", "O", "O"]   # I-NP after VP opens a chunk
+  ids = np.array([[tag[t] for t in sent] + [0, 0]])
+  mask = np.array([[True] * 8 + [False, False]])
+  np.testing.assert_array_equal(sa.chunk_segments(ids, mask, TAGS)[0],
+                                [0, 0, 1, 2, 2, 3, 4, 5, -1, -1])
+
+
+def test_in_chunk_mass_on_hand_made_maps():
+  seg = np.array([[0, 0, 1, 2, 2, 2, -1]])          # chunks {0,1}, {2}, {3,4,5}; one pad
+  n = 6
+  own = (seg[0, :n, None] == seg[0, None, :n]).astype(float)
+  inside = np.zeros((1, 7, 7))
+  inside[0, :n, :n] = own / own.sum(-1, keepdims=True)  # all mass on the own chunk
+  share, uniform = sa.in_chunk_mass(inside, seg)
+  np.testing.assert_allclose(share[0, :n], 1.0)
+  np.testing.assert_allclose(uniform[0, :n], [2 / 6, 2 / 6, 1 / 6, 3 / 6, 3 / 6, 3 / 6])
+  assert np.isnan(share[0, 6]) and np.isnan(uniform[0, 6])
+  # uniform attention scores exactly the uniform baseline, with heads and unnormalised mass
+  flat = np.zeros((1, 2, 7, 7))
+  flat[0, 0, :n, :n] = 1 / n
+  flat[0, 1, :n, :n] = 0.3                          # marginals need not sum to 1
+  share, uniform = sa.in_chunk_mass(flat, seg)
+  np.testing.assert_allclose(share[0, :, :n], uniform[0, :, :n])
+  assert share.shape == uniform.shape == (1, 2, 7)
+
+
+def _results(fused_runs, crf_zeros):
+  s = {"normalisers": list(exp.NORMALISERS), "f1_level": 0.77, "epochs": 3}
+  res = {}
+  for k, norm in enumerate(exp.NORMALISERS):
+    dev_f1 = np.array([[0.5, 0.8, 0.9], [0.6, 0.7, 0.78], [0.1, 0.2, 0.3]])
+    res[norm] = {"f1": np.array([0.8, 0.81, 0.79]) + 0.01 * k, "acc": np.array([0.9, 0.91, 0.9]),
+                 "run_length": np.array([1.1, 1.2, 1.0]), "zero_fraction": np.array([0.5, 0.6, 0.4]),
+                 "in_chunk": np.array([0.4, 0.5, 0.45]), "uniform": np.array([0.3, 0.3, 0.3]),
+                 "dev_f1": dev_f1}
+  res["fusedmax"]["run_length"] = np.asarray(fused_runs)
+  res["sparsemap"]["run_length"] = np.array([2.0, 2.5, 3.0])
+  res["crf"]["zero_fraction"] = np.asarray(crf_zeros)
+  return s, res
+
+
+def test_rows_and_verdicts_from_per_seed_results():
+  s, res = _results(fused_runs=[1.5, 1.6, 1.4], crf_zeros=[0.0, 0.0, 0.0])
+  rows = {r["id"]: r for r in exp.make_claims(res, s, steps_per_epoch=10, quick=False)}
+  for norm in exp.NORMALISERS:
+    for what in ("test_f1", "test_acc", "steps_to_level", "run_length", "zero_fraction",
+                 "in_chunk_gain"):
+      assert rows[f"structured.{norm}.{what}"]["status"] == "info"
+  # dev F1 reaches 0.77 after epoch 2, epoch 3, never: steps 20, 30, NaN
+  np.testing.assert_array_equal(res["softmax"]["steps"][:2], [20.0, 30.0])
+  assert np.isnan(res["softmax"]["steps"][2])
+  assert rows["structured.fusedmax.longer_runs_than_sparsemax"]["status"] == "pass"
+  assert rows["structured.sparsemap.longer_runs_than_sparsemax"]["status"] == "pass"
+  assert rows["structured.crf.dense"]["status"] == "pass"
+  assert rows["structured.sparsemap.sparse"]["status"] == "pass"
+  for row in rows.values():
+    if row["status"] != "info":
+      assert row["tolerance"]["source"].startswith("ours: Treviso et al. lecture")
+
+
+def test_the_judged_rows_can_fail():
+  s, res = _results(fused_runs=[0.5, 0.55, 0.45], crf_zeros=[0.0, 0.1, 0.0])
+  rows = {r["id"]: r for r in exp.make_claims(res, s, steps_per_epoch=10, quick=False)}
+  assert rows["structured.fusedmax.longer_runs_than_sparsemax"]["status"] == "fail"
+  assert rows["structured.crf.dense"]["status"] == "fail"
+
+
+def test_cap_length_keeps_short_sentences_in_order():
+  import jax.numpy as jnp
+  from tasks.conll2000 import TaggedBatch
+  mask = np.array([[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]], bool)
+  b = TaggedBatch(jnp.arange(12).reshape(3, 4), jnp.zeros((3, 4), int), jnp.asarray(mask),
+                  jnp.zeros((3, 4), int))
+  capped = exp.cap_length(b, 3)
+  np.testing.assert_array_equal(capped.tokens, [[0, 1, 2], [8, 9, 10]])
+  np.testing.assert_array_equal(capped.mask, mask[[0, 2], :3])
