@@ -18,7 +18,11 @@ from dynamics import Trajectory
 
 # --- Corollary 1 (eq 10) ------------------------------------------------------------------
 
-@given(m=st.integers(1, 50),
+M_MAX = 50
+INVARIANT = jax.jit(analysis.invariant)
+
+
+@given(m=st.integers(1, M_MAX),
        scores=st.lists(st.floats(1e-6, 20.0), min_size=6, max_size=6, unique=True))
 def test_sen_norm_is_zero_at_zero_and_increasing(m, scores):
   s = np.sort(np.asarray(scores))
@@ -26,7 +30,35 @@ def test_sen_norm_is_zero_at_zero_and_increasing(m, scores):
   assert float(analysis.sen_norm(jnp.zeros(()), m)) == 0.0
   assert np.all(predicted > 0)
   assert np.all(np.diff(predicted) > 0)
-  np.testing.assert_allclose(predicted ** 2, 2 * (s + (np.exp(s) - 1) / m), rtol=1e-10)
+  # Against Theorem 1 (analysis.invariant, an independent computation, sentence by sentence):
+  # a topic word at score s with ‖v‖ = SEN(s), among m non-topic words of score 0 and
+  # embedding 0, has the Q of the start (s = 0, v = 0), which is 1/m.
+  # Q subtracts terms of size e^s/m, so float64 leaves a few ulps of that size.
+  q = INVARIANT(*_words_on_the_sen_curve(s, predicted, m))
+  rounding = 32 * np.finfo(np.float64).eps * (s + np.exp(s) / m + 1)
+  assert np.all(np.abs(np.asarray(q) - 1.0 / m) <= rounding), (np.asarray(q) - 1.0 / m, rounding)
+
+
+def _words_on_the_sen_curve(scores, norms, m):
+  """``(params, dataset)``: topic word ``t`` (one sentence each, with ``m`` non-topic words of
+  embedding 0 and key 0) has score ``scores[t]`` and embedding norm ``norms[t]``; ‖q‖ = 1."""
+  n_topic, d = len(scores), 2
+  tokens = np.concatenate([np.arange(n_topic)[:, None],
+                           n_topic + np.arange(M_MAX)[None, :].repeat(n_topic, 0)], axis=1)
+  mask = np.arange(1 + M_MAX)[None, :].repeat(n_topic, 0) <= m     # one shape for every m
+  train = tasks.Batch(jnp.asarray(tokens, jnp.int32), jnp.asarray(mask),
+                      jnp.zeros(n_topic, jnp.int32))
+  data = tasks.TopicDataset(train=train, test=train,
+                            train_topic_word=jnp.arange(n_topic, dtype=jnp.int32),
+                            word_topic=jnp.zeros(n_topic, jnp.int32))
+  direction = np.array([0.6, 0.8])                                # unit, not along the query
+  emb = np.zeros((n_topic + M_MAX, d))
+  emb[:n_topic] = norms[:, None] * direction
+  keys = np.zeros((n_topic + M_MAX, d))
+  keys[:n_topic, 0] = scores
+  params = {"embeddings": jnp.asarray(emb), "keys": jnp.asarray(keys),
+            "query": jnp.array([1.0, 0.0]), "classifier": {}}
+  return params, data
 
 
 # --- Theorem 1 (eq 9) ---------------------------------------------------------------------

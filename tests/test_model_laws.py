@@ -99,13 +99,13 @@ def test_vmapped_sweep_equals_separate_runs(tiny_run, single):
   assert not np.allclose(swept.observables["loss"][0], swept.observables["loss"][1])
 
 
-def test_same_key_is_bit_identical_and_jit_does_not_recompile(tiny_run, single):
+def test_a_new_point_does_not_recompile(tiny_run, single):
+  """Another seed key and learning rate reuse the compiled run (``assert_max_traces``) and
+  give another trajectory. (Calling it twice on one point and comparing would compare a
+  value with itself; the runs' values are pinned by the sweep test above.)"""
   point = _point(tiny_run, 0)
   first = single(point)
-  second = single(point)                                 # would raise if it retraced
-  for a, b in zip(jax.tree.leaves(first), jax.tree.leaves(second)):
-    assert np.array_equal(np.asarray(a), np.asarray(b))
-  other = single(_point(tiny_run, 1))
+  other = single(_point(tiny_run, 1))                    # would raise if it retraced
   assert not np.array_equal(np.asarray(other.observables["loss"]),
                             np.asarray(first.observables["loss"]))
   # The guard is live: a new input signature (float32 lr) forces a second trace.

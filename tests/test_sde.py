@@ -97,9 +97,8 @@ def test_minibatch_sgd_variance_matches_exact_recursion():
   theta = np.asarray(jax.jit(jax.vmap(lambda k: train({"theta": jnp.asarray(0.0)}, k)
                                       .observables))(jax.random.split(jax.random.PRNGKey(2), seeds)))
   assert abs(theta[:, -1].var(ddof=1) / sgd_variance(lr, b, steps, 0.0) - 1) < 0.1
-  # the same params0 with the same key gives the same batch order; another key another one
+  # the key drives the batch order: another key, another final parameter
   final = jax.jit(lambda k: train({"theta": jnp.asarray(0.3)}, k).final_params["theta"])
-  assert final(jax.random.PRNGKey(5)) == final(jax.random.PRNGKey(5))
   assert final(jax.random.PRNGKey(5)) != final(jax.random.PRNGKey(6))
 
 
