@@ -19,9 +19,10 @@ both trained); the decoder starts from the encoder's final ``(h, c)``. One
 embedding table (``nn.Embedding``, width = hidden) serves encoder and decoder.
 
 Every initialiser is PyTorch's default (:func:`torch_linear`, :func:`torch_lstm`,
-:func:`torch_embedding`). With ``heads = K > 1`` each head has its own
+:func:`torch_gru`, :func:`torch_embedding`). With ``heads = K > 1`` each head has its own
 ``W_a^k, b_a^k`` and ``W_p^k, b_p^k`` and ``c_t`` is the mean of the K projected
-contexts (``multihead.py``'s ``Attn_head`` and ``context_v_agg``).
+contexts (``multihead.py``'s ``Attn_head`` and ``context_v_agg``); ``multihead.py``'s
+model is ``heads=K, cell="gru", shared_embedding=False, context_first=True``.
 
 Differences from :mod:`models.seq2seq` ("ours: no EOS, Glorot") and which test pins
 each: ``docs/snell-copying.md``.
@@ -43,6 +44,9 @@ from tasks.batch import Batch
 from tasks.errors import check
 
 
+CELLS = ("lstm", "gru")
+
+
 @dataclasses.dataclass(frozen=True)
 class SnellSeq2SeqConfig:
   """Architecture of the authors' copying model.
@@ -52,6 +56,10 @@ class SnellSeq2SeqConfig:
     sos: the id fed to the decoder first (the authors': ``vocab - 1``).
     hidden: LSTM hidden size = embedding width (the authors': 256).
     heads: attention heads K (1 in ``seq2seq.py``).
+    cell: ``"lstm"`` (``seq2seq.py``) or ``"gru"`` (``multihead.py``: ``nn.GRU``).
+    shared_embedding: one table for encoder and decoder (``seq2seq.py``); ``multihead.py``
+      has two (``enc_embedding``, ``dec_embedding``).
+    context_first: the readout reads ``[c; d]`` (``multihead.py``) instead of ``[d; c]``.
     normaliser: ``"softmax"`` (the authors') or any of
       :data:`models.normalisers.NAMED_NORMALISERS`, applied to the general scores.
   """
@@ -59,6 +67,9 @@ class SnellSeq2SeqConfig:
   sos: int
   hidden: int = 256
   heads: int = 1
+  cell: str = "lstm"
+  shared_embedding: bool = True
+  context_first: bool = False
   normaliser: str = "softmax"
 
   def __post_init__(self):
@@ -68,6 +79,10 @@ class SnellSeq2SeqConfig:
             f"model.{name}", value, "a positive integer")
     check(isinstance(self.sos, int) and 0 <= self.sos < self.vocab, "model.sos", self.sos,
           f"an id in 0..{self.vocab - 1}")
+    check(self.cell in CELLS, "model.cell", self.cell, f"one of {', '.join(CELLS)}")
+    for name in ("shared_embedding", "context_first"):
+      check(isinstance(getattr(self, name), bool), f"model.{name}", getattr(self, name),
+            "true or false")
     check(self.normaliser in NAMED_NORMALISERS, "model.normaliser", self.normaliser,
           f"one of {', '.join(NAMED_NORMALISERS)}")
 
@@ -113,6 +128,20 @@ def torch_lstm(key, d_in: int, hidden: int) -> dict:
           for k, (name, shape) in zip(keys, shapes.items())}
 
 
+def torch_gru(key, d_in: int, hidden: int) -> dict:
+  """``nn.GRU(d_in, hidden)``'s default init: every weight and both biases ``U(±1/√hidden)``.
+
+  ``W_ih [d_in, 3h]``, ``W_hh [h, 3h]``, ``b_ih [3h]``, ``b_hh [3h]``; gates in
+  PyTorch's order r, z, n.
+  """
+  bound = 1.0 / math.sqrt(hidden)
+  shapes = {"W_ih": (d_in, 3 * hidden), "W_hh": (hidden, 3 * hidden),
+            "b_ih": (3 * hidden,), "b_hh": (3 * hidden,)}
+  keys = jax.random.split(key, len(shapes))
+  return {name: jax.random.uniform(k, shape, minval=-bound, maxval=bound)
+          for k, (name, shape) in zip(keys, shapes.items())}
+
+
 def torch_embedding(key, vocab: int, width: int) -> jax.Array:
   """``nn.Embedding(vocab, width)``'s default init: ``N(0, 1)``."""
   return jax.random.normal(key, (vocab, width))
@@ -122,14 +151,17 @@ def init(key: jax.Array, cfg: SnellSeq2SeqConfig) -> dict:
   """Parameters ``{"embed", "encoder", "decoder", "attention", "project", "output"}``.
 
   ``attention``/``project`` hold ``W [K, h, h]``, ``b [K, h]``; ``output`` holds
-  ``after`` (``W [2h, h]``, input ``[d; c]``) and ``vocab`` (``W [h, V]``).
+  ``after`` (``W [2h, h]``, input ``[d; c]``, or ``[c; d]`` with ``context_first``) and
+  ``vocab`` (``W [h, V]``); ``embed_dec`` is the decoder's table unless ``shared_embedding``.
   """
   h, k = cfg.hidden, cfg.heads
-  ks = jax.random.split(key, 7)
+  ks = jax.random.split(key, 8)
+  rnn = torch_lstm if cfg.cell == "lstm" else torch_gru
+  extra = {} if cfg.shared_embedding else {"embed_dec": torch_embedding(ks[7], cfg.vocab, h)}
   return {
-      "embed": torch_embedding(ks[0], cfg.vocab, h),
-      "encoder": torch_lstm(ks[1], h, h),
-      "decoder": torch_lstm(ks[2], h, h),
+      "embed": torch_embedding(ks[0], cfg.vocab, h), **extra,
+      "encoder": rnn(ks[1], h, h),
+      "decoder": rnn(ks[2], h, h),
       "attention": torch_linear(ks[3], h, h, lead=(k,)),
       "project": torch_linear(ks[4], h, h, lead=(k,)),
       "output": {"after": torch_linear(ks[5], 2 * h, h), "vocab": torch_linear(ks[6], h, cfg.vocab)},
@@ -162,6 +194,33 @@ def run_lstm(p: dict, inputs: jax.Array, carry=None):
   return carry, jnp.swapaxes(hs, 0, 1)
 
 
+def run_gru(p: dict, inputs: jax.Array, carry=None):
+  """``torch.nn.GRU`` (one layer) over ``inputs [n, L, d_in]`` from ``carry = h`` (zeros).
+
+  .. math:: r = σ(W_{ir} x + b_{ir} + W_{hr} h + b_{hr}), \quad
+     z = σ(W_{iz} x + b_{iz} + W_{hz} h + b_{hz}),
+
+  .. math:: n = \tanh(W_{in} x + b_{in} + r ⊙ (W_{hn} h + b_{hn})), \quad h' = (1 − z) ⊙ n + z ⊙ h
+
+  Returns:
+    ``(final h, outputs h [n, L, h])``.
+  """
+  hd = p["W_hh"].shape[0]
+  if carry is None:
+    carry = jnp.zeros((inputs.shape[0], hd), inputs.dtype)
+  xs = jnp.swapaxes(inputs @ p["W_ih"] + p["b_ih"], 0, 1)
+
+  def step(h, x):
+    xr, xz, xn = jnp.split(x, 3, axis=-1)
+    hr, hz, hn = jnp.split(h @ p["W_hh"] + p["b_hh"], 3, axis=-1)
+    r, z = jax.nn.sigmoid(xr + hr), jax.nn.sigmoid(xz + hz)
+    h = (1 - z) * jnp.tanh(xn + r * hn) + z * h
+    return h, h
+
+  carry, hs = jax.lax.scan(step, carry, xs)
+  return carry, jnp.swapaxes(hs, 0, 1)
+
+
 def decoder_inputs(labels: jax.Array, sos: int) -> jax.Array:
   """Teacher forcing: ``[SOS, o_1, ..., o_{T-1}]`` (the target ``[SOS; x; EOS]`` minus its last)."""
   return jnp.concatenate([jnp.full_like(labels[:, :1], sos), labels[:, :-1]], axis=1)
@@ -184,33 +243,36 @@ def project(params: dict, contexts: jax.Array) -> jax.Array:
   return (jnp.einsum("...kd,kde->...ke", contexts, p["W"]) + p["b"]).mean(-2)
 
 
-def readout(params: dict, dec: jax.Array, c: jax.Array) -> jax.Array:
-  """``log_softmax(W_s tanh(W_c [d; c] + b_c) + b_s)`` (``[..., V]``; ``dec``, ``c`` broadcast)."""
+def readout(params: dict, cfg: SnellSeq2SeqConfig, dec: jax.Array, c: jax.Array) -> jax.Array:
+  """``log_softmax(W_s tanh(W_c [d; c] + b_c) + b_s)`` (``[..., V]``; ``dec``, ``c`` broadcast;
+  ``[c; d]`` with ``cfg.context_first``)."""
   out = params["output"]
   w = out["after"]["W"]
   h = dec.shape[-1]   # [d; c] @ W as d @ W[:h] + c @ W[h:], so d and c broadcast (the probe)
-  z = jnp.tanh(dec @ w[:h] + c @ w[h:] + out["after"]["b"])
+  first, second = (c, dec) if cfg.context_first else (dec, c)
+  z = jnp.tanh(first @ w[:h] + second @ w[h:] + out["after"]["b"])
   return jax.nn.log_softmax(z @ out["vocab"]["W"] + out["vocab"]["b"], -1)
 
 
 def apply(params: dict, batch: Batch, cfg: SnellSeq2SeqConfig) -> SnellOutput:
   """Teacher-forced forward pass: ``batch.tokens [n, L]`` source, ``batch.labels [n, T]`` target."""
-  emb = params["embed"]
-  carry, enc = run_lstm(params["encoder"], emb[batch.tokens])
-  _, dec = run_lstm(params["decoder"], emb[decoder_inputs(batch.labels, cfg.sos)], carry)
+  run = run_lstm if cfg.cell == "lstm" else run_gru
+  carry, enc = run(params["encoder"], params["embed"][batch.tokens])
+  table = params["embed"] if cfg.shared_embedding else params["embed_dec"]
+  _, dec = run(params["decoder"], table[decoder_inputs(batch.labels, cfg.sos)], carry)
   a = attention_weights(params, cfg, enc, dec, batch.mask)
   ctx = jnp.einsum("nktl,nld->ntkd", a, enc)
-  return SnellOutput(readout(params, dec, project(params, ctx)), a, enc, dec)
+  return SnellOutput(readout(params, cfg, dec, project(params, ctx)), a, enc, dec)
 
 
-def probe(params: dict, out: SnellOutput, labels: jax.Array) -> jax.Array:
+def probe(params: dict, cfg: SnellSeq2SeqConfig, out: SnellOutput, labels: jax.Array) -> jax.Array:
   """``β [n, T, L]``: ``p(o_t | d_t, c_t = W_p h_l + b_p)``, the lexical probe of Snell et al.
   (Section 2.2) as the authors compute it (``get_state_scores2_one_off``: every head's
   context set to ``h_l``)."""
   k = params["project"]["W"].shape[0]
   ctx = jnp.broadcast_to(out.enc[:, :, None, :], out.enc.shape[:2] + (k, out.enc.shape[-1]))
   c = project(params, ctx)                                             # [n, L, h]
-  logp = readout(params, out.dec[:, :, None, :], c[:, None, :, :])   # [n, T, L, V]
+  logp = readout(params, cfg, out.dec[:, :, None, :], c[:, None, :, :])   # [n, T, L, V]
   return jnp.exp(jnp.take_along_axis(logp, labels[:, :, None, None], -1)[..., 0])
 
 

@@ -24,8 +24,9 @@ def _uniform_ok(x: np.ndarray, bound: float):
 
 def test_initialisers_are_pytorchs_defaults(key):
   h, v = 64, 42
-  p = jax.jit(snell.init, static_argnums=1)(key, snell.SnellSeq2SeqConfig(v, v - 1, hidden=h))
-  p = jax.tree.map(np.asarray, p)
+  cfg = snell.SnellSeq2SeqConfig(v, v - 1, hidden=h)
+  gru = snell.SnellSeq2SeqConfig(v, v - 1, hidden=h, cell="gru", shared_embedding=False)
+  p, pg = jax.tree.map(np.asarray, jax.jit(lambda k: (snell.init(k, cfg), snell.init(k, gru)))(key))
   # nn.Linear: kaiming_uniform_(W, a=√5): gain √(2/(1+a²)), std gain/√fan_in, bound √3·std.
   linear_bound = lambda fan_in: math.sqrt(3) * math.sqrt(2 / (1 + 5)) / math.sqrt(fan_in)
   assert linear_bound(h) == pytest.approx(1 / math.sqrt(h), rel=1e-15)
@@ -40,7 +41,12 @@ def test_initialisers_are_pytorchs_defaults(key):
     assert p[lstm]["W_ih"].shape == (h, 4 * h) and p[lstm]["b_hh"].shape == (4 * h,)
     for w in ("W_ih", "W_hh", "b_ih", "b_hh"):
       _uniform_ok(p[lstm][w], 1 / math.sqrt(h))
-  e = np.ravel(p["embed"])                                   # nn.Embedding: N(0, 1)
+  for rnn in ("encoder", "decoder"):                         # nn.GRU: every tensor U(±1/√h)
+    assert pg[rnn]["W_hh"].shape == (h, 3 * h) and pg[rnn]["b_ih"].shape == (3 * h,)
+    for w in ("W_ih", "W_hh", "b_ih", "b_hh"):
+      _uniform_ok(pg[rnn][w], 1 / math.sqrt(h))
+  assert "embed_dec" not in p and pg["embed_dec"].shape == (v, h)
+  e = np.concatenate([np.ravel(p["embed"]), np.ravel(pg["embed_dec"])])   # nn.Embedding: N(0, 1)
   assert p["embed"].shape == (v, h)
   n = e.size
   assert abs(e.mean()) <= 5 / math.sqrt(n) and abs((e ** 2).mean() - 1) <= 5 * math.sqrt(2 / n)
@@ -60,6 +66,18 @@ def _torch_lstm(p, xs, h0, c0):
   return np.array(out), h, c
 
 
+def _torch_gru(p, xs, h):
+  out = []
+  sig = lambda u: 1 / (1 + np.exp(-u))
+  for x in xs:
+    xr, xz, xn = np.split(x @ p["W_ih"] + p["b_ih"], 3)
+    hr, hz, hn = np.split(h @ p["W_hh"] + p["b_hh"], 3)
+    r, z = sig(xr + hr), sig(xz + hz)
+    h = (1 - z) * np.tanh(xn + r * hn) + z * h
+    out.append(h)
+  return np.array(out), h
+
+
 def _sparsemax(z):
   """Euclidean projection of ``z`` onto the simplex (Martins & Astudillo 2016, Alg. 1)."""
   zs = np.sort(z)[::-1]
@@ -73,6 +91,8 @@ def test_forward_is_the_authors_model(key):
   h, v = 3, 6
   cfg = snell.SnellSeq2SeqConfig(v, v - 1, hidden=h)
   sparse = snell.SnellSeq2SeqConfig(v, v - 1, hidden=h, normaliser="sparsemax")
+  gru = snell.SnellSeq2SeqConfig(v, v - 1, hidden=h, heads=2, cell="gru", shared_embedding=False,
+                                 context_first=True)   # multihead.py's model
   src = np.array([[2, 0, 3, 4]])                             # [x; EOS = 4]
   b = Batch(tokens=jnp.asarray(src), mask=jnp.ones(src.shape, bool), labels=jnp.asarray(src))
 
@@ -80,10 +100,11 @@ def test_forward_is_the_authors_model(key):
   def model(key):
     p = snell.init(key, cfg)
     out = snell.apply(p, b, cfg)
-    return p, out, snell.nll(out.logits, b.labels), snell.probe(p, out, b.labels), \
-        snell.apply(p, b, sparse).attention
+    pg = snell.init(key, gru)
+    return p, out, snell.nll(out.logits, b.labels), snell.probe(p, cfg, out, b.labels), \
+        snell.apply(p, b, sparse).attention, pg, snell.apply(pg, b, gru)
 
-  p, out, loss, beta, sp_attention = jax.tree.map(np.asarray, model(key))
+  p, out, loss, beta, sp_attention, pg, og = jax.tree.map(np.asarray, model(key))
   e = p["embed"]
   enc, hn, cn = _torch_lstm(p["encoder"], e[src[0]], np.zeros(h), np.zeros(h))
   dec, _, _ = _torch_lstm(p["decoder"], e[np.r_[5, src[0, :-1]]], hn, cn)   # [SOS; x]
@@ -109,6 +130,22 @@ def test_forward_is_the_authors_model(key):
     assert float(beta[t, l]) == pytest.approx(np.exp(lg[src[0, t]]) / np.exp(lg).sum(), rel=1e-12)
   # a normaliser other than softmax replaces it (the structured ones are models.normalisers')
   np.testing.assert_allclose(sp_attention[0, 0], np.array([_sparsemax(r) for r in s]), atol=1e-12)
+  # multihead.py: GRUs, two embedding tables, per-head attn_proj / enc_proj, mean context, [c; d]
+  enc, hn = _torch_gru(pg["encoder"], pg["embed"][src[0]], np.zeros(h))
+  dec, _ = _torch_gru(pg["decoder"], pg["embed_dec"][np.r_[5, src[0, :-1]]], hn)
+  cs = []
+  for k in range(2):
+    s = (dec @ pg["attention"]["W"][k] + pg["attention"]["b"][k]) @ enc.T
+    a = np.exp(s - s.max(1, keepdims=True))
+    a /= a.sum(1, keepdims=True)
+    np.testing.assert_allclose(og.attention[0, k], a, rtol=1e-12)
+    cs.append((a @ enc) @ pg["project"]["W"][k] + pg["project"]["b"][k])
+  c = np.mean(cs, 0)
+  o = pg["output"]
+  logits = np.tanh(np.concatenate([c, dec], 1) @ o["after"]["W"] + o["after"]["b"]) @ o["vocab"]["W"] \
+      + o["vocab"]["b"]
+  np.testing.assert_allclose(og.logits[0], logits - np.log(np.exp(logits).sum(1, keepdims=True)),
+                             rtol=1e-12)
 
 
 def test_bad_config():
@@ -116,5 +153,7 @@ def test_bad_config():
     snell.SnellSeq2SeqConfig(6, 6)
   with pytest.raises(ConfigError, match="model.normaliser"):
     snell.SnellSeq2SeqConfig(6, 5, normaliser="max")
+  with pytest.raises(ConfigError, match="model.cell"):
+    snell.SnellSeq2SeqConfig(6, 5, cell="rnn")
   with pytest.raises(ConfigError, match="model.hidden"):
     snell.SnellSeq2SeqConfig(6, 5, hidden=0)

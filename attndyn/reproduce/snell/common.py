@@ -147,7 +147,7 @@ def authors_point(task: CopyingConfig, s: dict):
   def evaluate(params, key):
     ev = sample_copying(key, task, s["eval_size"])
     out = seq2seq_snell.apply(params, ev, cfg)
-    m = cs.authors_metrics(out, seq2seq_snell.probe(params, out, ev.labels), ev)
+    m = cs.authors_metrics(out, seq2seq_snell.probe(params, cfg, out, ev.labels), ev)
     m["loss"] = seq2seq_snell.nll(out.logits, ev.labels)
     return m
 
