@@ -3,14 +3,17 @@ slides "Understanding Attention Training via Output Relevance"): every experimen
 
 One module per experiment, run in this order (``attndyn reproduce snell``):
 
-* ``copying``: Section 3.3, sequence copying with an LSTM encoder–decoder and
-  Luong attention on three training distributions (permutations, i.i.d.,
+* ``copying``: Section 3.3, sequence copying with the authors' LSTM encoder–decoder
+  (their code's model, EOS/SOS encoding, PyTorch initialisers and evaluation;
+  ``docs/snell-copying.md``) on three training distributions (permutations, i.i.d.,
   40 distinct of 60): per-seed success / failure, failure rates with Wilson
   intervals, and the two-stage story (the lexical probe β finds the word to
-  copy before the attention does) as curves and a lag statistic.
+  copy before the attention does) as curves and a lag statistic. Our earlier
+  model ("ours: no EOS, Glorot") is the preset ``ours`` / ``ours-cpu``.
 * ``multihead``: Section 5.2, on permutations: K attention heads over the
   same encoder states succeed more often than one; heads taken from good /
-  bad single-head seeds.
+  bad single-head seeds (still our model, not the authors' ``multihead.py``:
+  ``docs/snell-copying.md``).
 * ``multi30k``: Sections 3.2 and 4.2 on real text (Multi30k en→de slice): β of
   a uniform-attention model, the bag-of-words proxy and IBM Model 1 alignments
   against the attention of a standardly trained model (Kendall τ, top-1).
