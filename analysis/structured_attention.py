@@ -114,3 +114,26 @@ def in_chunk_mass(attention, segments) -> "tuple[np.ndarray, np.ndarray]":
   share = np.sum(a * same, -1) / np.where(total > 0, total, 1.0)
   share = np.where(real & (total > 0), share, np.nan)
   return share, np.where(real, uniform, np.nan)
+
+
+def mass_share(attention, target, key_mask) -> "tuple[np.ndarray, np.ndarray]":
+  """Per row: the share of its mass on the keys ``target``, and uniform attention's share.
+
+  Args:
+    attention: ``[n, (H,) L_q, L_k]`` weights.
+    target: ``[n, L_q, L_k]`` bool, the keys that count for each query (e.g. the source
+      positions holding the word a copying model must output).
+    key_mask: ``[n, L_k]`` bool, the real keys.
+
+  Returns:
+    ``(share, uniform)`` of shape ``attention.shape[:-1]``; NaN at rows with no mass.
+  """
+  a = np.asarray(attention, float)
+  km = np.asarray(key_mask, bool)[:, None, :]
+  tgt = np.asarray(target, bool) & km
+  uniform = tgt.sum(-1) / np.maximum(km.sum(-1), 1)
+  if a.ndim == 4:
+    tgt, km, uniform = tgt[:, None], km[:, None], uniform[:, None]
+  total = np.sum(a * km, -1)
+  share = np.where(total > 0, np.sum(a * tgt, -1) / np.where(total > 0, total, 1.0), np.nan)
+  return share, np.broadcast_to(uniform, share.shape)

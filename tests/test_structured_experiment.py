@@ -113,3 +113,25 @@ def test_cap_length_keeps_short_sentences_in_order():
   capped = exp.cap_length(b, 3)
   np.testing.assert_array_equal(capped.tokens, [[0, 1, 2], [8, 9, 10]])
   np.testing.assert_array_equal(capped.mask, mask[[0, 2], :3])
+
+
+def test_mass_share_on_a_hand_made_cross_attention():
+  att = np.array([[[0.0, 0.6, 0.2, 0.0],      # target keys {1}: 0.6 of 0.8
+                   [0.5, 0.5, 0.0, 9.0]]])    # key 3 is padding: {0, 2} get 0.5 of 1.0
+  target = np.array([[[False, True, False, False], [True, False, True, True]]])
+  share, uniform = sa.mass_share(att, target, np.array([[True, True, True, False]]))
+  np.testing.assert_allclose(share, [[0.75, 0.5]])
+  np.testing.assert_allclose(uniform, [[1 / 3, 2 / 3]])
+
+
+def test_copying_rows_and_learning_speed():
+  from attndyn.reproduce.flavours import structured_copying as cp
+  acc = np.array([[0.1, 0.5, 0.95, 0.97], [0.1, 0.2, 0.3, 0.4], [0.2, 0.9, 0.9, 0.99]])
+  r = {"t": np.array([0.0, 10.0, 20.0, 30.0]), "token_acc": acc, "acc": acc[:, -1],
+       "run_length": np.ones(3), "zero_fraction": np.zeros(3),
+       "on_target": np.array([0.9, 0.8, 0.95]), "uniform": np.full(3, 0.1)}
+  rows = cp.copying_claims({"crf": r}, {**cp.FULL, "acc_level": 0.9}, quick=False)
+  assert [row["id"] for row in rows] == [f"structured_copying.crf.{k}" for k in (
+      "token_acc", "steps_to_level", "run_length", "on_target_gain")]
+  np.testing.assert_array_equal(r["steps"][[0, 2]], [20.0, 10.0])
+  assert np.isnan(r["steps"][1]) and all(row["status"] == "info" for row in rows)

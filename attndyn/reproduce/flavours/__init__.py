@@ -13,6 +13,7 @@ reproduce flavours``):
 * ``structured``: the lecture's structured attention (fusedmax, CRF marginals,
   SparseMAP) against softmax and sparsemax in a CoNLL-2000 chunking tagger:
   F1, learning speed, contiguity of the support, agreement with the gold chunks.
+* ``structured_copying``: the same five normalisers in the LSTM seq2seq on copying.
 
 References:
   Lu, Mao & Nayak, ICLR 2021. https://arxiv.org/abs/2011.10036
@@ -20,4 +21,4 @@ References:
   Peters, Niculae & Martins, ACL 2019. https://arxiv.org/abs/1905.05702
 """
 TITLE = 'Attention flavours on the Lu et al. (2021) topic task: sparsemax/entmax SEN and the Jain & Wallace checks'
-EXPERIMENTS = ("sparse_sen", "jain_wallace", "structured")
+EXPERIMENTS = ("sparse_sen", "jain_wallace", "structured", "structured_copying")

@@ -79,9 +79,14 @@ def cap_length(batch: conll2000.TaggedBatch, max_len: int) -> conll2000.TaggedBa
   return jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[keep][:, :max_len]), batch)
 
 
-def _check(s) -> None:
-  for n in s["normalisers"]:
+def check_normalisers(names) -> None:
+  """Every name one of :data:`NORMALISERS` (a ConfigError naming the bad one otherwise)."""
+  for n in names:
     check(n in NORMALISERS, "normalisers", n, f"a list of {', '.join(NORMALISERS)}")
+
+
+def _check(s) -> None:
+  check_normalisers(s["normalisers"])
   check(isinstance(s["max_len"], int) and s["max_len"] >= 2, "max_len", s["max_len"],
         "an integer >= 2")
 

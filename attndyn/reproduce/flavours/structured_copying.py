@@ -1,0 +1,131 @@
+"""Structured attention on Snell et al.'s copying task: the same five normalisers in the LSTM seq2seq.
+
+The companion of :mod:`attndyn.reproduce.flavours.structured` (CoNLL-2000): the
+encoder-decoder of :mod:`models.seq2seq` (its public ``normaliser`` option) on
+i.i.d. copying, trained with the training path of ``reproduce snell``
+(:func:`dynamics.make_train`, Adam, a fresh batch every step; seeds vmapped by
+:func:`dynamics.run_sweep`). Per seed: final token accuracy on fixed evaluation
+pairs, learning speed (the first recorded step with token accuracy ≥
+``acc_level``), and on the evaluation pairs after training the mean run length of
+the attention supports, the fraction of exact zeros and the share of attention
+mass on the source word to copy against uniform attention's share. Every row is
+``info``: the lecture makes no statement about copying.
+
+References:
+  Snell, Zhong, Klein & Steinhardt, "Approximating How Single Head Attention Learns", 2021.
+  https://arxiv.org/abs/2103.07601
+  Treviso et al., attention-mechanisms lecture (2020), "Structured attention".
+"""
+import time
+
+import jax
+import numpy as np
+
+import dynamics
+from analysis import ktiw
+from analysis import replication as rep
+from analysis import structured_attention as sa
+from attndyn.reproduce.flavours.structured import LABELS, NORMALISERS, check_normalisers
+from attndyn.reproduce.runner import Outcome
+from attndyn.reproduce.yang import common
+from models import seq2seq
+from tasks.copying import CopyingConfig, copying_dataset, sample_copying
+
+NAME = "structured_copying"
+TITLE = "Structured attention (lecture) on the copying task: the five normalisers in the LSTM seq2seq"
+FULL = {"distribution": "iid", "n_tokens": 20, "length": 10, "hidden": 32, "steps": 300,
+        "batch": 32, "lr": 3e-3, "record_every": 10, "eval_size": 64, "acc_level": 0.9,
+        "seeds": 3, "normalisers": list(NORMALISERS)}
+QUICK = {**FULL, "steps": 60, "hidden": 16}
+LEVEL_SOURCE = rep.ours("0.9 token accuracy is the success level of attndyn's Snell copying "
+                        "experiment (reproduce snell, 'copying'), fixed there before this one")
+
+
+def run(ctx, s) -> Outcome:
+  check_normalisers(s["normalisers"])
+  res, seconds = {}, {}
+  for norm in s["normalisers"]:
+    ctx.log(f"{NAME}: {norm}: {s['seeds']} seeds x {s['steps']} steps")
+    start = time.perf_counter()
+    res[norm] = train_copying(s, norm, s["seeds"])
+    seconds[norm] = time.perf_counter() - start
+  claims = copying_claims(res, s, quick=ctx.quick)
+  details = {"notes": [
+      f"copying ({s['distribution']}, {s['n_tokens']} words, length {s['length']}, models.seq2seq "
+      f"'ours' encoding): LSTM hidden {s['hidden']}, Adam {s['lr']:g}, batch {s['batch']}, "
+      f"{s['steps']} steps (a fresh batch each step), evaluated every {s['record_every']} on "
+      f"{s['eval_size']} fixed pairs; attention measured on them after training."]}
+  for norm, c in res.items():
+    details[norm] = {"seconds": seconds[norm], "t": c["t"].tolist(),
+                     "token_acc": c["token_acc"].tolist(), "steps_to_level": c["steps"].tolist(),
+                     **{k: c[k].tolist() for k in ("acc", "run_length", "zero_fraction",
+                                                   "on_target", "uniform")}}
+  return Outcome(claims, [], details)
+
+
+def train_copying(c: dict, norm: str, n_seeds: int) -> dict:
+  """Snell's copying task with ``norm`` attention (the training path of ``reproduce snell``:
+  :func:`dynamics.make_train`, Adam, a fresh batch each step; seeds vmapped by ``run_sweep``)."""
+  task = CopyingConfig(c["distribution"], c["n_tokens"], c["length"])
+  cfg = seq2seq.Seq2SeqConfig(task.vocab, task.vocab, hidden=c["hidden"], shared_embedding=True,
+                              normaliser=norm)
+  ev = sample_copying(jax.random.PRNGKey(10 ** 6), task, c["eval_size"])
+  record = ktiw.copy_record(cfg, ev)
+  tc = dynamics.TrainConfig(optimizer="adam", lr=c["lr"], steps=c["steps"],
+                            record_every=c["record_every"], batch_size=c["batch"])
+  loss = seq2seq.make_seq_loss(cfg)
+
+  def one(inp):
+    kd, ki, ko = jax.random.split(jax.random.PRNGKey(inp["seed"]), 3)
+    train = dynamics.make_train(loss, copying_dataset(kd, task, c["steps"], c["batch"]), record,
+                                tc, cfg.trainable())
+    traj = train(seq2seq.init(ki, cfg), ko)
+    return {"obs": traj.observables, "attention": seq2seq.apply(traj.final_params, ev,
+                                                                cfg).attention}
+
+  out = jax.device_get(dynamics.run_sweep(one, {"seed": common.seeds(n_seeds)}))
+  att = np.asarray(out["attention"], float)                        # [S, n, K, T, L]
+  x, y, m = (np.asarray(v) for v in (ev.tokens, ev.labels, ev.mask))
+  target = (x[:, None, :] == y[:, :, None]) & m[:, None, :]        # source words equal to the output
+  rows = (y > 0)[:, None, :]                                       # real target steps
+  km = m[:, None, None, :]
+  acc = np.asarray(out["obs"]["token_acc"], float)                 # [S, R]
+  res = {"t": np.asarray(tc.record_steps(), float), "token_acc": acc, "acc": acc[:, -1]}
+  per = {k: [] for k in ("run_length", "zero_fraction", "on_target", "uniform")}
+  for a in att:
+    share, uniform = sa.mass_share(a, target, m)
+    per["run_length"].append(sa.mean_run_length(a, km, rows))
+    per["zero_fraction"].append(sa.zero_fraction(a, km, rows))
+    per["on_target"].append(float(np.nanmean(np.where(rows, share, np.nan))))
+    per["uniform"].append(float(np.nanmean(np.where(rows, uniform, np.nan))))
+  return {**res, **{k: np.asarray(v) for k, v in per.items()}}
+
+
+def copying_claims(res: dict, s: dict, *, quick: bool) -> list:
+  """``info`` rows of the copying runs: accuracy, learning speed, contiguity, mass on the target."""
+  c, claims = s, []
+  for norm, r in res.items():
+    label = LABELS[norm]
+    reached = r["token_acc"] >= c["acc_level"]
+    steps = np.where(reached.any(-1), r["t"][np.argmax(reached, -1)], np.nan)
+    r["steps"] = steps
+    claims += [
+        rep.claim(f"{NAME}.{norm}.token_acc", f"copying, {label}: final token accuracy "
+                  "(fixed evaluation pairs)", paper="—", ours=rep.mean_ci(r["acc"]),
+                  tolerance=rep.Tolerance("info"), quick=quick),
+        rep.claim(f"{NAME}.{norm}.steps_to_level", f"copying, {label}: first recorded "
+                  f"step with token accuracy ≥ {c['acc_level']:g}", paper="—",
+                  ours=rep.mean_ci(steps), tolerance=rep.Tolerance("info"), quick=quick,
+                  note=f"{int(np.isfinite(steps).sum())}/{len(steps)} seeds reached it in "
+                       f"{c['steps']} steps; level: {LEVEL_SOURCE}"),
+        rep.claim(f"{NAME}.{norm}.run_length", f"copying, {label}: mean run length of "
+                  "the attention support", paper="—", ours=rep.mean_ci(r["run_length"]),
+                  tolerance=rep.Tolerance("info"), quick=quick,
+                  note=f"exact-zero fraction {np.mean(r['zero_fraction']):.3f}"),
+        rep.claim(f"{NAME}.{norm}.on_target_gain", f"copying, {label}: share of "
+                  "attention mass on the source word to copy minus uniform's (paired)",
+                  paper="—", ours=rep.paired_ci(r["on_target"], r["uniform"]),
+                  tolerance=rep.Tolerance("info"), quick=quick,
+                  note=f"share {np.mean(r['on_target']):.3f}, uniform {np.mean(r['uniform']):.3f}"),
+    ]
+  return claims
