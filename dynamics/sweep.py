@@ -11,6 +11,7 @@ is then the global device list and every process runs this function.
 import math
 from typing import Any, Callable, Optional, Sequence
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -98,6 +99,7 @@ def run_sweep(fn: Callable, inputs: Any, *, chunk_size: Optional[int] = None,
   if not leaves:
     raise ValueError("run_sweep needs at least one input leaf carrying the sweep axis")
   total = leaves[0].shape[0]
+  chex.assert_tree_shape_prefix(inputs, (total,))      # every leaf carries the sweep axis
   mesh = sweep_mesh(devices)
   n_dev = mesh.devices.size
   chunk = chunk_length(total, chunk_size, n_dev)
@@ -109,8 +111,20 @@ def run_sweep(fn: Callable, inputs: Any, *, chunk_size: Optional[int] = None,
     if sizes != {bounds[i][1] - bounds[i][0]}:
       raise ValueError(f"done chunk {i} has {sizes} points; chunk {i} is {bounds[i]}")
   sharding = NamedSharding(mesh, PartitionSpec(SWEEP_AXIS))
-  compiled = jax.jit(fn if batched else jax.vmap(fn),
-                     compiler_options=xla_options.supported(compiler_options))
+  # Every chunk is padded to one length, so one trace serves them all; a second would
+  # recompile the whole sweep program (seconds to minutes), so it raises instead. (Counted
+  # per call: chex.assert_max_traces counts per definition site, across calls.)
+  mapped = fn if batched else jax.vmap(fn)
+  traces = []
+
+  def traced_once(part):
+    traces.append(None)
+    if len(traces) > 1:
+      raise AssertionError("run_sweep traced its compiled call twice: a chunk changed shape "
+                           "or dtype, so the sweep would compile again")
+    return mapped(part)
+
+  compiled = jax.jit(traced_once, compiler_options=xla_options.supported(compiler_options))
   outputs = list(done)
   for start, stop in bounds[len(done):]:
     part = jax.tree.map(lambda x: x[start:stop], inputs)

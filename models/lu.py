@@ -11,6 +11,7 @@ References:
 import dataclasses
 from typing import Callable, NamedTuple, Optional
 
+import chex
 import jax
 import jax.numpy as jnp
 
@@ -188,14 +189,22 @@ def apply(params: dict, batch: Batch, normaliser: str = "softmax") -> LuOutput:
 
   ``normaliser`` (``LuModelConfig.normaliser``) replaces the paper's softmax
   by sparsemax, 1.5-entmax or a structured normaliser (:func:`models.normalisers.normalise`).
+
+  Shapes: ``batch.tokens`` and ``batch.mask`` ``[n, L]``; the output as :class:`LuOutput`.
   """
+  chex.assert_rank(batch.tokens, 2)
+  chex.assert_equal_shape([batch.tokens, batch.mask])
   scores = word_scores(params)[batch.tokens]
   if normaliser == "softmax":
     attention = softmax_attention(scores, batch.mask)
   else:
     attention = normalise(normaliser, scores, batch.mask)
   context = attend(params["embeddings"][batch.tokens], attention)
-  return LuOutput(apply_classifier(params["classifier"], context), attention, scores, context)
+  logits = apply_classifier(params["classifier"], context)
+  chex.assert_shape(attention, batch.tokens.shape)
+  chex.assert_rank([context, logits], 2)
+  chex.assert_equal_shape_prefix([logits, context, batch.tokens], 1)
+  return LuOutput(logits, attention, scores, context)
 
 
 def lu_attention(cfg: LuModelConfig, dtype=jnp.float32) -> Model:
