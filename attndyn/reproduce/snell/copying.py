@@ -123,7 +123,10 @@ def run(ctx, s) -> Outcome:
   crit = (f"{s['success_metric']} < {s['success_at']} at step {int(t[-1])} (threshold ours; "
           f"the authors' copying code has none)")
   model = ("the authors' model" if s["model"] == "authors" else "ours: no EOS, Glorot")
-  setting = (f"{model}, hidden {s['hidden']}, length {s['length']}, {s['steps']} Adam steps, "
+  hidden = f"hidden {s['hidden']}" + ("" if s["hidden"] == FULL["hidden"] else
+                                       f" (the authors': {FULL['hidden']}; the failure rate on "
+                                       "permutations depends on it, docs/snell-copying.md)")
+  setting = (f"{model}, {hidden}, length {s['length']}, {s['steps']} Adam steps, "
              f"{s['seeds']} seeds; failure = {crit}")
   for name in s["distributions"]:
     ok = common.success(runs[name], s)
