@@ -58,26 +58,28 @@ BASE = {"n_nontopic": 20, "vocab_size": 1000, "n_topics": 4, "words_per_topic": 
         "embed_dim": 15, "n_train": 200, "n_test": 100, "normaliser": "softmax",
         "train_query": False}
 DISCRETE = tuple(BASE)     # the discrete axes (classifier besides)
-# Full grid: 54 buckets × 16 σ × 12 lr = 10,368 configurations. Compilation dominates a bucket
-# (benchmarks/atlas.py), so the grid has few buckets with many vmapped points each.
+# Full grid: 57 fast-path buckets × 16 σ × 12 lr and 6 autodiff buckets (sparsemax, trainable
+# query) × 4 σ × 3 lr = 11,016 configurations. Compilation dominates a fast-path bucket
+# (benchmarks/atlas.py), so the grid has few buckets with many vmapped points each; autodiff GD
+# costs far more per point, so its buckets take every `autodiff_thin`-th σ and lr.
 FULL = {
     "tau": 150.0, "steps": 600, "record_every": 15,
     "run_lengths": [600, 480, 390, 300, 240, 195, 150, 120, 90, 75, 60, 45],
     "sigma": [float(f"{s:.3g}") for s in np.logspace(-4, 0, 16)],
     "seeds": 4, "classifiers": ["fc", "tc", "tl"], "base": dict(BASE),
-    "axes": {"n_nontopic": [2, 5, 20, 100], "vocab_size": [300, 1000, 3000],
+    "axes": {"n_nontopic": [2, 5, 20, 50, 100], "vocab_size": [300, 1000, 3000],
              "n_topics": [4, 8], "words_per_topic": [1, 2], "embed_dim": [15, 30],
              "n_train": [200, 800], "normaliser": ["softmax", "sparsemax"],
              "train_query": [False, True]},
     "crosses": [["n_nontopic", "vocab_size"]],
     "precision": "float32",
-    "tc_only": [],
+    "tc_only": [], "autodiff_thin": 4,
 }
 QUICK = {**FULL, "steps": 600, "record_every": 25, "run_lengths": [600, 300, 150, 75],
          "sigma": [float(f"{s:.3g}") for s in np.logspace(-4, 0, 10)],
          "axes": {"n_nontopic": [5, 20, 50], "vocab_size": [1000, 3000],
                   "normaliser": ["softmax", "sparsemax"], "train_query": [False, True]},
-         "crosses": [], "tc_only": ["normaliser", "train_query"]}
+         "crosses": [], "tc_only": ["normaliser", "train_query"], "autodiff_thin": 2}
 
 
 class Bucket(NamedTuple):
@@ -150,6 +152,8 @@ def _check(s: dict) -> None:
     bad("classifiers", s["classifiers"], "a non-empty list drawn from fc, tc, tl")
   if not (isinstance(s["tc_only"], list) and all(a in BASE for a in s["tc_only"])):
     bad("tc_only", s["tc_only"], "a list of axes varied for Attn-TC only")
+  if not (isinstance(s["autodiff_thin"], int) and s["autodiff_thin"] >= 1):
+    bad("autodiff_thin", s["autodiff_thin"], "a positive integer")
   if s["precision"] not in ("float32", "float64"):
     bad("precision", s["precision"], "float32 or float64")
 
@@ -175,9 +179,28 @@ def buckets(s: dict) -> list:
   return out
 
 
-def learning_rates(s: dict) -> list:
-  """``tau / n`` for each run length ``n``."""
-  return [s["tau"] / n for n in s["run_lengths"]]
+def fast(bucket: Bucket) -> bool:
+  """Whether the bucket's GD runs on the exact fast path with the reduced ODE beside it
+  (softmax and a fixed query), rather than by autodiff without an ODE."""
+  return bucket.values["normaliser"] == "softmax" and not bucket.values["train_query"]
+
+
+def continuous(s: dict, bucket: Bucket = None) -> tuple:
+  """``(sigmas, run_lengths)`` of a bucket: every value, or every ``autodiff_thin``-th for a
+  bucket off the fast path."""
+  step = 1 if bucket is None or fast(bucket) else s["autodiff_thin"]
+  return list(s["sigma"][::step]), list(s["run_lengths"][::step])
+
+
+def learning_rates(s: dict, bucket: Bucket = None) -> list:
+  """``tau / n`` for each run length ``n`` of the bucket."""
+  return [s["tau"] / n for n in continuous(s, bucket)[1]]
+
+
+def n_configurations(s: dict, bucket: Bucket) -> int:
+  """σ values × learning rates of the bucket."""
+  sigmas, lengths = continuous(s, bucket)
+  return len(sigmas) * len(lengths)
 
 
 def run_config(s: dict, bucket: Bucket) -> dict:
@@ -191,14 +214,14 @@ def run_config(s: dict, bucket: Bucket) -> dict:
   raw["model"].update({"embed_dim": v["embed_dim"], "key_dim": v["embed_dim"],
                        "normaliser": v["normaliser"], "train_query": v["train_query"],
                        "embed_std": s["sigma"][0]})
-  lrs = learning_rates(s)
+  sigmas, _ = continuous(s, bucket)
+  lrs = learning_rates(s, bucket)
   raw["train"].update({"lr": lrs[0], "steps": s["steps"], "record_every": s["record_every"]})
-  n_points = len(lrs) * len(s["sigma"]) * s["seeds"]
+  n_points = len(lrs) * len(sigmas) * s["seeds"]
   raw["sweep"] = {"seeds": s["seeds"], "data_seeds": [0], "chunk_size": n_points,
-                  "grid": {"train.lr": lrs, "model.embed_std": list(s["sigma"])}}
+                  "grid": {"train.lr": lrs, "model.embed_std": sigmas}}
   # Lemma 2's reduced ODE is derived for softmax attention and a fixed query.
-  reduced = v["normaliser"] == "softmax" and not v["train_query"]
-  raw["ode"]["kind"] = "reduced" if reduced else "none"
+  raw["ode"]["kind"] = "reduced" if fast(bucket) else "none"
   return raw
 
 
@@ -210,11 +233,11 @@ def _take(traj, idx):
 def bucket_rows(s: dict, bucket: Bucket, result, start_id: int) -> tuple:
   """``(rows, curves)`` of one bucket's :class:`attndyn.pipeline.RunResult`."""
   from analysis import atlas as measures
-  lrs = learning_rates(s)
+  lrs = learning_rates(s, bucket)
   points = result.points
   rows, curves = [], []
   lr_of = np.array([p["train.lr"] for p in points])
-  for lr, n in zip(lrs, s["run_lengths"]):
+  for lr, n in zip(lrs, continuous(s, bucket)[1]):
     idx = np.nonzero(np.isclose(lr_of, lr, rtol=1e-6))[0]
     k = n // s["record_every"] + 1
     gd = measures.until(_take(result.gd, idx), k, n)
@@ -276,15 +299,15 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
   todo = buckets(s)
   if only is not None:
     todo = [b for b in todo if b.index in set(only)]
-  per_bucket = len(learning_rates(s)) * len(s["sigma"])
+  counts = [n_configurations(s, b) for b in todo]
   for b in todo:   # every config valid before anything runs
     engine.validate(run_config(s, b), f"atlas bucket {b.index} ({_describe(b)})")
-  bar = ProgressBar("atlas", len(todo) * per_bucket, steps_per_point=None, enabled=progress,
+  bar = ProgressBar("atlas", sum(counts), steps_per_point=None, enabled=progress,
                     unit="configurations")
   rows, curves, seconds, errors = [], [], {}, {}
   start = time.perf_counter()
   try:
-    for b in todo:
+    for i, b in enumerate(todo):
       t0 = time.perf_counter()
       result = engine.run(ctx, f"bucket-{b.index:04d}", run_config(s, b), figures=False)
       if result.errors:   # a failed ODE stage: its rows have no ode_rel_dev; say so
@@ -292,11 +315,11 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
         if progress:
           print(f"atlas: bucket {b.index} ({_describe(b)}): " + "; ".join(
               f"the {k} stage failed: {v}" for k, v in result.errors.items()), file=sys.stderr)
-      r, c = bucket_rows(s, b, result, start_id=b.index * per_bucket)
+      r, c = bucket_rows(s, b, result, start_id=sum(counts[:i]))
       rows += r
       curves += c
       seconds[f"bucket-{b.index:04d}"] = time.perf_counter() - t0
-      bar.update(len(seconds) * per_bucket)
+      bar.update(sum(counts[:i + 1]))
   finally:
     bar.close()
   seconds["total"] = time.perf_counter() - start
@@ -315,7 +338,7 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
     atomic.write_text(out / "atlas.md", found.pop("markdown"))
   from analysis.summary import json_ready
   atomic.write_json(out / "atlas.json", json_ready({"settings": s, "n_buckets": len(todo),
-                                         "n_configurations": len(todo) * per_bucket,
+                                         "n_configurations": sum(counts),
                                          "n_rows": len(rows), "seconds": seconds, "errors": errors,
                                          "tolerances": TOLERANCES, "findings": found}))
   return AtlasResult(rows, stacked, found, seconds)
@@ -331,8 +354,10 @@ def _describe(b: Bucket) -> str:
 
 def _settings_text(s: dict, n_buckets: int) -> str:
   lrs = learning_rates(s)
-  return (f"{n_buckets} buckets × {len(s['sigma'])} σ × {len(lrs)} lr = "
-          f"{n_buckets * len(s['sigma']) * len(lrs)} configurations, {s['seeds']} seeds each; "
+  n = sum(n_configurations(s, b) for b in buckets(s))
+  return (f"{n_buckets} buckets of up to {len(s['sigma'])} σ × {len(lrs)} lr "
+          f"(every {s['autodiff_thin']}-th σ and lr off the fast path), {n} configurations in "
+          f"the grid, {s['seeds']} seeds each; "
           f"flow time τ = lr·steps = {s['tau']:g} for every lr ({min(lrs):.3g} … {max(lrs):.3g}), "
           f"σ (embedding std) {min(s['sigma']):g} … {max(s['sigma']):g}; "
           f"base: {json.dumps(s['base'])}; {s['precision']}")

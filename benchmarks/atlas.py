@@ -56,13 +56,13 @@ def main(argv=None) -> int:
   everything = atlas.buckets(s)
   sample = [b.index for b in everything] if args.quick else (
       [int(i) for i in args.buckets.split(",")] if args.buckets else default_sample(s))
-  per_bucket = len(atlas.learning_rates(s)) * len(s["sigma"])
   rows = []
   for index in sample:
     n_before, t0 = len(compiles), time.perf_counter()
     atlas.run_atlas(Path(args.out) / f"bucket-{index:04d}", quick=args.quick, only=[index],
                     progress=False, findings=False)
     b = everything[index]
+    per_bucket = atlas.n_configurations(s, b)
     rows.append({"bucket": index, "kind": _kind(b.values), "values": b.values,
                  "seconds": time.perf_counter() - t0, "configurations": per_bucket,
                  "compiles": len(compiles) - n_before,
@@ -81,7 +81,8 @@ def main(argv=None) -> int:
   doc = {"grid": "quick" if args.quick else "full", "rows": rows,
          "configurations_per_s": configs / total,
          "compiles_per_configuration": sum(r["compiles"] for r in rows) / configs,
-         "grid_buckets": len(everything), "grid_configurations": len(everything) * per_bucket,
+         "grid_buckets": len(everything),
+         "grid_configurations": sum(atlas.n_configurations(s, b) for b in everything),
          "estimated_grid_seconds": estimate,
          "kinds_unsampled": sorted({_kind(b.values) for b in everything} - set(mean))}
   print(f"{configs} configurations in {total:.0f} s: {doc['configurations_per_s']:.2f} "
