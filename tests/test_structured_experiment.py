@@ -82,8 +82,8 @@ def test_rows_and_verdicts_from_per_seed_results():
   s, res = _results(fused_runs=[1.5, 1.6, 1.4], crf_zeros=[0.0, 0.0, 0.0])
   rows = {r["id"]: r for r in exp.make_claims(res, s, steps_per_epoch=10, quick=False)}
   for norm in exp.NORMALISERS:
-    for what in ("test_f1", "test_acc", "steps_to_level", "run_length", "zero_fraction",
-                 "in_chunk_gain"):
+    for what in ("test_f1", "test_acc", "steps_to_level", "dev_f1_auc", "run_length",
+                 "zero_fraction", "in_chunk_gain"):
       assert rows[f"structured.{norm}.{what}"]["status"] == "info"
   # dev F1 reaches 0.77 after epoch 2, epoch 3, never: steps 20, 30, NaN
   np.testing.assert_array_equal(res["softmax"]["steps"][:2], [20.0, 30.0])
