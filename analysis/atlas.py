@@ -266,21 +266,28 @@ def phase_diagram(panels: Sequence[Mapping], path, title: str = "") -> str:
     path: where to write.
     title: the figure's title.
   """
+  import textwrap
   ncols = min(2, len(panels))
   nrows = -(-len(panels) // ncols)
-  fig, axes = figure_io.grid(nrows, ncols, width=4.6, height=3.8)
+  fig, axes = figure_io.grid(nrows, ncols, width=4.8, height=3.9)
   for ax, p in zip(axes.ravel(), panels):
+    # grid cells by index (the axes' values are log-spaced or categorical), labelled by value
     z = _log(p["z"])
-    mesh = ax.pcolormesh(p["xs"], p["ys"], z, shading="nearest", cmap="viridis")
+    ix, iy = np.arange(len(p["xs"])), np.arange(len(p["ys"]))
+    mesh = ax.pcolormesh(ix, iy, z, shading="nearest", cmap="viridis")
     fig.colorbar(mesh, ax=ax, label=f"log10 {p['label']}")
     finite = np.isfinite(z)
-    if finite.sum() >= 4 and len(p["xs"]) >= 2 and len(p["ys"]) >= 2 and \
-        np.nanmin(z) < math.log10(p["bound"]) < np.nanmax(z):
-      ax.contour(p["xs"], p["ys"], np.where(finite, z, np.nanmax(z)), [math.log10(p["bound"])],
-                 colors="white", linewidths=2)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    figure_io.dress(ax, f"{p['label']} (white: = {p['bound']:g})", p["x"], p["y"], legend=False)
+    level = math.log10(p["bound"])
+    if finite.sum() >= 4 and ix.size >= 2 and iy.size >= 2 and \
+        np.nanmin(z) < level < np.nanmax(z):
+      ax.contour(ix, iy, np.where(finite, z, np.nanmax(z)), [level], colors="white",
+                 linewidths=2, linestyles="solid")
+    step = max(1, -(-ix.size // 5))
+    ax.set_xticks(ix[::step], [f"{v:.2g}" for v in p["xs"][::step]])
+    ax.set_yticks(iy, [f"{v:.3g}" for v in p["ys"]])
+    figure_io.dress(ax, f"{p['label']}\n(white contour: {p['bound']:g})", p["x"], p["y"],
+                    legend=False)
+  title = "\n".join(textwrap.wrap(title, 40 * ncols))
   return figure_io.finish(fig, axes, len(panels), path, title)
 
 

@@ -327,21 +327,37 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
   stacked = _stack(curves)
   write_table(out / "atlas.csv", rows)
   write_curves(out, stacked)
-  found = {}
-  if findings:
-    found = measures.findings(rows, out, tolerances=TOLERANCES, sources=TOLERANCE_SOURCES,
-                              base={"classifier": "tc", **s["base"]},
-                              paper_point={"sigma": _nearest(s["sigma"], 1e-3),
-                                           "lr": _nearest(learning_rates(s), 0.1)},
-                              settings_text=_settings_text(s, len(todo)),
-                              seconds=seconds["total"])
-    atomic.write_text(out / "atlas.md", found.pop("markdown"))
+  found = write_findings(out, rows, s, len(todo), seconds["total"]) if findings else {}
   from analysis.summary import json_ready
   atomic.write_json(out / "atlas.json", json_ready({"settings": s, "n_buckets": len(todo),
                                          "n_configurations": sum(counts),
                                          "n_rows": len(rows), "seconds": seconds, "errors": errors,
                                          "tolerances": TOLERANCES, "findings": found}))
   return AtlasResult(rows, stacked, found, seconds)
+
+
+def write_findings(out: Path, rows: list, s: dict, n_buckets: int, seconds: float) -> dict:
+  """atlas.md and the phase diagrams from the rows (:func:`analysis.atlas.findings`)."""
+  from analysis import atlas as measures
+  found = measures.findings(rows, out, tolerances=TOLERANCES, sources=TOLERANCE_SOURCES,
+                            base={"classifier": "tc", **s["base"]},
+                            paper_point={"sigma": _nearest(s["sigma"], 1e-3),
+                                         "lr": _nearest(learning_rates(s), 0.1)},
+                            settings_text=_settings_text(s, n_buckets), seconds=seconds)
+  atomic.write_text(Path(out) / "atlas.md", found.pop("markdown"))
+  return found
+
+
+def rewrite_findings(out) -> dict:
+  """Redraw atlas.md and the phase diagrams of a finished atlas from its atlas.csv and
+  atlas.json (nothing is rerun); atlas.json's findings are replaced."""
+  from analysis.summary import json_ready
+  out = Path(out)
+  doc = json.loads((out / "atlas.json").read_text())
+  found = write_findings(out, read_table(out / "atlas.csv"), doc["settings"], doc["n_buckets"],
+                         doc["seconds"]["total"])
+  atomic.write_json(out / "atlas.json", json_ready({**doc, "findings": found}))
+  return found
 
 
 def _nearest(values, target):
