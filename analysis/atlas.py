@@ -486,10 +486,12 @@ def markdown(rows, found, *, tolerances, base, paper_point, settings_text, secon
         f"Of {tl['n']} finite Attn-TL runs, {tl['n_fail']} break Theorem 1's drift or Assumption 1. "
         f"In {_fmt(100 * tl['low_word_in_fails'], '.0f')}% of those one topic word ends with a score "
         f"below a tenth of the mean topic score (against "
-        f"{_fmt(100 * tl['low_word_in_rest'], '.0f')}% of the other TL runs): the two-layer "
-        f"classifier separates that word's topic through the other topic word or the non-topic "
-        f"words, so the word's score stays near 0, |s_t growth| in the drift's denominator is "
-        f"tiny and Q_t's drift and the non-topic/topic ratio blow up.")
+        f"{_fmt(100 * tl['low_word_in_rest'], '.0f')}% of the other TL runs). Where a topic "
+        f"word's score stays near 0, |s_t growth| in the drift's denominator is tiny, so Q_t's "
+        f"drift is large however little Q_t moves, and its small embedding norm is the "
+        f"denominator of the Assumption-1 ratio; the two-layer classifier can separate that "
+        f"word's topic without its score growing (through the topic's other word or the "
+        f"embeddings), which FC and TC cannot.")
   else:
     lines.append("No Attn-TL runs in this atlas.")
   lines += ["", "## Phase diagrams", "",
