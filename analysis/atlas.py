@@ -489,9 +489,9 @@ def markdown(rows, found, *, tolerances, base, paper_point, settings_text, secon
         f"{_fmt(100 * tl['low_word_in_rest'], '.0f')}% of the other TL runs). Where a topic "
         f"word's score stays near 0, |s_t growth| in the drift's denominator is tiny, so Q_t's "
         f"drift is large however little Q_t moves, and its small embedding norm is the "
-        f"denominator of the Assumption-1 ratio; the two-layer classifier can separate that "
-        f"word's topic without its score growing (through the topic's other word or the "
-        f"embeddings), which FC and TC cannot.")
+        f"denominator of the Assumption-1 ratio. Compare the share above with the other "
+        f"classifiers' failures in the axis list: a TL run can classify a topic without one of "
+        f"its words' scores growing.")
   else:
     lines.append("No Attn-TL runs in this atlas.")
   lines += ["", "## Phase diagrams", "",
