@@ -396,6 +396,7 @@ def findings(rows: Sequence[Mapping], out, *, tolerances: Mapping[str, float],
                             for c in sorted({r["classifier"] for r in rows})}
   found["by_axis"] = _by_axis(rows, base, paper_point)
   found["tl"] = _tl_failures(rows)
+  found["low_word"] = {c: _tl_failures(rows, c) for c in sorted({r["classifier"] for r in rows})}
   found["markdown"] = markdown(rows, found, tolerances=tolerances, base=base,
                                paper_point=paper_point, settings_text=settings_text,
                                seconds=seconds)
@@ -424,10 +425,10 @@ def _by_axis(rows, base, paper_point) -> dict:
   return out
 
 
-def _tl_failures(rows) -> dict:
-  """Attn-TL's failures of Theorem 1 / Assumption 1: how often one topic word learned a score
-  near 0 (below a tenth of the mean topic score) in the failing runs and in the others."""
-  tl = [r for r in rows if r["classifier"] == "tl" and not r["diverged"]
+def _tl_failures(rows, classifier: str = "tl") -> dict:
+  """A classifier's failures of Theorem 1 / Assumption 1: how often one topic word learned a
+  score near 0 (below a tenth of the mean topic score) in the failing runs and in the others."""
+  tl = [r for r in rows if r["classifier"] == classifier and not r["diverged"]
         and math.isfinite(r["min_topic_score"]) and math.isfinite(r["mean_topic_score"])]
   fails = [r for r in tl if any(b in str(r["broken"]) for b in ("q_drift", "assumption1_ratio"))]
   rest = [r for r in tl if r not in fails]
@@ -489,9 +490,10 @@ def markdown(rows, found, *, tolerances, base, paper_point, settings_text, secon
         f"{_fmt(100 * tl['low_word_in_rest'], '.0f')}% of the other TL runs). Where a topic "
         f"word's score stays near 0, |s_t growth| in the drift's denominator is tiny, so Q_t's "
         f"drift is large however little Q_t moves, and its small embedding norm is the "
-        f"denominator of the Assumption-1 ratio. Compare the share above with the other "
-        f"classifiers' failures in the axis list: a TL run can classify a topic without one of "
-        f"its words' scores growing.")
+        f"denominator of the Assumption-1 ratio. The same share among the failing runs of the "
+        f"other classifiers: " + ", ".join(
+            f"{c} {_fmt(100 * v['low_word_in_fails'], '.0f')}% of {v['n_fail']}"
+            for c, v in found["low_word"].items() if c != "tl") + ".")
   else:
     lines.append("No Attn-TL runs in this atlas.")
   lines += ["", "## Phase diagrams", "",
