@@ -19,6 +19,7 @@ from tasks.errors import ConfigError
 # the lr-0.5 runs at their last step.
 TINY = ["classifiers=[\"tc\"]", "axes={}", "crosses=[]", "seeds=2", "sigma=[0.001, 0.1]", "tau=5.0",
         "steps=10", "record_every=5", "run_lengths=[10, 5]", "precision=\"float64\"",
+        "ode_rtol=1e-6",
         "base={n_nontopic=3, vocab_size=20, n_topics=2, words_per_topic=2, embed_dim=4, "
         "n_train=16, n_test=8, normaliser=\"softmax\", train_query=false}"]
 
