@@ -28,6 +28,7 @@ from attndyn import checkpoint, lock
 from dynamics.optimizers import base_optimizer
 from models import seq2seq, seq2seq_snell
 from tasks.copying import CopyingConfig, copying_dataset, sample_copying
+from tasks.errors import ConfigError
 
 EVAL_KEY = 10 ** 6
 
@@ -173,7 +174,7 @@ def _store(out: Path, config: dict, chunk: Optional[int], resume: bool, log):
     try:
       store.check(config, 1)
       return store
-    except Exception as err:  # noqa: BLE001 - ConfigError: another config; start afresh
+    except ConfigError as err:   # another config: start afresh
       log(f"{out.name}: not resuming its checkpoints ({err}); starting afresh")
   return checkpoint.Checkpoints.create(out, config, chunk, every=1)
 
