@@ -19,7 +19,7 @@ import numpy as np
 from analysis.deviation import final_abs_deviation, max_abs_deviation
 from analysis.invariant import invariant_drift
 from analysis.sen import sen_norm, sen_relative_error
-from dynamics.trajectory import Trajectory
+from dynamics.trajectory import Trajectory, failure_reason
 
 
 def json_number(x) -> Optional[float]:
@@ -89,7 +89,11 @@ def run_summaries(points: Sequence[Mapping], gd: Trajectory, odes: Mapping[str, 
     ``topic_words`` (list of ``{word, score, emb_norm, sen_norm, sen_rel_error,
     invariant_drift}``), ``nontopic_max_abs_score_change``,
     ``nontopic_max_abs_norm_change``, ``ode_max_abs_score_dev``,
-    ``ode_final_abs_score_dev`` and ``ode_failed_at`` (dicts keyed by ODE kind).
+    ``ode_final_abs_score_dev``, ``ode_failed_at``, ``ode_failure_reason`` (``None``,
+    or a name from :data:`dynamics.trajectory.FAILURE_REASONS`: ``max_steps``,
+    ``non_finite``, ``step_size_underflow``, ``solver_error``) and ``ode_solver_steps``
+    (dicts keyed by ODE kind; the last two only for ODEs that carry
+    :class:`dynamics.trajectory.ODEStats`).
 
   Raises:
     ConfigError: an ODE recorded at other times than ``gd``.
@@ -108,6 +112,9 @@ def run_summaries(points: Sequence[Mapping], gd: Trajectory, odes: Mapping[str, 
   final_dev = {kind: final_abs_deviation(gd, ode, "score") for kind, ode in odes.items()}
   failed_gd = np.asarray(gd.failed_at).reshape(n_points)
   failed_ode = {kind: np.asarray(ode.failed_at).reshape(n_points) for kind, ode in odes.items()}
+  solved = {kind: ode.ode for kind, ode in odes.items() if getattr(ode, "ode", None) is not None}
+  reasons = {k: np.asarray(v.reason).reshape(n_points) for k, v in solved.items()}
+  steps = {k: np.asarray(v.num_steps).reshape(n_points) for k, v in solved.items()}
 
   summaries = []
   for p, point in enumerate(points):
@@ -133,6 +140,8 @@ def run_summaries(points: Sequence[Mapping], gd: Trajectory, odes: Mapping[str, 
         "ode_max_abs_score_dev": {k: json_number(v[p]) for k, v in max_dev.items()},
         "ode_final_abs_score_dev": {k: json_number(v[p]) for k, v in final_dev.items()},
         "ode_failed_at": {k: _time_or_none(v[p]) for k, v in failed_ode.items()},
+        "ode_failure_reason": {k: failure_reason(v[p]) for k, v in reasons.items()},
+        "ode_solver_steps": {k: int(v[p]) for k, v in steps.items()},
     })
     summaries.append(record)
   return summaries

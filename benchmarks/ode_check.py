@@ -48,8 +48,6 @@ def main():
   import dynamics
   import models
   import tasks
-  from dynamics.gradient_flow import solve_gradient_flow
-  from dynamics.reduced_ode import solve_reduced_sen_ode
   from models import lu
 
   dtype = jnp.float64 if args.x64 else jnp.float32
@@ -74,15 +72,15 @@ def main():
   tol = lambda r, a: {k: v for k, v in (("rtol", r), ("atol", a)) if v is not None}
   ode_opts = dict(solver=args.solver, dtmin=args.dtmin)
   fns = {
-      "gd": lambda p: (dynamics.make_train(loss, data.train, record, train_cfg, trainable)(
-          p, jax.random.PRNGKey(0)), {}),
-      "lemma2": lambda p: solve_reduced_sen_ode(
+      "gd": lambda p: dynamics.make_train(loss, data.train, record, train_cfg, trainable)(
+          p, jax.random.PRNGKey(0)),
+      "lemma2": lambda p: dynamics.reduced_sen_ode(
           p, data.train, data.train_topic_word, np.arange(n_topic), record, lr=args.lr, ts=ts,
           trainable=trainable, form="lemma2", **tol(args.rtol, args.atol), **ode_opts),
-      "exact": lambda p: solve_reduced_sen_ode(
+      "exact": lambda p: dynamics.reduced_sen_ode(
           p, data.train, data.train_topic_word, np.arange(n_topic), record, lr=args.lr, ts=ts,
           trainable=trainable, form="exact", **tol(args.rtol, args.atol), **ode_opts),
-      "flow": lambda p: solve_gradient_flow(
+      "flow": lambda p: dynamics.gradient_flow(
           loss, p, data.train, record, lr=args.lr, ts=ts, trainable=trainable,
           **tol(args.flow_rtol, args.flow_atol), **ode_opts),
   }
@@ -121,7 +119,8 @@ def main():
     jax.block_until_ready(compiled(params0))
     t_run = time.perf_counter() - t0
     t0 = time.perf_counter()
-    traj, stats = dynamics.run_sweep(fn, params0)
+    traj = dynamics.run_sweep(fn, params0)
+    stats = {} if traj.ode is None else traj.ode._asdict()   # diffrax's result and step counts
     t_sweep = time.perf_counter() - t0
     results[name] = traj
     s = np.asarray(traj.observables["s"], np.float64)

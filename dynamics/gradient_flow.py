@@ -16,7 +16,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from dynamics.trajectory import Trajectory
+from dynamics.trajectory import FAILURE_REASONS, ODEStats, Trajectory
 from tasks.batch import Batch
 from tasks.errors import ConfigError, check
 
@@ -64,14 +64,49 @@ def failure_time(ts: jax.Array, observables: Any, result) -> jax.Array:
     finite; ``ts[-1]`` if they all are but the solver reported a failure; ``-1``
     if neither.
   """
-  leaves = [x.reshape(x.shape[0], -1) for x in jax.tree.leaves(observables)]
-  bad = jnp.zeros(ts.shape, bool)
-  for x in leaves:
-    bad = bad | ~jnp.all(jnp.isfinite(x), axis=1)
+  bad = _non_finite_times(ts, observables)
   solver_failed = result != diffrax.RESULTS.successful
   first_bad = ts[jnp.argmax(bad)]
   return jnp.where(bad.any(), first_bad,
                    jnp.where(solver_failed, ts[-1], -jnp.ones((), ts.dtype))).astype(ts.dtype)
+
+
+def _non_finite_times(ts: jax.Array, observables: Any) -> jax.Array:
+  """``[K]`` bool: the saved times whose observables are not all finite."""
+  bad = jnp.zeros(ts.shape, bool)
+  for x in jax.tree.leaves(observables):
+    bad = bad | ~jnp.all(jnp.isfinite(x.reshape(x.shape[0], -1)), axis=1)
+  return bad
+
+
+def ode_stats(sol: diffrax.Solution, ts: jax.Array, observables: Any,
+              final_state: Any = None) -> ODEStats:
+  """The :class:`dynamics.trajectory.ODEStats` of a solve: diffrax's result code and step
+  counts, and why it failed (:data:`dynamics.trajectory.FAILURE_REASONS`).
+
+  "non_finite" if the state where the solve stopped (``final_state``, saved at ``t1``) is
+  not all finite; else diffrax's own code ("max_steps", "step_size_underflow",
+  "solver_error"); else "non_finite" if a recorded observable is, else "none". The
+  observables alone cannot tell a blow-up from running out of steps: diffrax fills the
+  times it never reached with ``inf``.
+  """
+  code = lambda name: jnp.int32(FAILURE_REASONS.index(name))
+  finite = lambda tree: jnp.all(jnp.asarray([jnp.all(jnp.isfinite(x))
+                                             for x in jax.tree.leaves(tree)] or [True]))
+  result = sol.result
+  by_result = jnp.where(
+      result == diffrax.RESULTS.successful,
+      jnp.where(_non_finite_times(ts, observables).any(), code("non_finite"), code("none")),
+      jnp.where(result == diffrax.RESULTS.max_steps_reached, code("max_steps"),
+                jnp.where(result == diffrax.RESULTS.dt_min_reached, code("step_size_underflow"),
+                          code("solver_error"))))
+  reason = by_result if final_state is None else jnp.where(
+      finite(final_state), by_result, code("non_finite"))
+  as_int = lambda x: jnp.asarray(x, jnp.int32)
+  return ODEStats(reason=as_int(reason), result=as_int(result._value),
+                  num_steps=as_int(sol.stats["num_steps"]),
+                  num_accepted_steps=as_int(sol.stats["num_accepted_steps"]),
+                  num_rejected_steps=as_int(sol.stats["num_rejected_steps"]))
 
 
 def split_trainable(params: Mapping, trainable: Mapping[str, bool]):
@@ -89,15 +124,11 @@ def _merge(moving: Mapping, fixed: Mapping, order) -> dict:
   return {g: (moving[g] if g in moving else fixed[g]) for g in order}
 
 
-def solver_stats(sol: diffrax.Solution) -> dict:
-  """``{num_steps, num_accepted_steps, num_rejected_steps}`` of a solve (scalars)."""
-  return {k: sol.stats[k] for k in ("num_steps", "num_accepted_steps", "num_rejected_steps")}
-
-
 def gradient_flow(loss_fn: Callable, params0: Any, batch: Batch, record: Callable, *,
                   lr, ts, trainable: Mapping[str, bool], solver="tsit5",
                   rtol: float = RTOL, atol: float = ATOL, max_steps: int = 100_000,
-                  dt0: Optional[float] = None, dtmin: Optional[float] = None) -> Trajectory:
+                  dt0: Optional[float] = None, dtmin: Optional[float] = None,
+                  force_dtmin: bool = True) -> Trajectory:
   """Solve the gradient flow of the full model and record observables.
 
   .. math:: \\frac{d\\theta}{dt} = -\\mathrm{lr}\\, \\nabla_\\theta L(\\theta),
@@ -130,12 +161,16 @@ def gradient_flow(loss_fn: Callable, params0: Any, batch: Batch, record: Callabl
       slides along a kink (a Filippov sliding mode) the adaptive controller
       stalls until ``max_steps``, and a floor such as ``0.1`` (a tenth of an
       optimiser step) lets it chatter through the way GD does.
+    force_dtmin: whether a step at ``dtmin`` is forced (the default, above); if
+      false, the solve stops there instead, reported as "step_size_underflow".
 
   Returns:
     A :class:`Trajectory` with ``t = ts``, observables ``[K, ...]``,
     ``final_params`` (the state where the solve stopped), ``failed_at`` (first
     recorded time with non-finite observables, ``ts[-1]`` if only the solver
-    reported failure, ``-1`` if fine) and ``params=None``.
+    reported failure, ``-1`` if fine), ``params=None`` and ``ode``
+    (:class:`dynamics.trajectory.ODEStats`: diffrax's result code, step counts and
+    the failure reason).
 
   Raises:
     ConfigError: a parameter group missing from ``trainable``, a bad solver
@@ -143,20 +178,6 @@ def gradient_flow(loss_fn: Callable, params0: Any, batch: Batch, record: Callabl
 
   References:
     https://arxiv.org/abs/2011.10036
-  """
-  return solve_gradient_flow(loss_fn, params0, batch, record, lr=lr, ts=ts, trainable=trainable,
-                             solver=solver, rtol=rtol, atol=atol, max_steps=max_steps,
-                             dt0=dt0, dtmin=dtmin)[0]
-
-
-def solve_gradient_flow(loss_fn: Callable, params0: Any, batch: Batch, record: Callable, *,
-                        lr, ts, trainable: Mapping[str, bool], solver="tsit5",
-                        rtol: float = RTOL, atol: float = ATOL, max_steps: int = 100_000,
-                        dt0: Optional[float] = None, dtmin: Optional[float] = None):
-  """:func:`gradient_flow` that also returns the solver's step counts.
-
-  Returns:
-    ``(Trajectory, stats)`` with ``stats`` from :func:`solver_stats`.
   """
   ts = time_grid(ts)
   moving0, fixed = split_trainable(params0, trainable)
@@ -177,10 +198,11 @@ def solve_gradient_flow(loss_fn: Callable, params0: Any, batch: Batch, record: C
   sol = diffrax.diffeqsolve(
       diffrax.ODETerm(vector_field), make_solver(solver), ts[0], ts[-1], dt0, moving0,
       args=(lr, fixed, batch, params0), saveat=saveat,
-      stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol, dtmin=dtmin),
+      stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol, dtmin=dtmin,
+                                                force_dtmin=force_dtmin),
       max_steps=max_steps, throw=False)
   observables, final = sol.ys
   final_params = _merge(jax.tree.map(lambda x: x[-1], final), fixed, order)
-  traj = Trajectory(t=ts, observables=observables, final_params=final_params,
-                    failed_at=failure_time(ts, observables, sol.result), params=None)
-  return traj, solver_stats(sol)
+  return Trajectory(t=ts, observables=observables, final_params=final_params,
+                    failed_at=failure_time(ts, observables, sol.result), params=None,
+                    ode=ode_stats(sol, ts, observables, final))

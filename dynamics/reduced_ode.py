@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dynamics.gradient_flow import ATOL, RTOL, failure_time, make_solver, solver_stats, time_grid
+from dynamics.gradient_flow import ATOL, RTOL, failure_time, make_solver, ode_stats, time_grid
 from dynamics.trajectory import Trajectory
 from models.channel_major import apply_classifier_channels, channel_mix, cross_entropy_channels
 from models.lu import word_scores
@@ -301,7 +301,8 @@ def reduced_trajectory(sol: diffrax.Solution, ts: jax.Array, params0: dict, topi
   final_state = jax.tree.map(lambda x: x[-1], final)
   return Trajectory(t=ts, observables=observables,
                     final_params=full_params(final_state, params0, topic_words),
-                    failed_at=failure_time(ts, observables, sol.result), params=None)
+                    failed_at=failure_time(ts, observables, sol.result), params=None,
+                    ode=ode_stats(sol, ts, observables, final))
 
 
 def check_reduced_config(form: str, trainable: Mapping[str, bool]) -> None:
@@ -387,8 +388,8 @@ def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
 
   Returns:
     A :class:`Trajectory`: ``t = ts``, observables ``[K, ...]``, the
-    reconstructed ``final_params``, ``failed_at`` (``-1`` if fine) and
-    ``params=None``.
+    reconstructed ``final_params``, ``failed_at`` (``-1`` if fine),
+    ``params=None`` and ``ode`` (:class:`dynamics.trajectory.ODEStats`).
 
   Raises:
     ConfigError: a trainable query; ``form="lemma2"`` with frozen embeddings
@@ -396,22 +397,6 @@ def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
 
   References:
     https://arxiv.org/abs/2011.10036
-  """
-  return solve_reduced_sen_ode(params0, batch, topic_word, topic_words, record, lr=lr, ts=ts,
-                               trainable=trainable, form=form, solver=solver, rtol=rtol,
-                               atol=atol, max_steps=max_steps, dt0=dt0, dtmin=dtmin)[0]
-
-
-def solve_reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array,
-                          topic_words: jax.Array, record: Callable, *, lr, ts,
-                          trainable: Mapping[str, bool], form: str = "lemma2", solver="tsit5",
-                          rtol: float = RTOL, atol: float = ATOL, max_steps: int = 100_000,
-                          dt0: Optional[float] = None, dtmin: Optional[float] = None):
-  """:func:`reduced_sen_ode` that also returns the solver's step counts.
-
-  Returns:
-    ``(Trajectory, stats)`` with ``stats`` from
-    :func:`dynamics.gradient_flow.solver_stats`.
   """
   ts, topic_words = check_solve_inputs(form, trainable, ts, batch, topic_word, topic_words)
   consts = nontopic_constants(params0, batch, topic_word, topic_words)
@@ -433,4 +418,4 @@ def solve_reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array,
       args=(lr, consts, params0), saveat=save_at(ts),
       stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol, dtmin=dtmin),
       max_steps=max_steps, throw=False)
-  return reduced_trajectory(sol, ts, params0, topic_words, record), solver_stats(sol)
+  return reduced_trajectory(sol, ts, params0, topic_words, record)

@@ -47,7 +47,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from dynamics.gradient_flow import ATOL, RTOL, failure_time, make_solver, solver_stats
+from dynamics.gradient_flow import ATOL, RTOL, failure_time, make_solver, ode_stats
 from dynamics.reduced_ode import (NonTopic, ReducedState, check_solve_inputs, full_params,
                                   nontopic_constants, seed_velocity)
 from dynamics.trajectory import Trajectory
@@ -94,24 +94,13 @@ def reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
   Returns:
     A :class:`Trajectory` with a leading ``S`` axis, as ``vmap`` of
     :func:`dynamics.reduced_sen_ode` returns: ``t [S, K]``, observables
-    ``[S, K, ...]``, ``final_params``, ``failed_at [S]``, ``params=None``.
+    ``[S, K, ...]``, ``final_params``, ``failed_at [S]``, ``params=None``, ``ode``
+    (:class:`dynamics.trajectory.ODEStats`, each ``[S]``: the step counts and diffrax's
+    result are the one shared solve's; the reason is per seed).
 
   Raises:
     ConfigError: as :func:`dynamics.reduced_sen_ode`.
   """
-  return solve_reduced_sen_ode_sweep(
-      params0, batch, topic_word, topic_words, record, lr=lr, ts=ts, trainable=trainable,
-      form=form, solver=solver, rtol=rtol, atol=atol, max_steps=max_steps, dt0=dt0,
-      dtmin=dtmin)[0]
-
-
-def solve_reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
-                                topic_words: jax.Array, record: Callable, *, lr, ts,
-                                trainable: Mapping[str, bool], form: str = "lemma2",
-                                solver="tsit5", rtol: float = RTOL, atol: float = ATOL,
-                                max_steps: int = 100_000, dt0: Optional[float] = None,
-                                dtmin: Optional[float] = None):
-  """:func:`reduced_sen_ode_sweep` that also returns the solve's step counts (shared)."""
   ts, topic_words = check_solve_inputs(form, trainable, ts, batch, topic_word, topic_words)
   seeds = jax.tree.leaves(params0)[0].shape[0]
   lr = jnp.broadcast_to(jnp.asarray(lr, ts.dtype), (seeds,))
@@ -142,6 +131,7 @@ def solve_reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Arr
     observables = jax.lax.map(lambda y: record(full_params(y, p0, topic_words), p0), states)
     final = full_params(jax.tree.map(lambda x: x[-1], states), p0, topic_words)
     return Trajectory(t=ts, observables=observables, final_params=final,
-                      failed_at=failure_time(ts, observables, sol.result), params=None)
+                      failed_at=failure_time(ts, observables, sol.result), params=None,
+                      ode=ode_stats(sol, ts, observables))
 
-  return jax.vmap(trajectory, (1, 0))(sol.ys, params0), solver_stats(sol)
+  return jax.vmap(trajectory, (1, 0))(sol.ys, params0)
