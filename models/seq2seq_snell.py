@@ -197,10 +197,10 @@ def run_lstm(p: dict, inputs: jax.Array, carry=None):
 def run_gru(p: dict, inputs: jax.Array, carry=None):
   """``torch.nn.GRU`` (one layer) over ``inputs [n, L, d_in]`` from ``carry = h`` (zeros).
 
-  .. math:: r = σ(W_{ir} x + b_{ir} + W_{hr} h + b_{hr}), \quad
+  .. math:: r = σ(W_{ir} x + b_{ir} + W_{hr} h + b_{hr}), \\quad
      z = σ(W_{iz} x + b_{iz} + W_{hz} h + b_{hz}),
 
-  .. math:: n = \tanh(W_{in} x + b_{in} + r ⊙ (W_{hn} h + b_{hn})), \quad h' = (1 − z) ⊙ n + z ⊙ h
+  .. math:: n = \\tanh(W_{in} x + b_{in} + r ⊙ (W_{hn} h + b_{hn})), \\quad h' = (1 − z) ⊙ n + z ⊙ h
 
   Returns:
     ``(final h, outputs h [n, L, h])``.
