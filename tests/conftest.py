@@ -16,17 +16,18 @@ jax.config.update("jax_enable_x64", True)
 
 CI_EXAMPLES = 25
 
-# Two profiles. "ci" (the default): enough random examples to find a counterexample that
-# is not rare, within CI's budget (2 shared cores, a 15-minute limit for the whole suite).
-# Not derandomized: each run draws new examples, so the suite explores over time instead of
-# replaying one fixed set; a failure prints its seed (print_blob) and is replayed from the
-# local database. No deadline: JAX compiles on first use, so example timings vary wildly.
-# No shrinking in "ci": each shrink step recompiles, and a failing example is reported as
-# found. "deep" (`pytest --hypothesis-profile=deep`): ten times the examples, with shrinking.
-# A test that sets its own max_examples says why next to it.
+# Two profiles. "ci" (the default): enough examples to find a counterexample that is not
+# rare, within CI's budget (2 shared cores, a 15-minute limit for the whole suite).
+# Derandomized: CI replays one fixed set of examples, so a red CI always means the code
+# changed, never that this run drew an unlucky example. "deep" (`pytest
+# --hypothesis-profile=deep`) is where the search goes on: ten times the examples, drawn at
+# random on each run (a failure prints its blob to replay it), with shrinking. No deadline:
+# JAX compiles on first use, so example timings vary wildly. No shrinking in "ci": each
+# shrink step recompiles, and a failing example is reported as found. A test that sets its
+# own max_examples says why next to it.
 _COMMON = dict(deadline=None, print_blob=True,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-settings.register_profile("ci", max_examples=CI_EXAMPLES, derandomize=False,
+settings.register_profile("ci", max_examples=CI_EXAMPLES, derandomize=True,
                           phases=[Phase.explicit, Phase.reuse, Phase.generate], **_COMMON)
 settings.register_profile("deep", max_examples=10 * CI_EXAMPLES, derandomize=False, **_COMMON)
 settings.load_profile("ci")      # pytest's --hypothesis-profile option, if given, loads after this

@@ -248,6 +248,12 @@ def test_sparsemap_picks_one_structure_for_a_clear_winner_and_blends_near_ties()
 @given(data=chains())
 def test_jacobians_equal_central_finite_differences_and_padding_gets_none(name, data):
   z, mask, hyper = data
+  if name != "crf":
+    # Two scores closer than the stencil are a kink the one-sided check below can miss (the
+    # failing example had two scores 6e-8 apart): such points are not where a derivative is
+    # defined, so they are skipped, with a margin of 100 steps.
+    real = np.sort(np.asarray(z)[np.asarray(mask)])
+    assume(bool(np.all(np.diff(real) > 100 * EPS)))
   f = JIT[name]
   base = f(z, mask, hyper)
   plus = jnp.stack([f(z + EPS * e, mask, hyper) for e in jnp.eye(LENGTH)])
