@@ -132,6 +132,8 @@ def _parser() -> argparse.ArgumentParser:
   atlas.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="change an atlas setting, e.g. tau=100 or classifiers='[\"tc\"]'")
   atlas.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+  atlas.add_argument("--force", action="store_true",
+                     help="write into a non-empty DIR (replaces only attndyn's own files)")
 
   bench = sub.add_parser("bench", help="run the benchmarks (benchmarks.run)", add_help=False,
                          description="Pass all arguments to benchmarks.run.main.")
@@ -332,8 +334,18 @@ def _explain(args) -> int:
 
 
 def _atlas(args) -> int:
-  from attndyn import atlas, lock
-  with lock.hold(args.out):
+  from pathlib import Path
+
+  from attndyn import atlas, lock, outputs
+  from attndyn.reproduce import cli as reproduce_cli
+  out = Path(args.out)
+  atlas.settings(quick=args.quick, items=args.overrides)   # bad --set: before DIR is touched
+  if args.resume and not (out / "runs").is_dir():
+    raise ConfigError(f"--resume: {str(out)!r} holds no atlas to continue (no runs/ folder); "
+                      f"run without --resume.")
+  with lock.hold(args.out, create=not args.resume):
+    outputs.prepare_out_dir(out, force=args.force, resume=args.resume)
+    reproduce_cli._remove_leftovers(out)   # the same layout: DIR/runs/NAME per bucket
     result = atlas.run_atlas(args.out, quick=args.quick, items=args.overrides, resume=args.resume,
                              progress=not args.no_progress, command=["attndyn"] + args.argv)
   print(f"wrote {args.out}/: atlas.csv ({len(result.rows)} rows), atlas.md, curves.npz, "
@@ -405,6 +417,9 @@ def _kept(args) -> str:
   if args.command == "reproduce" and out:
     return (f"; kept: the finished experiments and the engine runs' checkpoints in {out!r}: "
             f"`attndyn reproduce {args.paper} --out {out} --resume` continues from them.")
+  if args.command == "atlas" and out:
+    return (f"; kept: the finished buckets and their checkpoints in {out!r}: `attndyn atlas "
+            f"--out {out} --resume` continues from them.")
   return "; files attndyn had written are whole (each is written atomically)."
 
 
@@ -419,6 +434,9 @@ def _resume_hint(args) -> str:
   if args.command == "reproduce":
     return (f"; `attndyn reproduce {args.paper} --out {out} --resume` (same options) keeps the "
             f"finished experiments and continues from the last checkpoint")
+  if args.command == "atlas":
+    return (f"; `attndyn atlas --out {out} --resume` (same options) keeps the finished buckets "
+            f"and continues from the last checkpoint")
   return ""
 
 

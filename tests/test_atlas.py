@@ -101,6 +101,21 @@ def test_resume_gives_the_same_table(tiny_atlas):
   assert not differ, differ[:5]
 
 
+def test_a_non_empty_out_needs_force_and_an_interrupt_names_the_resume(tmp_path, capsys):
+  out = tmp_path / "a"
+  out.mkdir()
+  (out / "mine.txt").write_text("not attndyn's")
+  assert cli.main(["atlas", "--out", str(out), "--quick", "--no-progress"]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith(f"attndyn: error: --out {str(out)!r} is not empty (it holds mine.txt)")
+  assert cli.main(["atlas", "--out", str(tmp_path / "none"), "--resume"]) == 2
+  assert "holds no atlas to continue" in capsys.readouterr().err
+  assert not (tmp_path / "none").exists()
+  args = cli._parser().parse_args(["atlas", "--out", "d"])
+  assert cli._resume_hint(args) == ("; `attndyn atlas --out d --resume` (same options) keeps the "
+                                    "finished buckets and continues from the last checkpoint")
+
+
 @pytest.mark.parametrize("item, names", [
     ("tau=-1", "tau"), ("colour=3", "colour"), ("axes={m=[2]}", "axes.m"),
     ("run_lengths=[7]", "run_lengths"), ("classifiers=[\"cnn\"]", "classifiers"),
