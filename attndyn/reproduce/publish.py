@@ -175,7 +175,7 @@ def markdown(doc: dict, note: str = "") -> str:
   body = body.split("\n", 2)[2]
   body = re.sub(r"!\[([^\]]*)\]\(([^)]*)\)",
                 lambda m: f"![{m.group(1)}]({paper}/{_flat(m.group(2))})", body)
-  return "\n".join(lines) + body
+  return "\n".join(lines) + "\n" + body
 
 
 def publish(out: Path, to: Path, note: str = "") -> dict:

@@ -209,7 +209,9 @@ def markdown(doc: dict) -> str:
       "two CPU cores; rows whose paper regime that budget cannot reach are marked "
       "`quick: not comparable` (with the verdict their numbers would get), and the full mode "
       f"(`attndyn reproduce {doc['paper']} --out DIR` without `--quick`) is the real reproduction."
-      if "quick" in doc["modes"] else "Full mode: the paper's sizes, seeds and epochs."), ""]
+      if "quick" in doc["modes"] else "Full mode: each experiment's full settings (the paper's "
+      "sizes, seeds and epochs where it states them), changed only by the command's --set items."),
+      ""]
   env = doc.get("environment") or {}
   if env:
     versions = env.get("versions", {})
