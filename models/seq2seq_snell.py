@@ -120,12 +120,7 @@ def torch_lstm(key, d_in: int, hidden: int) -> dict:
   ``W_ih [d_in, 4h]``, ``W_hh [h, 4h]``, ``b_ih [4h]``, ``b_hh [4h]``; gates in
   PyTorch's order i, f, g, o.
   """
-  bound = 1.0 / math.sqrt(hidden)
-  shapes = {"W_ih": (d_in, 4 * hidden), "W_hh": (hidden, 4 * hidden),
-            "b_ih": (4 * hidden,), "b_hh": (4 * hidden,)}
-  keys = jax.random.split(key, len(shapes))
-  return {name: jax.random.uniform(k, shape, minval=-bound, maxval=bound)
-          for k, (name, shape) in zip(keys, shapes.items())}
+  return _torch_rnn(key, d_in, hidden, gates=4)
 
 
 def torch_gru(key, d_in: int, hidden: int) -> dict:
@@ -134,9 +129,14 @@ def torch_gru(key, d_in: int, hidden: int) -> dict:
   ``W_ih [d_in, 3h]``, ``W_hh [h, 3h]``, ``b_ih [3h]``, ``b_hh [3h]``; gates in
   PyTorch's order r, z, n.
   """
+  return _torch_rnn(key, d_in, hidden, gates=3)
+
+
+def _torch_rnn(key, d_in: int, hidden: int, gates: int) -> dict:
+  """PyTorch's recurrent init for ``gates`` stacked gates: all four tensors ``U(±1/√hidden)``."""
   bound = 1.0 / math.sqrt(hidden)
-  shapes = {"W_ih": (d_in, 3 * hidden), "W_hh": (hidden, 3 * hidden),
-            "b_ih": (3 * hidden,), "b_hh": (3 * hidden,)}
+  shapes = {"W_ih": (d_in, gates * hidden), "W_hh": (hidden, gates * hidden),
+            "b_ih": (gates * hidden,), "b_hh": (gates * hidden,)}
   keys = jax.random.split(key, len(shapes))
   return {name: jax.random.uniform(k, shape, minval=-bound, maxval=bound)
           for k, (name, shape) in zip(keys, shapes.items())}
