@@ -501,5 +501,21 @@ def main(argv=None) -> int:
       signal.signal(signal.SIGTERM, previous)
 
 
+def console() -> None:
+  """The ``attndyn`` console script: :func:`main`, then exit with its code.
+
+  After Ctrl-C or SIGTERM, XLA may still be computing the interrupted chunk on
+  its own threads, and a normal interpreter exit waits for it (minutes inside a
+  long ODE solve). Everything kept is on disk by then and the lock is released,
+  so an interrupted command leaves at once.
+  """
+  code = main()
+  if code in (130, 128 + signal.SIGTERM):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+  sys.exit(code)
+
+
 if __name__ == "__main__":
-  sys.exit(main())
+  console()

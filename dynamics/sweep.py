@@ -9,6 +9,8 @@ a slice of the sweep. Across hosts the same code runs unchanged after
 is then the global device list and every process runs this function.
 """
 import math
+import threading
+import time
 from typing import Any, Callable, Optional, Sequence
 
 import chex
@@ -44,6 +46,47 @@ def _to_host(x) -> np.ndarray:
   if isinstance(x, jax.Array) and not x.is_fully_addressable:
     x = multihost_utils.process_allgather(x, tiled=True)
   return np.asarray(x)
+
+
+def _poll(done: Callable[[], bool], poll: float) -> None:
+  """Sleep until ``done()``, checking from 1 ms, doubling up to ``poll`` seconds."""
+  pause = 1e-3
+  while not done():
+    time.sleep(pause)
+    pause = min(2 * pause, poll)
+
+
+def call_interruptibly(executable: Callable, *args, poll: float = 0.05) -> Any:
+  """``executable(*args)`` with its arrays computed, while Ctrl-C and SIGTERM stay prompt.
+
+  A fetch that waits inside XLA holds Python's signal handlers until the
+  computation ends (minutes for a long ODE solve). JAX dispatches a compiled
+  call asynchronously, but not one with a host callback (diffrax's and
+  equinox's runtime checks are callbacks): that call itself runs to the end.
+  So the call runs on a worker thread and the caller's thread sleeps in short
+  steps, where a signal raises at once; the interrupted computation is left to
+  finish on its own (the ``attndyn`` command then exits without waiting for it).
+  ``executable`` must already be compiled: JAX's config (``enable_x64``) is
+  per thread, so tracing on the worker could change dtypes.
+  """
+  box = {}
+
+  def target():
+    try:
+      box["out"] = executable(*args)
+    except BaseException as err:  # re-raised on the caller's thread
+      box["err"] = err
+
+  worker = threading.Thread(target=target, name="attndyn-sweep-chunk", daemon=True)
+  worker.start()
+  _poll(lambda: not worker.is_alive(), poll)
+  if "err" in box:
+    raise box["err"]
+  out = box["out"]
+  for x in jax.tree.leaves(out):
+    if hasattr(x, "is_ready"):
+      _poll(x.is_ready, poll)
+  return out
 
 
 def chunk_length(total: int, chunk_size: Optional[int] = None, n_devices: int = 1) -> int:
@@ -126,10 +169,13 @@ def run_sweep(fn: Callable, inputs: Any, *, chunk_size: Optional[int] = None,
 
   compiled = jax.jit(traced_once, compiler_options=xla_options.supported(compiler_options))
   outputs = list(done)
+  executable = None
   for start, stop in bounds[len(done):]:
     part = jax.tree.map(lambda x: x[start:stop], inputs)
     part = jax.device_put(_pad(part, chunk), sharding)
-    out = compiled(part)
+    if executable is None:  # traced and compiled here, under the caller's JAX config
+      executable = compiled.lower(part).compile()
+    out = call_interruptibly(executable, part)       # Ctrl-C / SIGTERM within 50 ms
     out = jax.tree.map(lambda x: _to_host(x)[: stop - start], out)
     outputs.append(out)
     if on_chunk is not None:
