@@ -25,6 +25,9 @@ def topic_observables(apply_fn: Callable, dataset: TopicDataset) -> Callable:
     ``sen_norm`` ``[T]``: Corollary 1's ``‖v_t‖`` for the current ``s_t``;
     ``invariant`` ``[T]``: Theorem 1's ``Q_t``;
     ``topic_attention``: mean over training sentences of the attention on the topic word;
+    ``topic_argmax_all``: 1.0 when in every training sentence the topic word has a larger
+    attention weight than every other word (Theorem 2's "attend to the topic word in every
+    input sentence"), else 0.0;
     ``nontopic_max_abs_score_change``, ``nontopic_max_abs_norm_change``:
     ``max_w |s_w − s_w(0)|`` and ``max_w |‖v_w‖ − ‖v_w(0)‖|`` over non-topic words.
   """
@@ -38,6 +41,8 @@ def topic_observables(apply_fn: Callable, dataset: TopicDataset) -> Callable:
     s, s0 = word_scores(params), word_scores(params0)
     norms, norms0 = embedding_norms(params), embedding_norms(params0)
     score = s[:n_topic]
+    topic_weight = jnp.sum(jnp.where(is_topic_pos, out.attention, 0.0), axis=-1)      # [N]
+    other_max = jnp.max(jnp.where(is_topic_pos, -1.0, out.attention), axis=-1)
     return {
         "loss": cross_entropy(out.logits, dataset.train.labels),
         "train_acc": accuracy(out.logits, dataset.train.labels),
@@ -46,7 +51,8 @@ def topic_observables(apply_fn: Callable, dataset: TopicDataset) -> Callable:
         "emb_norm": norms[:n_topic],
         "sen_norm": sen_norm(score, m),
         "invariant": invariant(params, dataset),
-        "topic_attention": jnp.mean(jnp.sum(jnp.where(is_topic_pos, out.attention, 0.0), axis=-1)),
+        "topic_attention": jnp.mean(topic_weight),
+        "topic_argmax_all": jnp.all(topic_weight > other_max).astype(topic_weight.dtype),
         "nontopic_max_abs_score_change": jnp.max(jnp.abs(s - s0)[n_topic:]),
         "nontopic_max_abs_norm_change": jnp.max(jnp.abs(norms - norms0)[n_topic:]),
     }

@@ -182,10 +182,10 @@ def test_segmented_early_stopping_finds_the_one_long_run_best(tiny_data):
 
 # ---------------------------------------------------------------- the command, end to end
 
-TINY = ["--set", "theorem2.segment=20", "--set", "theorem2.segments=3",
-        "--set", "theorem2.checkpoints=[20,40,60]", "--set", "theorem2.seeds=2",
-        "--set", "theorem2.task.vocab_size=40", "--set", "theorem2.task.n_train=32",
-        "--set", "theorem2.task.n_test=16", "--set", "theorem2.task.n_nontopic=5"]
+TINY = ["--set", "theorem2.run.train.steps=60", "--set", "theorem2.run.train.record_every=20",
+        "--set", "theorem2.checkpoints=[20,40,60]", "--set", "theorem2.run.sweep.seeds=2",
+        "--set", "theorem2.run.task.vocab_size=40", "--set", "theorem2.run.task.n_train=32",
+        "--set", "theorem2.run.task.n_test=16", "--set", "theorem2.run.task.n_nontopic=5"]
 
 
 def test_reproduce_end_to_end_writes_the_table_figures_and_rebuilds_it(tmp_path, capsys):
@@ -227,12 +227,12 @@ def test_reproduce_end_to_end_writes_the_table_figures_and_rebuilds_it(tmp_path,
     (["--set", "nosuch.steps=3"], "no experiment 'nosuch'"),
     (["--only", "synthetc"], "Did you mean 'synthetic'"),
     (["--only", ",,"], "--only ',,' names no experiment"),
-    (["--set", "theorem2.lr=abc"], "lr = 'abc' is not allowed: a finite number >= 0"),
-    (["--set", "theorem2.seeds=-1"], "seeds = -1 is not allowed: an integer >= 1"),
+    (["--set", "theorem2.run.train.lr=abc"], "theorem2 run: train.lr = 'abc' is not allowed: a number"),
+    (["--set", "theorem2.run.sweep.seeds=-1"], "sweep.seeds = -1 is not allowed"),
     (["--set", "synthetic.run.train.steps=1.5"], "train.steps = 1.5 is not allowed"),
     # Counts start at 1: seeds = 0 ran nothing and judged the claims on an empty sample.
-    (["--set", "theorem2.seeds=0"], "seeds = 0 is not allowed: an integer >= 1"),
-    (["--set", "theorem2.segment=0"], "segment = 0 is not allowed: an integer >= 1"),
+    (["--set", "theorem2.run.sweep.seeds=0"], "sweep.seeds = 0 is not allowed"),
+    (["--set", "theorem2.segment=100"], "no setting 'segment'"),
     (["--set", "theorem2.checkpoints=[0, 1000]"], "of integers >= 1"),
     (["--set", "theorem2.checkpoints=[20, true]"], "is not allowed: a list like [1000, 3000, 5000]"),
 ])

@@ -1,9 +1,12 @@
 """Theorem 2: with a fixed linear classifier of independent columns, loss → 0 and attention → topic word.
 
 Attn-FC with orthonormal U (the paper's choice for this check, Sec 5.1) is
-trained in segments of equal length by one compiled program, recording the
+one ``attndyn run`` of the ``lu2021-text-fc`` preset on the one engine
+(:mod:`attndyn.reproduce.engine`: the exact fast path, checkpointed under
+``DIR/runs/theorem2-fc``, so ``--resume`` continues it), recording the
 training loss, the mean attention on each sentence's topic word and whether
-the topic word has the largest weight in every training sentence.
+the topic word has the largest weight in every training sentence
+(:func:`analysis.topic_observables`). No ODE: the theorem is about GD.
 
 Theorem 2 says the model "will attend to the topic word in every input
 sentence and have its training loss approach zero". A limit cannot be
@@ -18,25 +21,26 @@ largest weight in every training sentence of every seed; at the last epoch
 Strict decrease at checkpoints is not judged: small-lr GD gives it almost by
 construction.
 """
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-import dynamics
-import models
 from analysis import lu2021_figures as figs
 from analysis import replication as rep
+from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 
 NAME = "theorem2"
 TITLE = "Theorem 2: Attn-FC (orthonormal U) trained longer: loss → 0, attention → topic word"
-FULL = {"task": dict(common.TEXT_TASK), "model": dict(common.TEXT_MODEL), "lr": 0.1,
-        "segment": 5000, "segments": 10, "checkpoints": [5000, 20000, 50000], "seeds": 5,
-        "loss_at_most": 0.01, "attention_at_least": 0.9}
+# What the run changes in the lu2021-text-fc preset (validated by the run schema;
+# `--set theorem2.run.train.steps=20000` etc.); the paper's settings live in the preset.
+FULL = {"run": {"sweep": {"seeds": 5}, "train": {"steps": 50000, "record_every": 5000},
+                "ode": {"kind": "none"}},
+        "checkpoints": [5000, 20000, 50000], "loss_at_most": 0.01, "attention_at_least": 0.9}
 # The quick mode reaches the paper's 5K epochs (its loss and every-sentence rows are judged),
 # not the 50K of the attention level (that row is 'quick: not comparable').
-QUICK = {**FULL, "segment": 1000, "segments": 5, "checkpoints": [1000, 3000, 5000], "seeds": 3}
+QUICK = {**FULL, "run": {"sweep": {"seeds": 3}, "train": {"steps": 5000, "record_every": 1000},
+                         "ode": {"kind": "none"}},
+         "checkpoints": [1000, 3000, 5000]}
 PAPER_EPOCHS = 5000      # Sec 5.1 ¶2: "for 5K epochs", then "training loss close to zero"
 LIMIT_EPOCHS = 50000     # FULL's last epoch, where the attention level (→ 1) is judged
 _THEOREM = "Theorem 2 (Sec 4)"
@@ -50,41 +54,24 @@ _SOURCE_ATT = ("paper, Theorem 2: the topic word is attended to as training proc
                "paper's 5K epochs")
 
 
+def _run_config(s: dict) -> dict:
+  """The ``attndyn run`` config: the ``lu2021-text-fc`` preset with ``s["run"]`` applied."""
+  raw = common.text_run("fc", s["run"])
+  engine.validate(raw, f"{NAME} run")
+  return raw
+
+
+def validate(s: dict) -> None:
+  """The run config is valid (called before anything runs)."""
+  _run_config(s)
+
+
 def run(ctx, s) -> Outcome:
-  task_cfg, data = common.topic_data(s["task"])
-  cfg = common.lu_config(task_cfg, "fc", s["model"], fc_init="orthonormal")
-  apply = common.apply_for(cfg)
-  loss_fn = models.make_loss(apply)
-  is_topic = data.train.tokens == data.train_topic_word[:, None]
-
-  def record(params, params0):
-    del params0
-    loss, out = loss_fn(params, data.train)
-    topic_weight = jnp.sum(jnp.where(is_topic, out.attention, 0.0), -1)             # [N]
-    other_max = jnp.max(jnp.where(is_topic, -1.0, out.attention), -1)
-    return {"loss": loss, "topic_attention": jnp.mean(topic_weight),
-            # 1.0 when in every training sentence the topic word weighs more than any other word
-            "topic_argmax_all": jnp.all(topic_weight > other_max).astype(loss.dtype),
-            "train_acc": models.accuracy(out.logits, data.train.labels),
-            "test_acc": models.accuracy(apply(params, data.test).logits, data.test.labels)}
-
-  train_cfg = dynamics.TrainConfig(lr=s["lr"], steps=s["segment"], record_every=s["segment"])
-  train = dynamics.make_train(loss_fn, data.train, record, train_cfg, cfg.trainable())
-  segment = jax.jit(jax.vmap(lambda p: train(p, jax.random.PRNGKey(0))))
-  params = jax.vmap(lambda k: models.lu.init(jax.random.PRNGKey(k), cfg))(
-      jnp.asarray(common.seeds(s["seeds"])))
-  steps, records = [0], []
-  ctx.log(f"{NAME}: Attn-FC x {s['seeds']} seeds, {s['segments']} x {s['segment']} epochs")
-  for i in range(s["segments"]):
-    traj = segment(params)
-    params = traj.final_params
-    obs = common.host(traj.observables)
-    if i == 0:
-      records.append({k: v[:, 0] for k, v in obs.items()})
-    records.append({k: v[:, -1] for k, v in obs.items()})
-    steps.append((i + 1) * s["segment"])
-  steps = np.asarray(steps)
-  curves = {k: np.stack([r[k] for r in records], -1) for k in records[0]}   # [S, K]
+  result = engine.run(ctx, f"{NAME}-fc", _run_config(s), figures=False)
+  steps = np.asarray(result.config.train.record_steps())
+  obs = result.gd.observables
+  curves = {k: np.asarray(obs[k]) for k in ("loss", "topic_attention", "topic_argmax_all")}
+  n_seeds = curves["loss"].shape[0]
   at = [int(np.flatnonzero(steps == c)[0]) for c in s["checkpoints"] if c in steps]
   loss_ck, att_ck = curves["loss"][:, at], curves["topic_attention"][:, at]
   ck = ", ".join(f"{c // 1000}K" if c >= 1000 else f"{c}" for c in steps[at])
@@ -119,9 +106,10 @@ def run(ctx, s) -> Outcome:
        "curves": [("Attn-FC", steps, curves["loss"])]},
       {"title": "attention on the topic word", "ylabel": "mean weight",
        "curves": [("Attn-FC", steps, curves["topic_attention"])]},
-  ], ctx.path("theorem2.png"), title=f"Theorem 2: Attn-FC, orthonormal U, {s['seeds']} runs")
-  notes = [f"Attn-FC with orthonormal U (UᵀU = I), text settings, {s['seeds']} seeds vmapped; "
-           f"recorded every {s['segment']} epochs."]
+  ], ctx.path("theorem2.png"), title=f"Theorem 2: Attn-FC, orthonormal U, {n_seeds} runs")
+  notes = [f"Attn-FC with orthonormal U (UᵀU = I), the lu2021-text-fc preset, {n_seeds} seeds "
+           f"on the engine ({result.gd_path.get('path', '?')} path); recorded every "
+           f"{result.config.train.record_every} epochs; run: {engine.figure_path(f'{NAME}-fc', '')}"]
   return Outcome(claims, ["theorem2.png"], {"notes": notes, "steps": steps,
                                              "loss": curves["loss"].mean(0),
                                              "topic_attention": curves["topic_attention"].mean(0)})
