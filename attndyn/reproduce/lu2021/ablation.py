@@ -1,11 +1,18 @@
 """Fig 3: Attn-TC vs Attn-TC-KF (keys frozen) vs Attn-TC-EF (embeddings frozen), σ²/d = 0.1.
 
-All five runs of a seed (TC, KF, EF from the standard start; TC and KF from a
-constructed mutual-diminution start) are points of one vmapped sweep: the
-frozen groups are data (:func:`models.lu_linear.gate`), not separate
-programs. The diminution start moves topic word 0's embedding so that Eq (8)
-is negative at the start (:func:`analysis.ablation.diminution_init`).
+TC, KF and EF from the standard start are three ``attndyn run`` configs of
+the ``lu2021-text-tc`` preset (``model.embed_std`` = √0.1, ``model.freeze``
+[], ["keys"], ["embeddings"]) on the one engine (:mod:`attndyn.reproduce.engine`:
+the exact fast path, checkpoints under ``DIR/runs/ablation-*``, ``--resume``).
+TC and KF from a constructed mutual-diminution start, which moves topic word
+0's embedding so that Eq (8) is negative at the start
+(:func:`analysis.ablation.diminution_init`), cannot be ``attndyn run`` configs
+(the engine draws its own initial parameters): they train from the same
+seeds' engine initialisation, moved, with :func:`dynamics.make_auto_train`
+(the same fast path) over :func:`dynamics.run_sweep`, without checkpoints.
 """
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,17 +23,20 @@ import models
 from analysis import ablation as abl
 from analysis import lu2021_figures as figs
 from analysis import replication as rep
+from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
-from models.lu_linear import gate
 
 NAME = "ablation"
 TITLE = "Fig 3: mutual enhancement (TC vs KF vs EF, σ²/d = 0.1) and a constructed mutual diminution"
-FULL = {"task": dict(common.TEXT_TASK),
-        "model": {**common.TEXT_MODEL, "embed_std": 0.1 ** 0.5}, "lr": 0.1, "steps": 60000,
-        "record_every": 20, "seeds": 5, "word": 0, "alpha": 1.0, "converged_fraction": 0.01,
-        "plot_steps": 3000, "diminution_plot_steps": 1500}
-QUICK = {**FULL, "steps": 3000, "record_every": 25, "seeds": 3}
+# What the runs change in the lu2021-text-tc preset (validated by the run schema;
+# `--set ablation.run.train.steps=60000` etc.); the paper's settings live in the preset.
+FULL = {"run": {"model": {"embed_std": math.sqrt(0.1)}, "sweep": {"seeds": 5},
+                "train": {"steps": 60000, "record_every": 20}, "ode": {"kind": "none"}},
+        "word": 0, "alpha": 1.0, "converged_fraction": 0.01, "plot_steps": 3000,
+        "diminution_plot_steps": 1500}
+QUICK = {**FULL, "run": {**FULL["run"], "sweep": {"seeds": 3},
+                         "train": {"steps": 3000, "record_every": 25}}}
 PAPER_STEPS = 60000   # KF and EF need this long to reach 100% test accuracy
 # Sec 5.1's paragraphs are named by their first words (the paper text has no page breaks).
 FIG3_REF = "Sec 5.1, ¶ “The first three graphs of Fig 3…”"
@@ -54,42 +64,61 @@ def at_step(steps, x, when) -> np.ndarray:
   steps = np.asarray(steps, np.float64)
   idx = [int(np.searchsorted(steps, w)) if np.isfinite(w) else len(steps) - 1 for w in when]
   return np.asarray([x[r, min(i, len(steps) - 1)] for r, i in enumerate(idx)])
-# name: (embeddings trained, keys trained, diminution start)
-VARIANTS = {"TC": (1.0, 1.0, 0.0), "TC-KF": (1.0, 0.0, 0.0), "TC-EF": (0.0, 1.0, 0.0),
-            "TC (diminution start)": (1.0, 1.0, 1.0), "TC-KF (diminution start)": (1.0, 0.0, 1.0)}
+# variant: the parameter groups it freezes; the standard-start variants run on the engine.
+STANDARD = {"TC": [], "TC-KF": ["keys"], "TC-EF": ["embeddings"]}
+DIMINUTION = {"TC (diminution start)": [], "TC-KF (diminution start)": ["keys"]}
+
+
+def _run_config(s: dict, freeze: list) -> dict:
+  """The ``attndyn run`` config of one variant: the lu2021-text-tc preset, ``s["run"]``, ``freeze``."""
+  raw = common.text_run("tc", engine.deep_update(s["run"], {"model": {"freeze": list(freeze)}}))
+  engine.validate(raw, f"{NAME} run")
+  return raw
+
+
+def validate(s: dict) -> None:
+  """Every variant's run config is valid (called before anything runs)."""
+  for freeze in STANDARD.values():
+    _run_config(s, freeze)
+
+
+def _from_diminution_start(s: dict, freeze: list) -> dict:
+  """GD of every seed from its diminution start, frozen groups ``freeze``: observables, Eq (8)."""
+  cfg = engine.validate(_run_config(s, freeze), f"{NAME} run")
+  _, data = common.topic_data({k: v for k, v in cfg.to_dict()["task"].items() if k != "kind"})
+  apply = common.apply_for(cfg.model)
+  loss_fn = models.make_loss(apply)
+  choice = dynamics.make_auto_train(loss_fn, data.train, analysis.topic_observables(apply, data),
+                                    cfg.train, cfg.model.trainable(), model_cfg=cfg.model)
+  dtype, word = jnp.dtype(cfg.precision), s["word"]
+
+  def one(seed):
+    key = jax.random.PRNGKey(seed)
+    p0 = models.lu.init(key, cfg.model, dtype)          # the engine's initialisation of `seed`
+    p_dim = abl.diminution_init(loss_fn, p0, data, word, s["alpha"])
+    return {"obs": choice.train(p_dim, key).observables,
+            "eq8": abl.eq8_projection(loss_fn, p_dim, data, word),
+            "eq8_standard": abl.eq8_projection(loss_fn, p0, data, word)}
+
+  seeds = np.asarray([p["seed"] for p in cfg.sweep.points()], np.uint32)
+  return dynamics.run_sweep(one, seeds)
 
 
 def run(ctx, s) -> Outcome:
-  task_cfg, data = common.topic_data(s["task"])
-  cfg = common.lu_config(task_cfg, "tc", s["model"])
-  apply = common.apply_for(cfg)
-  loss_fn = models.make_loss(apply)
-  record = analysis.topic_observables(apply, data)
-  train_cfg = dynamics.TrainConfig(lr=s["lr"], steps=s["steps"], record_every=s["record_every"])
   word = s["word"]
-
-  def one(inp):
-    key = jax.random.PRNGKey(inp["seed"])
-    p0 = models.lu.init(key, cfg)
-    p_dim = abl.diminution_init(loss_fn, p0, data, word, s["alpha"])
-    p0 = jax.tree.map(lambda a, b: jnp.where(inp["diminution"] > 0, a, b), p_dim, p0)
-    flags = {"embeddings": inp["embeddings"], "keys": inp["keys"]}
-    gated = lambda p, b: loss_fn(gate(p, flags), b)
-    train = dynamics.make_train(gated, data.train, record, train_cfg, cfg.trainable())
-    traj = train(p0, key)
-    return {"obs": traj.observables, "eq8": abl.eq8_projection(loss_fn, p0, data, word)}
-
-  names = list(VARIANTS)
-  n = s["seeds"]
-  inputs = {"seed": np.tile(common.seeds(n), len(names)),
-            "embeddings": np.repeat([VARIANTS[v][0] for v in names], n).astype(np.float32),
-            "keys": np.repeat([VARIANTS[v][1] for v in names], n).astype(np.float32),
-            "diminution": np.repeat([VARIANTS[v][2] for v in names], n).astype(np.float32)}
-  ctx.log(f"{NAME}: {len(names)} variants x {n} seeds, {s['steps']} epochs, one vmapped sweep")
-  out = dynamics.run_sweep(one, inputs)
-  steps = np.asarray(train_cfg.record_steps(), np.float64)
-  obs = {v: {k: x[i * n:(i + 1) * n] for k, x in out["obs"].items()} for i, v in enumerate(names)}
-  eq8 = {v: out["eq8"][i * n:(i + 1) * n] for i, v in enumerate(names)}
+  obs, eq8, steps, n = {}, {}, None, None
+  for v, freeze in STANDARD.items():
+    result = engine.run(ctx, f"{NAME}-{v.lower()}", _run_config(s, freeze), figures=False)
+    obs[v] = {k: np.asarray(x) for k, x in result.gd.observables.items()}
+    steps = np.asarray(result.config.train.record_steps(), np.float64)
+    n, n_steps = result.config.sweep.n_points, result.config.train.steps
+  for v, freeze in DIMINUTION.items():
+    ctx.log(f"{NAME}: {v}, {n} seeds, {n_steps} epochs (dynamics.make_auto_train, not "
+            "checkpointed: the engine draws its own start)")
+    out = _from_diminution_start(s, freeze)
+    obs[v] = out["obs"]
+    eq8[v], eq8["TC"] = out["eq8"], out["eq8_standard"]
+  names = [*STANDARD, *DIMINUTION]
   loss = {v: obs[v]["loss"] for v in names}
   score = {v: obs[v]["score"][..., word] for v in names}
   norm = {v: obs[v]["emb_norm"][..., word] for v in names}
@@ -144,10 +173,10 @@ def run(ctx, s) -> Outcome:
   for v in ("TC", "TC-KF", "TC-EF"):
     claims.append(rep.claim(
         f"{NAME}.{v.lower().replace('-', '_')}.test_acc", f"Attn-{v} test accuracy after "
-        f"{s['steps']} epochs", paper=100.0, ours=rep.mean_ci(100 * obs[v]["test_acc"][:, -1]),
+        f"{n_steps} epochs", paper=100.0, ours=rep.mean_ci(100 * obs[v]["test_acc"][:, -1]),
         unit="%", tolerance=rep.Tolerance("at_least", 99.5, "≥ 99.5 %", source=SOURCES["test_acc"]),
         paper_ref="Sec 5.1, ¶ “Synergy between score growth…”", figure="Fig 3", quick=q,
-        comparable=s["steps"] >= PAPER_STEPS))
+        comparable=n_steps >= PAPER_STEPS))
   dim, dim_kf = "TC (diminution start)", "TC-KF (diminution start)"
   live = steps > 0
   dips = np.min(np.where(live, score[dim], np.inf), -1) < 0
@@ -174,6 +203,7 @@ def run(ctx, s) -> Outcome:
                 figure="Fig 3 (5th)", quick=q),
   ]
 
+  sigma2, lr = result.config.model.embed_std ** 2, result.config.train.lr
   cut = steps <= s["plot_steps"]
   cut_dim = steps <= s["diminution_plot_steps"]
   x, xd = steps[cut], steps[cut_dim]
@@ -188,11 +218,11 @@ def run(ctx, s) -> Outcome:
        "curves": [(v, xd, score[v][:, cut_dim]) for v in (dim, dim_kf)]},
       {"title": f"diminution start: ‖v‖ of word {word}", "ylabel": "$\\|v_t\\|$",
        "curves": [(v, xd, norm[v][:, cut_dim]) for v in (dim, dim_kf)]},
-  ], ctx.path("fig3_ablation.png"), title=f"Fig 3: σ²/d = {s['model']['embed_std'] ** 2:.2g}, "
+  ], ctx.path("fig3_ablation.png"), title=f"Fig 3: σ²/d = {sigma2:.2g}, "
       f"mean and min–max over {n} runs")
-  notes = [f"Embeddings N(0, {s['model']['embed_std'] ** 2:.2g}), TC, GD lr {s['lr']} × "
-           f"{s['steps']} epochs, {n} seeds; the five variants of a seed share its init and "
-           f"run in one vmapped sweep (frozen groups as data). {conv_note}.",
+  notes = [f"Embeddings N(0, {sigma2:.2g}), TC, GD lr {lr:g} × {n_steps} epochs, {n} seeds; "
+           f"the variants of a seed share its init (TC, KF, EF: runs/ablation-*; the diminution "
+           f"starts: dynamics.make_auto_train from the same init, moved). {conv_note}.",
            f"Diminution start: topic word {word}'s embedding shifted along its initial direction "
            f"of motion u so that (v_t − ⟨v̄(χ∖t)⟩)·u = −{s['alpha']:g} (Eq (8) negative)."]
   details = {"notes": notes, "tc_converged_at": t_conv, "fraction_below_kf": below_kf,
