@@ -125,3 +125,32 @@ def test_the_engine_trains_any_normaliser(tiny_data):
     gap = models.make_loss(models.lu.apply)(final, data.train)[0] - \
         models.make_loss(apply)(final, data.train)[0]
   assert abs(float(gap)) > 1e-6
+
+
+def test_a_plain_sweep_is_checkpointed_per_chunk_and_resumes_to_the_same_outputs(tmp_path):
+  """engine.sweep: the checkpointed run_sweep of experiments that are not `attndyn run` configs."""
+  import jax.numpy as jnp
+
+  def fn(x):
+    return {"y": jnp.cumsum(jnp.arange(4.0) * x["a"]), "z": x["a"] ** 2}
+
+  inputs = {"a": np.arange(1.0, 6.0)}
+  ctx = runner.Context(out=tmp_path, quick=True, verbose=False, experiment="demo")
+  folder = engine.run_dir(ctx, "demo-sweep") / "checkpoints" / "sweep"
+  stamps = lambda: {p.name: p.stat().st_mtime_ns for p in sorted(folder.glob("*.npz"))}
+  first = engine.sweep(ctx, "demo-sweep", fn, inputs, {"k": 1}, chunk_size=2)
+  np.testing.assert_array_equal(first["z"], inputs["a"] ** 2)
+  before = stamps()
+  assert len(before) == 3
+  (folder / "chunk_00002.npz").unlink()    # killed before the last chunk was written
+  resumed = runner.Context(out=tmp_path, quick=True, verbose=False, experiment="demo",
+                           resume=True)
+  again = engine.sweep(resumed, "demo-sweep", fn, inputs, {"k": 1}, chunk_size=2)
+  for k in first:
+    np.testing.assert_array_equal(again[k], first[k])
+  after = stamps()                         # chunks 0 and 1 read back, only chunk 2 computed
+  assert [after[n] == before[n] for n in sorted(before)] == [True, True, False]
+  # Other inputs (or settings): the old chunks are not used; every chunk is computed afresh.
+  other = engine.sweep(resumed, "demo-sweep", fn, {"a": inputs["a"] + 1}, {"k": 1}, chunk_size=2)
+  np.testing.assert_array_equal(other["z"], (inputs["a"] + 1) ** 2)
+  assert all(stamps()[n] != after[n] for n in after)

@@ -1,5 +1,12 @@
 """The experiments' way onto the one engine: ``attndyn run`` configs, checkpointed and resumable.
 
+An experiment whose model or task is not an ``attndyn run`` config (the CNN,
+SST, Snell's seq2seq, Yang's tagger, SGD's noise sweeps, ...) hands its pure
+function of one sweep point to :func:`sweep` instead: the same
+``dynamics.run_sweep`` with chunking, sharding, checkpoints under
+``DIR/runs/NAME/checkpoints`` and ``--resume``, keyed by the experiment's
+settings and a digest of the sweep's inputs.
+
 An experiment that trains the Lu model on the topic task describes each of its
 runs as an ``attndyn run`` config (the TOML-shaped dict of
 :class:`attndyn.config.RunConfig`, usually a preset with a few changes) and
@@ -16,9 +23,15 @@ output directory (``summary.json``, ``trajectories.npz``, ``config.toml``,
 ``run_info.json`` and, unless asked not to, the run's figures), so ``attndyn report DIR/runs/NAME``
 and :func:`analysis.load` read it like any other run.
 """
+import hashlib
+import json
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
+import jax
+import numpy as np
+
+import dynamics
 from attndyn import atomic, checkpoint, chunking, config, lock, outputs, pipeline
 from tasks.errors import ConfigError
 
@@ -103,6 +116,83 @@ def run(ctx, name: str, raw: dict, *, gd: bool = True,
                             outputs.run_info(result, command=ctx.command, checkpoints=store))
   for stage, message in result.errors.items():
     ctx.log(f"{name}: the {stage} stage failed: {message}")
+  return result
+
+
+def _digest(inputs) -> str:
+  """A short digest of the sweep's input arrays (shapes, dtypes and bytes)."""
+  h = hashlib.sha256()
+  for leaf in jax.tree.leaves(inputs):
+    x = np.ascontiguousarray(np.asarray(leaf))
+    h.update(f"{x.shape}{x.dtype}".encode())
+    h.update(x.tobytes())
+  return h.hexdigest()[:16]
+
+
+def _plain_store(ctx, out: Path, cfg: dict, chunk_size: Optional[int]):
+  """:func:`_store` for a plain dict config (a sweep that is not an ``attndyn run`` config)."""
+  manifest = out / checkpoint.DIRNAME / checkpoint.MANIFEST
+  writer = outputs.is_writer()
+  if ctx.resume and manifest.is_file():
+    store = checkpoint.Checkpoints.resume(out, writer=writer)
+    try:
+      store.check(cfg, 1)
+      return store, True
+    except ConfigError as err:   # other settings: start afresh
+      ctx.log(f"{out.name}: not resuming its checkpoints ({err}); starting afresh")
+  return checkpoint.Checkpoints.create(out, cfg, chunk_size, every=1, writer=writer), False
+
+
+def sweep(ctx, name: str, fn: Callable, inputs: Any, settings: dict, *,
+          chunk_size: Optional[int] = None, batched: bool = False,
+          compiler_options: Optional[dict] = None, what: str = "points") -> Any:
+  """``dynamics.run_sweep(fn, inputs)``, checkpointed under ``DIR/runs/NAME/checkpoints``.
+
+  For experiments whose model or task is not an ``attndyn run`` config. Each
+  finished chunk of ``chunk_size`` points is written as it ends; with
+  ``--resume`` (``ctx.resume``) the chunks already there are read back and not
+  run again, when ``settings`` and the inputs are those the sweep started with
+  (else it starts afresh, saying why). Resuming gives the outputs of an
+  uninterrupted sweep (the same compiled program on the same chunks).
+
+  Args:
+    ctx: the reproduction's context (``out``, ``resume``, ``log``).
+    name: the sweep's directory under ``DIR/runs/``.
+    fn, inputs, batched, compiler_options: as :func:`dynamics.run_sweep`.
+    settings: JSON-able; everything besides ``inputs`` that decides the outputs
+      (the experiment's settings, usually).
+    chunk_size: points per compiled call and per checkpoint (default all: a
+      kill then loses the whole sweep).
+    what: what a point is, for the log (``seeds``).
+
+  Returns:
+    ``fn``'s outputs stacked over the points, as NumPy arrays.
+  """
+  out = run_dir(ctx, name)
+  out.mkdir(parents=True, exist_ok=True)
+  cfg = {"experiment": ctx.experiment or "", "sweep": name,
+         "settings": json.loads(json.dumps(settings, default=str)), "inputs": _digest(inputs)}
+  total = jax.tree.leaves(inputs)[0].shape[0]
+  with lock.hold(out):
+    store, resumed = _plain_store(ctx, out, cfg, chunk_size)
+    bounds = dynamics.chunk_bounds(total, store.chunk_size, len(jax.devices()))
+    mapped = fn if batched else jax.vmap(fn)
+    first = jax.tree.map(lambda x: x[:1], inputs)
+    done = store.completed("sweep", bounds, lambda: jax.eval_shape(mapped, first))
+    if done:
+      ctx.log(f"{name}: {bounds[len(done) - 1][1]} of {total} {what} from its checkpoints")
+    save = store.saver("sweep", bounds)
+
+    def on_chunk(finished, n, chunk_out):
+      save(finished, chunk_out)
+      if len(bounds) > 1:
+        ctx.log(f"{name}: {finished}/{n} {what}")
+
+    try:
+      result = dynamics.run_sweep(fn, inputs, chunk_size=store.chunk_size, on_chunk=on_chunk,
+                                  done=done, batched=batched, compiler_options=compiler_options)
+    finally:
+      save.flush()
   return result
 
 

@@ -25,6 +25,7 @@ from analysis import pairs
 from analysis import replication as rep
 from analysis.assumption1 import change_ratio
 from analysis.sen_checks import windowed_max_error
+from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 
@@ -35,6 +36,7 @@ FULL = {"task": {"n_words": 200, "n_topics": 2, "pairs_per_topic": 2, "sentence_
         "model": {"embed_dim": 15, "key_dim": 15, "embed_std": 1e-3, "key_std": 0.0,
                   "query_std": 1.0, "query_norm": 1.0},
         "lr": 0.1, "steps": 3000, "record_every": 30, "runs": 10, "min_test_acc": 99.0,
+        "chunk": 0,   # runs per compiled call and checkpoint (0: all at once)
         "assumption1_ratio": 0.01, "sen_tau_at_least": 0.9}
 QUICK = {**FULL, "task": {**FULL["task"], "n_train": 1000, "n_test": 500}, "steps": 600,
          "record_every": 20, "runs": 4}
@@ -106,7 +108,10 @@ def run(ctx, s) -> Outcome:
     return {"obs": traj.observables, "pair_score": ds, "pair_norm": dn, "nontopic": mask}
 
   ctx.log(f"{NAME}: Attn-TC-CNN x {s['runs']} runs, {s['steps']} epochs")
-  out = dynamics.run_sweep(one, {"seed": common.seeds(s["runs"])})
+  # Not an `attndyn run` config (another model, a per-seed Markov-pair dataset): the engine's
+  # checkpointed sweep (runs/cnn, --resume) with generic autodiff GD.
+  out = engine.sweep(ctx, NAME, one, {"seed": common.seeds(s["runs"])}, s,
+                     chunk_size=s.get("chunk") or None, what="runs")
   obs = out["obs"]
   steps = np.asarray(train_cfg.record_steps())
   m = task_cfg.n_steps - 1   # word pairs per sentence minus the topic pair

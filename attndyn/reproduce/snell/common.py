@@ -13,7 +13,6 @@ For ``ours`` a point is ``{"seed": s, "head_seeds": [K]}``: seed s draws the tra
 attention heads; head k's ``W_a`` is the head a single-head model of seed
 ``head_seeds[k]`` starts with (so single-head seed s is ``head_seeds = [s]``).
 """
-from pathlib import Path
 from typing import Callable, Dict, Optional
 
 import jax
@@ -24,11 +23,10 @@ import optax
 import dynamics
 from analysis import copying_stats as cs
 from analysis import ktiw
-from attndyn import checkpoint, lock
+from attndyn.reproduce import engine
 from dynamics.optimizers import base_optimizer
 from models import seq2seq, seq2seq_snell
 from tasks.copying import CopyingConfig, copying_dataset, sample_copying
-from tasks.errors import ConfigError
 
 EVAL_KEY = 10 ** 6
 
@@ -162,54 +160,25 @@ def authors_point(task: CopyingConfig, s: dict):
   return one
 
 
-def _store(out: Path, config: dict, chunk: Optional[int], resume: bool, log):
-  """The engine's checkpoints for a sweep that is not an ``attndyn run`` config.
-
-  ``engine._store`` takes a :class:`attndyn.config.RunConfig` (the Lu model on the
-  topic task), which cannot describe this model; this is its logic for a plain dict.
-  """
-  manifest = out / checkpoint.DIRNAME / checkpoint.MANIFEST
-  if resume and manifest.is_file():
-    store = checkpoint.Checkpoints.resume(out)
-    try:
-      store.check(config, 1)
-      return store
-    except ConfigError as err:   # another config: start afresh
-      log(f"{out.name}: not resuming its checkpoints ({err}); starting afresh")
-  return checkpoint.Checkpoints.create(out, config, chunk, every=1)
-
-
-def authors_sweep(task: CopyingConfig, s: dict, seeds: np.ndarray, *, out: Optional[Path] = None,
-                  resume: bool = False, log=print) -> dict:
+def authors_sweep(task: CopyingConfig, s: dict, seeds: np.ndarray, *, ctx=None,
+                  name: Optional[str] = None) -> dict:
   """The authors' setting for every seed; returns ``{metric: [P, R]}`` and ``"t": [R]`` (NumPy).
 
-  With ``out``, each finished chunk of ``s["chunk"]`` seeds is written to
-  ``out/checkpoints`` (:class:`attndyn.checkpoint.Checkpoints`); with ``resume``
-  the chunks already there (same settings) are read back, not run again.
+  With a reproduction's ``ctx``, the sweep runs through :func:`attndyn.reproduce.engine.sweep`:
+  each finished chunk of ``s["chunk"]`` seeds is checkpointed under ``DIR/runs/NAME``, and
+  ``--resume`` reads back the chunks already there (same settings) instead of running them.
   """
   seeds = np.asarray(seeds, np.uint32)
   one = authors_point(task, s)
   t = np.arange(0, s["steps"], s["record_every"], dtype=float)
-  if out is None:
+  if ctx is None:
     obs = dynamics.run_sweep(one, seeds, chunk_size=s.get("chunk"))
   else:
-    config = {"task": {"distribution": task.distribution, "n_tokens": task.n_tokens,
-                       "length": task.length, "encoding": task.encoding},
-              "settings": {k: s[k] for k in ("hidden", "steps", "batch", "lr", "record_every",
-                                             "eval_size")},
-              "seeds": seeds.tolist()}
-    with lock.hold(out):
-      store = _store(out, config, s.get("chunk"), resume, log)
-      bounds = dynamics.chunk_bounds(len(seeds), store.chunk_size, len(jax.devices()))
-      done = store.completed("gd", bounds, lambda: jax.eval_shape(jax.vmap(one), seeds[:1]))
-      if done:
-        log(f"{out.name}: {bounds[len(done) - 1][1]} of {len(seeds)} seeds from its checkpoints")
-      save = store.saver("gd", bounds)
-      try:
-        obs = dynamics.run_sweep(one, seeds, chunk_size=store.chunk_size, on_chunk=lambda d, n, o:
-                                 (save(d, o), log(f"{out.name}: {d}/{n} seeds")), done=done)
-      finally:
-        save.flush()
+    settings = {"task": {"distribution": task.distribution, "n_tokens": task.n_tokens,
+                         "length": task.length, "encoding": task.encoding},
+                "settings": {k: s[k] for k in ("hidden", "steps", "batch", "lr", "record_every",
+                                               "eval_size")}}
+    obs = engine.sweep(ctx, name, one, seeds, settings, chunk_size=s.get("chunk"), what="seeds")
   obs = {k: np.asarray(v, float) for k, v in obs.items()}
   obs["t"] = t
   return obs

@@ -21,7 +21,6 @@ import numpy as np
 from analysis import copying_stats as cs
 from analysis import replication as rep
 from analysis import snell_figures as figs
-from attndyn.reproduce import engine
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.snell import common
 from tasks.errors import check
@@ -93,8 +92,7 @@ def sweep(ctx, name: str, s: dict, seeds) -> dict:
           f"hidden {s['hidden']}, {s['seeds']} seeds x {s['steps']} steps")
   if s["model"] == "ours":
     return common.copy_sweep(task, s, seeds)
-  return common.authors_sweep(task, s, seeds, out=engine.run_dir(ctx, f"{NAME}-{name}"),
-                              resume=ctx.resume, log=ctx.log)
+  return common.authors_sweep(task, s, seeds, ctx=ctx, name=f"{NAME}-{name}")
 
 
 def run(ctx, s) -> Outcome:
