@@ -23,6 +23,10 @@ from dynamics.auto_train import make_auto_train as make_auto_train
 from dynamics.sde import reduced_sgd_sde as reduced_sgd_sde
 from dynamics.sde import sgd_sde as sgd_sde
 from dynamics.epochs import make_epoch_train as make_epoch_train
+from dynamics.segmented import SegmentState as SegmentState
+from dynamics.segmented import run_segments as run_segments
+from dynamics.trajectory import FAILURE_REASONS as FAILURE_REASONS
+from dynamics.trajectory import ODEStats as ODEStats
 # XLA compile-time tuning of the CLI's stages (dynamics.xla_options): internal, not API.
 from dynamics.fast_lu import COMPILER_OPTIONS as _FAST_COMPILER_OPTIONS
 from dynamics.reduced_ode import COMPILER_OPTIONS as _REDUCED_ODE_COMPILER_OPTIONS

@@ -24,6 +24,24 @@ import jax.numpy as jnp
 import numpy as np
 
 
+class SegmentState(NamedTuple):
+  """Where :func:`run_segments` stands after a segment: enough to continue it exactly.
+
+  Attributes:
+    segments: segments finished.
+    params: ``[P, ...]`` each run's current parameters (a stopped run's are frozen).
+    best_params, best_value, best_step, stopped_at: as :class:`SegmentedRun`, so far.
+    observables: host arrays ``[P, T_so_far, ...]`` recorded so far.
+  """
+  segments: int
+  params: Any
+  best_params: Any
+  best_value: np.ndarray
+  best_step: np.ndarray
+  stopped_at: np.ndarray
+  observables: Any
+
+
 class SegmentedRun(NamedTuple):
   """Runs (leading axis ``P``) trained in segments with early stopping on a monitored loss.
 
@@ -46,7 +64,8 @@ class SegmentedRun(NamedTuple):
 
 def run_segments(segment_fn: Callable, params0: Any, *, segment: int, max_segments: int,
                  record_every: int, on_segment: Optional[Callable[[int, np.ndarray], None]] = None,
-                 patience_steps: Optional[int] = None) -> SegmentedRun:
+                 patience_steps: Optional[int] = None, start: Optional[SegmentState] = None,
+                 on_state: Optional[Callable[[SegmentState], None]] = None) -> SegmentedRun:
   """Call ``segment_fn`` until every run stopped or ``max_segments`` segments ran.
 
   Args:
@@ -63,6 +82,11 @@ def run_segments(segment_fn: Callable, params0: Any, *, segment: int, max_segmen
       eval_every``): a run whose best step lies that far before a segment's end
       stopped at ``best_step + patience_steps``, as in one long run (its records
       after that step, up to the segment's end, are of continued training).
+    start: a :class:`SegmentState` from ``on_state`` of an earlier, interrupted call
+      with the same arguments: the call continues from it and returns what one
+      uninterrupted call returns (``segment_fn`` is deterministic).
+    on_state: called with the :class:`SegmentState` after every segment (a caller's
+      checkpoint; this module writes no files).
 
   Returns:
     A :class:`SegmentedRun`.
@@ -72,8 +96,18 @@ def run_segments(segment_fn: Callable, params0: Any, *, segment: int, max_segmen
   best_value = np.full(n, np.inf)
   best_step = np.zeros(n, np.int64)
   stopped = np.full(n, -1, np.int64)
-  chunks, last = [], None
-  for k in range(max_segments):
+  chunks, last, first = [], None, 0
+  if start is not None:
+    first = start.segments
+    params = jax.tree.map(jnp.asarray, start.params)
+    best_params = jax.tree.map(jnp.asarray, start.best_params)
+    best_value, best_step, stopped = (np.asarray(x).copy() for x in
+                                      (start.best_value, start.best_step, start.stopped_at))
+    chunks = [jax.tree.map(np.asarray, start.observables)]
+    last = jax.tree.map(lambda x: x[:, -1], chunks[0])
+  for k in range(first, max_segments):
+    if np.all(stopped >= 0):   # a resumed call whose last segment had stopped every run
+      break
     res = segment_fn(params)
     obs = jax.tree.map(np.asarray, res.trajectory.observables)
     active = stopped < 0
@@ -101,6 +135,12 @@ def run_segments(segment_fn: Callable, params0: Any, *, segment: int, max_segmen
                           res.trajectory.final_params, params)
     if on_segment is not None:
       on_segment(k, stopped)
+    if on_state is not None:
+      so_far = jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *chunks)
+      on_state(SegmentState(k + 1, jax.tree.map(np.asarray, params),
+                            jax.tree.map(np.asarray, best_params), best_value, best_step,
+                            stopped, so_far))
+      chunks = [so_far]
     if np.all(stopped >= 0):
       break
   observables = jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *chunks)

@@ -178,6 +178,23 @@ def test_segmented_early_stopping_finds_the_one_long_run_best(tiny_data):
                          max_segments=400 // segment, record_every=5, patience_steps=4 * 5)
     np.testing.assert_array_equal(exact.stopped_at, np.asarray(long.stopped_at))
     np.testing.assert_array_equal(exact.best_step, long.best_step)
+  # Interrupted after its second segment and continued from the state it reported, the call
+  # returns what the uninterrupted one does.
+  seg10 = lambda p: make(10)(p, lrs)
+  states = []
+
+  def interrupt(state):
+    states.append(state)
+    if state.segments == 2:
+      raise KeyboardInterrupt
+
+  with pytest.raises(KeyboardInterrupt):
+    run_segments(seg10, params0, segment=10, max_segments=40, record_every=5,
+                 patience_steps=20, on_state=interrupt)
+  resumed = run_segments(seg10, params0, segment=10, max_segments=40, record_every=5,
+                         patience_steps=20, start=states[-1])
+  for a, b in zip(jax.tree.leaves(resumed), jax.tree.leaves(exact)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 # ---------------------------------------------------------------- the command, end to end

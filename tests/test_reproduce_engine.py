@@ -4,6 +4,7 @@ reproduction with the same claims as an uninterrupted one."""
 import json
 import shutil
 
+import jax
 import numpy as np
 import pytest
 
@@ -154,3 +155,28 @@ def test_a_plain_sweep_is_checkpointed_per_chunk_and_resumes_to_the_same_outputs
   other = engine.sweep(resumed, "demo-sweep", fn, {"a": inputs["a"] + 1}, {"k": 1}, chunk_size=2)
   np.testing.assert_array_equal(other["z"], (inputs["a"] + 1) ** 2)
   assert all(stamps()[n] != after[n] for n in after)
+
+
+def test_a_segment_checkpoint_gives_back_the_state_it_kept_and_only_for_the_same_settings(
+    tmp_path):
+  import dynamics
+
+  params0 = {"embeddings": np.zeros((2, 3, 4), np.float32), "query": np.ones((2, 4), np.float32)}
+  state = dynamics.SegmentState(
+      3, {"embeddings": np.full((2, 3, 4), 1.5, np.float32), "query": np.ones((2, 4))},
+      {"embeddings": np.full((2, 3, 4), 0.5, np.float32), "query": np.ones((2, 4))},
+      np.array([0.25, np.inf]), np.array([40, 0]), np.array([60, -1]),
+      {"dev_loss": np.arange(14.0).reshape(2, 7)})
+  ctx = runner.Context(out=tmp_path, quick=True, verbose=False, experiment="demo")
+  with engine.segment_checkpoint(ctx, "demo-seg", {"k": 1}, params0) as (start, on_state):
+    assert start is None
+    on_state(state)
+  resumed = runner.Context(out=tmp_path, quick=True, verbose=False, experiment="demo",
+                           resume=True)
+  with engine.segment_checkpoint(resumed, "demo-seg", {"k": 1}, params0) as (start, _):
+    for a, b in zip(jax.tree.leaves(start), jax.tree.leaves(state)):
+      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  with engine.segment_checkpoint(resumed, "demo-seg", {"k": 2}, params0) as (start, _):
+    assert start is None                    # other settings: not resumed
+  with engine.segment_checkpoint(ctx, "demo-seg", {"k": 1}, params0) as (start, _):
+    assert start is None                    # without --resume: afresh

@@ -23,6 +23,7 @@ output directory (``summary.json``, ``trajectories.npz``, ``config.toml``,
 ``run_info.json`` and, unless asked not to, the run's figures), so ``attndyn report DIR/runs/NAME``
 and :func:`analysis.load` read it like any other run.
 """
+import contextlib
 import hashlib
 import json
 from pathlib import Path
@@ -32,6 +33,7 @@ import jax
 import numpy as np
 
 import dynamics
+from analysis import npz
 from attndyn import atomic, checkpoint, chunking, config, lock, outputs, pipeline
 from tasks.errors import ConfigError
 
@@ -194,6 +196,69 @@ def sweep(ctx, name: str, fn: Callable, inputs: Any, settings: dict, *,
     finally:
       save.flush()
   return result
+
+
+SEGMENTS = "segments.npz"
+
+
+@contextlib.contextmanager
+def segment_checkpoint(ctx, name: str, settings: dict, params0):
+  """``(start, on_state)`` for :func:`dynamics.segmented.run_segments`, kept in ``DIR/runs/NAME``.
+
+  For experiments trained in segments from the host (SST's early stopping): after
+  every segment ``on_state`` writes the :class:`dynamics.segmented.SegmentState`
+  to ``DIR/runs/NAME/segments.npz`` (atomically); with ``--resume`` and the same
+  ``settings``, ``start`` is the state written last, so the sweep continues after
+  its last finished segment and ends as an uninterrupted one would. Holds the
+  directory's lock while the caller trains.
+
+  Args:
+    ctx: the reproduction's context.
+    name: the directory under ``DIR/runs/``.
+    settings: JSON-able; everything that decides the segments' outputs.
+    params0: the sweep's initial parameters (the structure the state's are read into).
+  """
+  out = run_dir(ctx, name)
+  out.mkdir(parents=True, exist_ok=True)
+  path = out / SEGMENTS
+  digest = checkpoint.config_hash({"experiment": ctx.experiment or "", "sweep": name,
+                                   "settings": json.loads(json.dumps(settings, default=str))})
+  flat, treedef = jax.tree_util.tree_flatten_with_path(params0)
+  names = [checkpoint.leaf_name(p) for p, _ in flat]
+  with lock.hold(out):
+    start = None
+    if ctx.resume and path.is_file():
+      arrays = npz.read(path, what=f"segment checkpoint {str(path)!r}")
+      if str(arrays.get("settings_hash", "")) != digest:
+        ctx.log(f"{name}: not resuming its segments (other settings); starting afresh")
+      else:
+        params = lambda group: jax.tree_util.tree_unflatten(
+            treedef, [arrays[f"{group}/{n}"] for n in names])
+        start = dynamics.SegmentState(
+            int(arrays["segments"]), params("params"), params("best_params"),
+            arrays["best_value"], arrays["best_step"], arrays["stopped_at"],
+            {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("observables/")})
+        ctx.log(f"{name}: continuing after segment {start.segments} (from {SEGMENTS})")
+
+    def on_state(state) -> None:
+      if not outputs.is_writer():
+        return
+      arrays = {"settings_hash": np.asarray(digest), "segments": np.asarray(state.segments),
+                "best_value": state.best_value, "best_step": state.best_step,
+                "stopped_at": state.stopped_at}
+      for group in ("params", "best_params"):
+        for n, leaf in zip(names, jax.tree.leaves(getattr(state, group))):
+          arrays[f"{group}/{n}"] = np.asarray(leaf)
+      if not isinstance(state.observables, dict):
+        raise TypeError("segment_checkpoint keeps a flat dict of observables")
+      arrays.update({f"observables/{k}": np.asarray(v) for k, v in state.observables.items()})
+      try:
+        atomic.write(path, lambda tmp: npz.write(tmp, arrays))
+      except OSError as err:   # a side write: the training goes on (as a chunk's checkpoint)
+        ctx.log(f"{name}: warning: its segment checkpoint could not be written ({err}); the "
+                "sweep goes on, but a kill now loses its segments")
+
+    yield start, on_state
 
 
 def run_dir(ctx, name: str) -> Path:

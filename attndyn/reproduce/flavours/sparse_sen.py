@@ -19,6 +19,7 @@ from analysis import replication as rep
 from analysis import sparse_sen as ss
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
+from attndyn.reproduce import engine
 from dynamics.sparsemax_ode import sparse_sen_ode
 
 NAME = "sparse_sen"
@@ -66,7 +67,7 @@ def run(ctx, s) -> Outcome:
       return {"gd": gd, "ode": ode.observables, "ode_failed_at": ode.failed_at}
 
     ctx.log(f"{NAME}: {norm} Attn-TC x {s['seeds']} seeds, {s['steps']} epochs, GD + ODE")
-    out = dynamics.run_sweep(one, {"seed": common.seeds(s["seeds"])})
+    out = engine.sweep(ctx, f"{NAME}-{norm}", one, {"seed": common.seeds(s["seeds"])}, s)
     gd, ode = out["gd"], out["ode"]
     label = LABELS[norm]
     sen_err = ss.sen_phase_error(gd["score"], gd["emb_norm"], m, norm)          # [S, W]

@@ -28,6 +28,7 @@ from analysis import structured_attention as sa
 from attndyn.reproduce.flavours.structured import LABELS, NORMALISERS, check_normalisers
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.yang import common
+from attndyn.reproduce import engine
 from models import seq2seq
 from tasks.copying import CopyingConfig, copying_dataset, sample_copying
 
@@ -47,7 +48,7 @@ def run(ctx, s) -> Outcome:
   for norm in s["normalisers"]:
     ctx.log(f"{NAME}: {norm}: {s['seeds']} seeds x {s['steps']} steps")
     start = time.perf_counter()
-    res[norm] = train_copying(s, norm, s["seeds"])
+    res[norm] = train_copying(s, norm, s["seeds"], ctx=ctx)
     seconds[norm] = time.perf_counter() - start
   claims = copying_claims(res, s, quick=ctx.quick)
   details = {"notes": [
@@ -63,9 +64,10 @@ def run(ctx, s) -> Outcome:
   return Outcome(claims, [], details)
 
 
-def train_copying(c: dict, norm: str, n_seeds: int) -> dict:
+def train_copying(c: dict, norm: str, n_seeds: int, ctx=None) -> dict:
   """Snell's copying task with ``norm`` attention (the training path of ``reproduce snell``:
-  :func:`dynamics.make_train`, Adam, a fresh batch each step; seeds vmapped by ``run_sweep``)."""
+  :func:`dynamics.make_train`, Adam, a fresh batch each step; seeds vmapped by ``run_sweep``,
+  checkpointed under ``DIR/runs/structured_copying-NORM`` with a reproduction's ``ctx``)."""
   task = CopyingConfig(c["distribution"], c["n_tokens"], c["length"])
   cfg = seq2seq.Seq2SeqConfig(task.vocab, task.vocab, hidden=c["hidden"], shared_embedding=True,
                               normaliser=norm)
@@ -83,7 +85,9 @@ def train_copying(c: dict, norm: str, n_seeds: int) -> dict:
     return {"obs": traj.observables, "attention": seq2seq.apply(traj.final_params, ev,
                                                                 cfg).attention}
 
-  out = jax.device_get(dynamics.run_sweep(one, {"seed": common.seeds(n_seeds)}))
+  inputs = {"seed": common.seeds(n_seeds)}
+  out = (dynamics.run_sweep(one, inputs) if ctx is None else
+         engine.sweep(ctx, f"{NAME}-{norm}", one, inputs, c, what="seeds"))
   att = np.asarray(out["attention"], float)                        # [S, n, K, T, L]
   x, y, m = (np.asarray(v) for v in (ev.tokens, ev.labels, ev.mask))
   target = (x[:, None, :] == y[:, :, None]) & m[:, None, :]        # source words equal to the output

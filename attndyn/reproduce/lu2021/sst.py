@@ -33,6 +33,7 @@ from analysis import lu2021_figures as figs
 from analysis import replication as rep
 from analysis import sst_words
 from analysis.sen_checks import relative_error
+from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 from dynamics import segmented as dynamics_segmented
@@ -147,10 +148,17 @@ def _group(ctx, s: dict, data, b: dict, variants, steps: int, label: str) -> dic
     ctx.log(f"{NAME}: {label} {'/'.join(variants)}: {(k + 1) * segment} epochs, "
             f"{int((stopped >= 0).sum())}/{len(stopped)} stopped, {time.perf_counter() - t0:.0f} s")
 
-  res = dynamics_segmented.run_segments(lambda p: seg(p, aux, b), params0, segment=segment,
-                                        max_segments=n_seg, record_every=s["record_every"],
-                                        on_segment=progress,
-                                        patience_steps=s["patience"] * s["eval_every"])
+  # Not an `attndyn run` config (SST data, per-seed early stopping between segments from the
+  # host): the segments are checkpointed under runs/NAME instead (--resume continues after the
+  # last finished segment).
+  name = f"{NAME}-{label.replace(' ', '-')}-{'fc' if fc else 'tc'}"
+  settings = {"settings": s, "variants": list(variants), "steps": steps, "label": label}
+  with engine.segment_checkpoint(ctx, name, settings, params0) as (start, on_state):
+    res = dynamics_segmented.run_segments(lambda p: seg(p, aux, b), params0, segment=segment,
+                                          max_segments=n_seg, record_every=s["record_every"],
+                                          on_segment=progress,
+                                          patience_steps=s["patience"] * s["eval_every"],
+                                          start=start, on_state=on_state)
   evaluate = jax.jit(jax.vmap(lambda p, c, batch: (
       models.accuracy(apply_of(c)(p, batch).logits, batch.labels), scores_of(p, c), norms_of(p, c)),
       in_axes=(0, 0, None)))

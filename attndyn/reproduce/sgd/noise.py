@@ -32,6 +32,7 @@ from analysis import sgd_noise as stats
 from analysis.sen_checks import windowed_max_error
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
+from attndyn.reproduce import engine
 from dynamics import sde
 from tasks.errors import ConfigError
 
@@ -148,7 +149,7 @@ def run(ctx, s) -> Outcome:
     inputs = {"seed": np.tile(keys, len(lrs)),
               "lr": np.repeat(np.asarray(lrs, np.float32), S)}
     ctx.log(f"{NAME}: SGD B = {batch_size} ({sampling}) × lr {lrs} × {S} seeds, {steps} steps")
-    obs = dynamics.run_sweep(one, inputs)
+    obs = engine.sweep(ctx, f"{NAME}-sgd-b{batch_size}-{sampling}", one, inputs, s)
     return {lr: _on_grid({k: v[i * S:(i + 1) * S] for k, v in obs.items()}, t_steps, lr, tau)
             for i, lr in enumerate(lrs)}
 
@@ -233,8 +234,9 @@ def run(ctx, s) -> Outcome:
           brownian=sd["brownian"]).observables
     ctx.log(f"{NAME}: {'reduced ' if reduced else ''}SDE B = {b} ({sampling}), lr {lr_sde:g}, "
             f"{S} Brownian seeds, dt {sd['dt']}")
-    obs = dynamics.run_sweep(lambda k: {q: fn(k)[q] for q in keep}, keys + np.uint32(10 ** 6),
-                             chunk_size=128)
+    obs = engine.sweep(ctx, f"{NAME}-{'reduced-' if reduced else ''}sde-b{b}-{sampling}",
+                       lambda k: {q: fn(k)[q] for q in keep}, keys + np.uint32(10 ** 6), s,
+                       chunk_size=128, what="Brownian seeds")
     return obs
 
   sde_rows = []

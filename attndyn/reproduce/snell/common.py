@@ -48,8 +48,12 @@ def model_config(task: CopyingConfig, s: dict, heads: int = 1, attention: str = 
 
 
 def copy_sweep(task: CopyingConfig, s: dict, seeds: np.ndarray,
-               head_seeds: Optional[np.ndarray] = None) -> dict:
+               head_seeds: Optional[np.ndarray] = None, *, ctx=None,
+               name: Optional[str] = None) -> dict:
   """Train one model per point; returns ``{metric: [P, R]}`` and ``"t": [R]`` (NumPy).
+
+  With a reproduction's ``ctx``, checkpointed under ``DIR/runs/NAME``
+  (:func:`attndyn.reproduce.engine.sweep`; ``--resume`` reads finished chunks back).
 
   Args:
     task: the copying distribution.
@@ -76,8 +80,13 @@ def copy_sweep(task: CopyingConfig, s: dict, seeds: np.ndarray,
     train = dynamics.make_train(loss, data, record, tc, cfg.trainable())
     return train(seq2seq.init(ki, cfg, head_keys=hk), ko).observables
 
-  obs = dynamics.run_sweep(one, {"seed": seeds, "head_seeds": head_seeds},
-                           chunk_size=s.get("chunk"))
+  inputs = {"seed": seeds, "head_seeds": head_seeds}
+  if ctx is None:
+    obs = dynamics.run_sweep(one, inputs, chunk_size=s.get("chunk"))
+  else:
+    settings = {"task": {"distribution": task.distribution, "n_tokens": task.n_tokens,
+                         "length": task.length, "encoding": task.encoding}, "settings": s}
+    obs = engine.sweep(ctx, name, one, inputs, settings, chunk_size=s.get("chunk"), what="seeds")
   obs = {k: np.asarray(v, float) for k, v in obs.items()}
   obs["t"] = np.asarray(tc.record_steps(), float)
   return obs

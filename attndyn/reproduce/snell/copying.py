@@ -91,7 +91,7 @@ def sweep(ctx, name: str, s: dict, seeds) -> dict:
   ctx.log(f"{NAME}: {name} ({task.n_tokens} words, length {task.length}), model {s['model']}, "
           f"hidden {s['hidden']}, {s['seeds']} seeds x {s['steps']} steps")
   if s["model"] == "ours":
-    return common.copy_sweep(task, s, seeds)
+    return common.copy_sweep(task, s, seeds, ctx=ctx, name=f"{NAME}-{name}")
   return common.authors_sweep(task, s, seeds, ctx=ctx, name=f"{NAME}-{name}")
 
 

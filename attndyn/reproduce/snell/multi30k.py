@@ -20,6 +20,7 @@ import dynamics
 from analysis import agreement, ibm1, ktiw
 from analysis import replication as rep
 from analysis import snell_figures as figs
+from attndyn.reproduce import engine
 from attndyn.reproduce.runner import Outcome
 from models import bow_proxy, seq2seq
 from tasks.batch import Batch
@@ -49,7 +50,7 @@ QUICK = {**FULL, "n_pairs": 1326, "hidden": 32, "steps": 400, "record_every": 10
          "held_out": 100}
 
 
-def _train(cfg, data, s, seeds):
+def _train(ctx, name, cfg, data, s, seeds):
   tc = dynamics.TrainConfig(optimizer="adam", lr=s["lr"], steps=s["steps"],
                             record_every=s["record_every"], batch_size=s["batch"],
                             sampling="shuffle")
@@ -65,7 +66,7 @@ def _train(cfg, data, s, seeds):
     traj = train(seq2seq.init(ki, cfg), ko)
     return {"loss": traj.observables["loss"], "params": traj.final_params}
 
-  return dynamics.run_sweep(one, np.asarray(seeds, np.uint32))
+  return engine.sweep(ctx, name, one, np.asarray(seeds, np.uint32), s, what="seeds")
 
 
 def run(ctx, s) -> Outcome:
@@ -80,7 +81,7 @@ def run(ctx, s) -> Outcome:
   for att in ("general", "uniform"):
     cfg = seq2seq.Seq2SeqConfig(d.src_vocab, d.tgt_vocab, hidden=s["hidden"], attention=att)
     ctx.log(f"{NAME}: {att} attention, {len(seeds)} seeds x {s['steps']} steps on {n - h} pairs")
-    models_[att] = (cfg, _train(cfg, train, s, seeds))
+    models_[att] = (cfg, _train(ctx, f"{NAME}-{att}", cfg, train, s, seeds))
   ctx.log(f"{NAME}: BoW proxy and IBM Model 1")
   opt = optax.adam(s["proxy_lr"])
   g0 = bow_proxy.init(d.src_vocab, d.tgt_vocab)

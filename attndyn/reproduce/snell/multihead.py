@@ -54,7 +54,7 @@ def _single(ctx, s, task, seeds):
     ctx.log(f"{NAME}: reusing the single-head permutation runs of copying")
     return {k: (v[:len(seeds)] if k != "t" else v) for k, v in cached["runs"]["permutation"].items()}
   ctx.log(f"{NAME}: single head x {len(seeds)} seeds")
-  return common.copy_sweep(task, s, seeds)
+  return common.copy_sweep(task, s, seeds, ctx=ctx, name=f"{NAME}-single")
 
 
 def run(ctx, s) -> Outcome:
@@ -67,7 +67,7 @@ def run(ctx, s) -> Outcome:
   single = _single(ctx, s, task, seeds)
   heads = np.stack([seeds] + [1000 * j + seeds for j in range(1, k)], 1)
   ctx.log(f"{NAME}: {k} heads x {len(seeds)} seeds")
-  multi = common.copy_sweep(task, s, seeds, heads)
+  multi = common.copy_sweep(task, s, seeds, heads, ctx=ctx, name=f"{NAME}-{k}heads")
   ok1, okk = common.success(single, s), common.success(multi, s)
   crit = f"final {s['success_metric']} ≥ {s['success_at']}"
   setting = (f"permutations of [1, {s['n_tokens']}], hidden {s['hidden']}, {s['steps']} steps, "
@@ -107,7 +107,7 @@ def run(ctx, s) -> Outcome:
       combos["bad+good"] = np.stack([body, good[np.arange(n) % len(good)]], 1)
     for name, hs in combos.items():
       ctx.log(f"{NAME}: protocol {name} x {n}")
-      o = common.copy_sweep(task, s, body, hs)
+      o = common.copy_sweep(task, s, body, hs, ctx=ctx, name=f"{NAME}-{name.replace('+', '-')}")
       ok = common.success(o, s)
       details[f"protocol_{name}"] = {"heads": hs.tolist(),
                                      "final": o[s["success_metric"]][:, -1].tolist()}

@@ -23,6 +23,7 @@ from analysis import relevance as rel
 from analysis import replication as rep
 from analysis import snell_figures as figs
 from attndyn.reproduce.runner import Outcome
+from attndyn.reproduce import engine
 
 NAME = "relevance"
 TITLE = "Slides: output relevance r grows at keywords under uniform attention, then attracts a"
@@ -70,7 +71,8 @@ def run(ctx, s) -> Outcome:
 
     ctx.log(f"{NAME}: {kind} attention, {len(seeds)} seeds x {s['steps']} epochs")
     runs[kind] = {k: np.asarray(v, float) for k, v in
-                  dynamics.run_sweep(one, seeds.astype(np.uint32)).items()}
+                  engine.sweep(ctx, f"{NAME}-{kind}", one, seeds.astype(np.uint32), s,
+                               what="seeds").items()}
   t = np.asarray(tc.record_steps(), float)
   u, st = runs["uniform"], runs["standard"]
   early = int(np.argmin(np.abs(t - s["early"] * s["steps"])))
