@@ -24,10 +24,9 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 
 from dynamics.optimizers import base_optimizer, masked_optimizer
-from dynamics.train import TrainConfig, _all_finite, minibatch
+from dynamics.train import TrainConfig, guarded_update, minibatch
 from dynamics.trajectory import Trajectory
 from models.objective import accuracy
 from tasks.batch import Batch
@@ -148,15 +147,10 @@ def make_train_early_stopping(loss_fn: Callable, train_batch: Batch, dev_batch: 
     def step_fn(state: _State, step):
       b = train_batch if full else minibatch(train_batch, key, step, cfg.batch_size, cfg.sampling)
       loss, grads = grad_fn(state.params, b)
-      updates, opt_state = opt.update(grads, state.opt_state, state.params)
-      params = optax.apply_updates(state.params, updates)
-      running = state.stopped_at < 0
-      ok = (state.failed_at < 0) & jnp.isfinite(loss) & _all_finite(params)
-      failed_at = jnp.where(running & (state.failed_at < 0) & ~ok, step, state.failed_at)
-      move = ok & running
-      state = state._replace(params=select(move, params, state.params),
-                             opt_state=select(move, opt_state, state.opt_state),
-                             failed_at=failed_at)
+      params, opt_state, failed_at, _ = guarded_update(
+          opt, grads, loss, state.params, state.opt_state, state.failed_at, step,
+          running=state.stopped_at < 0)
+      state = state._replace(params=params, opt_state=opt_state, failed_at=failed_at)
       done = step + 1
       if eval_every == 1:
         state = evaluate(state, done)

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from dynamics.train import _all_finite, minibatch
+from dynamics.train import guarded_update, minibatch
 from dynamics.trajectory import Trajectory
 from tasks.errors import check
 
@@ -64,12 +64,9 @@ def make_epoch_train(loss_fn: Callable, train_batch: Any, evaluate: Callable, *,
       b = minibatch(buckets[bucket], jax.random.fold_in(shuffle_key, bucket), index, batch_size,
                     "shuffle")
       loss, grads = grad_fn(params, b, jax.random.fold_in(dropout_key, step), aux)
-      updates, new_opt = optimizer.update(grads, opt_state, params)
-      new_params = optax.apply_updates(params, updates)
-      ok = (failed_at < 0) & jnp.isfinite(loss) & _all_finite(new_params)
-      keep = lambda new, old: jax.tree.map(lambda a, b_: jnp.where(ok, a, b_), new, old)
-      failed_at = jnp.where((failed_at < 0) & ~ok, step.astype(failed_at.dtype), failed_at)
-      return (keep(new_params, params), keep(new_opt, opt_state), failed_at), loss
+      params, opt_state, failed_at, _ = guarded_update(optimizer, grads, loss, params, opt_state,
+                                                       failed_at, step)
+      return (params, opt_state, failed_at), loss
 
     def epoch_fn(carry, epoch):
       losses, offset = [], 0

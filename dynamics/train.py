@@ -85,6 +85,32 @@ def _all_finite(tree) -> jax.Array:
   return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
 
 
+def guarded_update(opt: optax.GradientTransformation, grads, loss, params, opt_state,
+                   failed_at: jax.Array, step: jax.Array, running=True):
+  """One optimiser step that freezes a run at its last finite parameters.
+
+  The step is taken only while the run has not failed (``failed_at < 0``) and
+  its loss and new parameters are finite; the first step that is not records
+  ``failed_at = step`` (only while ``running``; early stopping passes whether the
+  run still trains), and the run keeps the parameters and optimiser state it
+  had. Every autodiff training loop (:func:`make_train`,
+  :func:`dynamics.make_train_early_stopping`, :func:`dynamics.make_epoch_train`)
+  takes its steps through this one function; the fast path's closed-form step
+  (:mod:`dynamics.fast_lu`) applies the same rule to its own state.
+
+  Returns:
+    ``(params, opt_state, failed_at, moved)``: ``moved`` is whether the step was
+    taken (a stopped run, ``running`` false, does not move either).
+  """
+  updates, new_opt = opt.update(grads, opt_state, params)
+  new_params = optax.apply_updates(params, updates)
+  ok = (failed_at < 0) & jnp.isfinite(loss) & _all_finite(new_params)
+  failed_at = jnp.where(running & (failed_at < 0) & ~ok, step.astype(failed_at.dtype), failed_at)
+  move = ok & running
+  keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(move, a, b), new, old)
+  return keep(new_params, params), keep(new_opt, opt_state), failed_at, move
+
+
 def minibatch(batch: Batch, key: jax.Array, step: jax.Array, batch_size: int, sampling: str) -> Batch:
   """The minibatch of ``step``: a slice of this epoch's permutation, or an i.i.d. draw."""
   n = batch.tokens.shape[0]
@@ -124,13 +150,9 @@ def make_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: TrainConf
     def step_fn(state: TrainState, _):
       b = batch if full else minibatch(batch, key, state.step, cfg.batch_size, cfg.sampling)
       loss, grads = grad_fn(state.params, b)
-      updates, opt_state = opt.update(grads, state.opt_state, state.params)
-      params = optax.apply_updates(state.params, updates)
-      ok = (state.failed_at < 0) & jnp.isfinite(loss) & _all_finite(params)
-      keep = lambda new, old: jax.tree.map(lambda a, b_: jnp.where(ok, a, b_), new, old)
-      failed_at = jnp.where((state.failed_at < 0) & ~ok, state.step, state.failed_at)
-      return TrainState(keep(params, state.params), keep(opt_state, state.opt_state),
-                        state.step + 1, failed_at), None
+      params, opt_state, failed_at, _ = guarded_update(
+          opt, grads, loss, state.params, state.opt_state, state.failed_at, state.step)
+      return TrainState(params, opt_state, state.step + 1, failed_at), None
 
     def observe(params):
       return (record(params, params0), params if record_params else None)

@@ -2,6 +2,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import analysis
@@ -124,3 +125,33 @@ def test_a_parameter_group_without_a_trainable_flag_is_named():
   updates, _ = both.update(params, both.init(params), params)
   np.testing.assert_array_equal(updates["bias"], 0.0)
   np.testing.assert_allclose(updates["w"], -0.1 * np.ones(2))
+
+
+def test_the_guarded_update_freezes_a_run_at_its_first_non_finite_step_and_only_while_running():
+  """The one guarded step of make_train, make_train_early_stopping and make_epoch_train."""
+  from dynamics.train import guarded_update
+
+  opt = optax.sgd(1.0)
+  params = {"w": jnp.array([1.0, 2.0])}
+  state = opt.init(params)
+  fine = {"w": jnp.array([0.5, 0.5])}
+  moved, _, failed, ok = guarded_update(opt, fine, jnp.array(1.0), params, state,
+                                        jnp.array(-1), jnp.array(3))
+  np.testing.assert_array_equal(moved["w"], [0.5, 1.5])
+  assert int(failed) == -1 and bool(ok)
+  for bad_grads, bad_loss in (({"w": jnp.array([jnp.inf, 0.0])}, jnp.array(1.0)),
+                              (fine, jnp.array(jnp.nan))):
+    kept, _, failed, ok = guarded_update(opt, bad_grads, bad_loss, params, state,
+                                         jnp.array(-1), jnp.array(3))
+    np.testing.assert_array_equal(kept["w"], params["w"])      # frozen where it was
+    assert int(failed) == 3 and not bool(ok)
+  # A run that failed stays frozen, keeping its first failure step.
+  kept, _, failed, _ = guarded_update(opt, fine, jnp.array(1.0), params, state,
+                                      jnp.array(2), jnp.array(5))
+  np.testing.assert_array_equal(kept["w"], params["w"])
+  assert int(failed) == 2
+  # A stopped run (early stopping: running = False) neither moves nor records a failure.
+  kept, _, failed, ok = guarded_update(opt, {"w": jnp.array([jnp.inf, 0.0])}, jnp.array(1.0),
+                                       params, state, jnp.array(-1), jnp.array(4), running=False)
+  np.testing.assert_array_equal(kept["w"], params["w"])
+  assert int(failed) == -1 and not bool(ok)
