@@ -75,13 +75,12 @@ FULL = {
     "crosses": [["n_nontopic", "vocab_size"]],
     "precision": "float32",
     "tc_only": [], "autodiff_thin": 4,
-    # The reduced ODE's rtol: ode_rel_dev is judged at 2%, so 1e-4 (a hundredth of the preset's
-    # looseness budget) suffices; TL's ODE runs per point (its ReLU kinks), every point stepping
-    # until the slowest is done, and at the preset's 1e-6 a quick TL bucket took > 8 min loaded.
+    # The reduced ODE's rtol: ode_rel_dev is judged at 2%, so 1e-4 (a hundredth of the
+    # tolerance) suffices, and it costs far fewer solver steps than the preset's 1e-6.
     "ode_rtol": 1e-4,
-    # Classifiers whose buckets solve the reduced ODE. TL's is left out by default: its ODE
-    # runs per point (vmapped, every point stepping until the slowest is done), and one quick TL
-    # bucket (160 points, rtol 1e-6) had not finished after 10 min loaded; add "tl" to measure it.
+    # Classifiers whose buckets solve the reduced ODE. TL's is left out by default: its ReLU
+    # kinks cut each point's steps at its own times, so a vmapped bucket steps until its slowest
+    # point is done and costs many times an FC/TC bucket; add "tl" to measure it.
     "ode_classifiers": ["fc", "tc"],
 }
 QUICK = {**FULL, "steps": 600, "record_every": 25, "run_lengths": [600, 300, 150, 75],

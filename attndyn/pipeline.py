@@ -300,13 +300,12 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
       start = time.perf_counter()
       # Points sharing one dataset solve the reduced ODE together (one diffeqsolve per chunk),
       # except with TL, whose ReLU kinks cut each seed's steps at its own times: shared steps
-      # would take them all (text TL, 5 seeds: 78,322 steps in 151 s against 9,071-44,314
-      # per seed in 94 s vmapped).
+      # would take them all, more steps than vmapped per-seed solves take together.
       together = kind == "reduced" and dataset is not None and cfg.model.classifier != "tl"
       fn = reduced_sweep_fn(cfg, setup, dataset) if together else ODE_FNS[kind](cfg, setup)
       # TL's gradient flow: one point after another, so each takes its own number of steps.
-      # Vmapped, every point steps until the slowest is done (text TL, 5 seeds with dtmin 0.1:
-      # 3,676-22,728 steps each), and a vmapped gradient costs no less than the points' own.
+      # Vmapped, every point steps until the slowest is done (the seeds' step counts differ
+      # several-fold), and a vmapped gradient costs no less than the points' own.
       one_by_one = kind == "gradient_flow" and cfg.model.classifier == "tl"
       if one_by_one:
         fn = _one_after_another(fn)

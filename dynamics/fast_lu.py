@@ -101,22 +101,20 @@ from tasks.errors import ConfigError
 
 # Words that occur more often than this go through a dense [H, n] product.
 HEAVY_COUNT = 16
-# Channels gathered together in one forward fusion (measured best on a 2-core AVX2 CPU).
+# Channels gathered together in one forward fusion: a CPU tuning (the results do not depend
+# on it), chosen on a 2-core AVX2 CPU.
 CHANNEL_GROUP = 4
-# A gathered float costs about this many multiply-adds (projected_forward_pays). Text preset,
-# 64 seeds, 2-core EPYC, paired: gathering Wᵀx instead of x ran 2.1× faster for TC, 3.3× for
-# FC, 1.0–1.1× for TL (K = 10 of d = 15); a cost of 6 predicts 1.8×, 2.4× and 1.0×.
+# A gathered float costs about this many multiply-adds (projected_forward_pays): the model
+# behind gathering Wᵀx instead of x, which pays for FC and TC (K = n_classes < d) and not for
+# TL. A CPU cost model; either form is exact.
 GATHER_COST = 6
-# Seeds per tile: a tile's state ([V, d, S] float32, 4.8 MB at V = 5008, d = 15) stays in
-# the last-level cache. Text preset, TC, 64 seeds, 2-core EPYC (32 MB L3), interleaved medians
-# of 5: tiles of 64 / 32 / 16 / 8 seeds ran 5063 / 6346 / 7990 / 4667 seed·epochs/s
-# (benchmarks/run.py measures the default).
+# Seeds per tile: a tile's state ([V, d, S] float32) should stay in the last-level cache, so
+# seeds are advanced in tiles rather than all at once (`python -m benchmarks.xla_options`
+# times SEED_TILE against one tile of all seeds; `benchmarks/run.py` the default's speed).
 SEED_TILE = 16
 # XLA options for compiling the fast path (pass to jax.jit or dynamics.run_sweep): LLVM at -O1.
-# Its kernels are sums of gathers and elementwise loops; -O2's extra LLVM passes bought no
-# speed here. Text preset, 2-core EPYC, median of 5 interleaved compiles each (/tmp script, a
-# busy box): S=64 lower+compile 3.20 s vs 3.63 s at -O2, 2517 vs 2430 seed·epochs/s; S=8
-# 2.96 vs 2.81 s (no gain in compile), 2355 vs 2046 seed·epochs/s.
+# Its kernels are sums of gathers and elementwise loops, where -O2's extra LLVM passes buy no
+# speed for more compile time (`python -m benchmarks.xla_options` times both ways).
 COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
 
 

@@ -63,18 +63,14 @@ FORMS = ("lemma2", "exact")
 
 # XLA options for compiling a sweep of reduced-ODE solves (pass to jax.jit or
 # dynamics.run_sweep): LLVM at -O1. The program is a small vector field stepped a
-# few hundred times, so full backend optimisation buys no run time and costs a
-# second of compile (text preset TC, 64 seeds, 2-core CPU: compile 2.0 s at -O1
-# vs 3.1 s at the default -O2; the solve 0.93 s vs 0.88 s).
+# few hundred times, so full backend optimisation buys no run time and costs compile
+# time (`python -m benchmarks.xla_options` times both ways).
 COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
 # With a linear classifier (FC/TC: linear_velocity), also XLA:CPU's loop emitters instead of
 # its MLIR fusion emitters (dynamics.xla_options drops the option where XLA lacks it): the
-# program is mostly diffrax's step, controller and save logic, about 200 small kernels, and
-# the MLIR pipeline was most of their compile. Text preset TC, 64 seeds, 2-core CPU, one
-# lowering compiled alternately each way, medians of 3 (fusion vs loop emitters): solved
-# together, compile 3.09 vs 2.06 s, solve 2.00 vs 1.96 s; vmapped, compile 3.62 vs 2.51 s,
-# solve 0.94 vs 1.11 s. Not for TL: its long solves ran about 1.2× slower with the loop
-# emitters (4 seeds vmapped, 300-step solves paired), for 2.4 s less compile (4.9 vs 2.5 s).
+# program is mostly diffrax's step, controller and save logic, a few hundred small kernels,
+# and the MLIR pipeline is most of their compile. Not for TL, whose long solves run slower
+# with the loop emitters than the compile they save.
 LINEAR_COMPILER_OPTIONS = {**COMPILER_OPTIONS, "xla_cpu_use_fusion_emitters": False}
 
 

@@ -116,10 +116,8 @@ def _sentences(key: jax.Array, cfg: TopicTaskConfig, n: int):
 # XLA options for jit-compiling make_topic_dataset on its own (pass to jax.jit through
 # dynamics.xla_options.supported, which drops options the installed XLA lacks): LLVM at -O1 and
 # XLA:CPU's loop emitters instead of its MLIR fusion emitters. The generator is integer threefry
-# draws that run in milliseconds; both options give the same arrays bit for bit and compile
-# faster (text preset, 2-core CPU: 1.62-1.68 s at -O1 against 2.15-2.37 s at the default -O2,
-# 3 interleaved compiles; then 1.05 s with the loop emitters against 1.33 s, medians of 5
-# interleaved, run time 4-5 ms either way).
+# draws that run in milliseconds, so its compile is the whole cost; both options give the same
+# arrays bit for bit and compile faster (`python -m benchmarks.xla_options` times both ways).
 COMPILER_OPTIONS = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
 
 

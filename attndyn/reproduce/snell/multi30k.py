@@ -55,8 +55,8 @@ def _train(ctx, name, cfg, data, s, seeds):
                             record_every=s["record_every"], batch_size=s["batch"],
                             sampling="shuffle")
   loss = seq2seq.make_seq_loss(cfg)
-  # The recorded loss is on the first LOSS_PAIRS training pairs: the whole set's
-  # logits ([12864, 12, 2622] per seed, vmapped over seeds) peaked at 13.6 GB RSS.
+  # The recorded loss is on the first LOSS_PAIRS training pairs: the whole set's logits
+  # ([n_pairs, length, vocabulary] per seed, vmapped over seeds) do not fit in memory.
   sample = jax.tree.map(lambda x: x[:LOSS_PAIRS], data)
   record = lambda p, p0: {"loss": loss(p, sample)[0]}
   train = dynamics.make_train(loss, data, record, tc, cfg.trainable())
