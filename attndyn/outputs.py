@@ -59,7 +59,9 @@ def prepare_out_dir(path, *, force: bool = False, resume: bool = False) -> Path:
   out = Path(path)
   if out.exists() and not out.is_dir():
     raise ConfigError(f"--out {str(out)!r} is a file, not a directory.")
-  if out.is_dir() and not (force or resume):
+  # Only the writer judges emptiness: in a distributed run on a shared filesystem, process 0
+  # may already have created its lock or checkpoints when another process gets here.
+  if out.is_dir() and not (force or resume) and is_writer():
     entries = sorted(p.name for p in out.iterdir() if p.name != lock.LOCKFILE)
     if entries:
       raise ConfigError(

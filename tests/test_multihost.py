@@ -70,10 +70,10 @@ class _Proc:
 
   def __init__(self, out: Path, logs: Path, name: str, env: dict):
     self.name, self.stdout, self.stderr = name, logs / f"{name}.out", logs / f"{name}.err"
-    # --force: process 1 checks that the shared --out is empty (outputs.prepare_out_dir)
-    # only after process 0 may have created it and written config.toml there
+    # No --force: the shared --out is new, and only process 0 judges whether it is empty
+    # (another process may look after process 0 created its lock and checkpoints there)
     cmd = [_console_script(), "run", "--preset", "quick", "--out", str(out), "--no-progress",
-           "--distributed", "--force", *TINY]
+           "--distributed", *TINY]
     with open(self.stdout, "w") as stdout, open(self.stderr, "w") as stderr:
       self.popen = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
                                     env={**os.environ, "JAX_PLATFORMS": "cpu", **env})
