@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import dynamics
 import models
 from analysis import lu2021_figures as figs
 from analysis import replication as rep
@@ -142,6 +143,35 @@ def _train_classifier(ctx, classifier: str, s: dict, data) -> dict:
   return out
 
 
+def _stopped_note(inv) -> str:
+  """Where the float64 invariant solves stopped early, and Q_t's drift over what was solved.
+
+  A solve that stops gives no full-span value, so the row's verdict stays that of no value;
+  the note says why and what the solved span shows.
+  """
+  ode = inv.odes["reduced"]
+  failed = np.asarray(ode.failed_at)
+  if not np.any(failed >= 0):
+    return ""
+  o = ode.observables
+  q, score = (np.asarray(o[k], np.float64) for k in ("invariant", "score"))
+  reasons = (sorted({dynamics.FAILURE_REASONS[int(r)] for r in np.asarray(ode.ode.reason)[failed >= 0]})
+             if ode.ode is not None else ["failure"])
+  spans = []
+  for i in np.flatnonzero(failed >= 0):
+    ok = np.flatnonzero(np.all(np.isfinite(q[i]), -1) & np.all(np.isfinite(score[i]), -1))
+    if ok.size > 1:
+      k = ok[-1] + 1
+      spans.append(f"{float(np.max(invariant_drift(q[i, :k], score[i, :k]))):.3g} up to "
+                   f"t = {float(np.asarray(ode.t)[i, k - 1]):g}")
+  end = float(np.asarray(ode.t)[0, -1])
+  return (f"; {int(np.sum(failed >= 0))} solve(s) stopped early at t = "
+          f"{', '.join(f'{t:g}' for t in failed[failed >= 0])} of {end:g} "
+          f"(reason: {', '.join(reasons)}; max_steps = {inv.config.ode.max_steps}): no full-span "
+          f"value"
+          + (f"; over the solved span the drift is {'; '.join(spans)}" if spans else ""))
+
+
 def _ode_rows(c: str, r: dict, s: dict, m: int, quick: bool, converged: bool) -> list:
   """GD against each ODE, Corollary 1 on the ODEs, Theorem 1 along the ODE and GD."""
   name, result, rows = common.NAMES[c], r["result"], []
@@ -190,7 +220,7 @@ def _ode_rows(c: str, r: dict, s: dict, m: int, quick: bool, converged: bool) ->
                                               np.asarray(o["score"], np.float64))), axis=-1)
     note = (f"float64 (its inits are drawn in float64, so they are not GD's float32 ones), "
             f"rtol {s['invariant']['rtol']:g}, atol {s['invariant']['atol']:g}, "
-            f"{len(q_ode)} seed(s)")
+            f"{len(q_ode)} seed(s)") + _stopped_note(inv)
   elif inv is not None:
     note = f"no values: {engine.stage_error(inv, 'reduced')}"
   rows.append(rep.claim(
