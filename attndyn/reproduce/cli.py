@@ -81,6 +81,7 @@ def main(args) -> int:
     _remove_leftovers(out)
     docs = []
   else:
+    runner.revision()   # the code this process runs: read before the first experiment starts
     runner.check_items(args.paper, args.overrides, quick=args.quick)
     runner.select(args.paper, only)
     if args.resume and not (out / runner.EXPERIMENTS_DIR).is_dir() and \

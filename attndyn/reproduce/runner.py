@@ -245,11 +245,23 @@ def write_json(path: Path, doc: Any) -> Path:
   return atomic.write_json(path, doc)
 
 
+_REVISION = {}
+
+
 def revision() -> Optional[dict]:
   """The git commit of this checkout and whether it has uncommitted changes (``None`` outside git).
 
-  Recorded with each experiment so a published table names the code that made it.
+  Recorded with each experiment so a published table names the code that made it. Read
+  once per process, at its first call (``attndyn reproduce`` calls it before any experiment
+  starts): the experiments run the code loaded then, whatever the checkout becomes later.
   """
+  if "value" not in _REVISION:
+    _REVISION["value"] = _read_revision()
+  value = _REVISION["value"]
+  return None if value is None else dict(value)
+
+
+def _read_revision() -> Optional[dict]:
   import subprocess
   root = Path(__file__).resolve().parents[2]
   try:
