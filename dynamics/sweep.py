@@ -175,6 +175,9 @@ def run_sweep(fn: Callable, inputs: Any, *, chunk_size: Optional[int] = None,
     part = jax.device_put(_pad(part, chunk), sharding)
     if executable is None:  # traced and compiled here, under the caller's JAX config
       executable = compiled.lower(part).compile()
+      signature = jax.tree.map(lambda x: (x.shape, x.dtype), part)
+    elif jax.tree.map(lambda x: (x.shape, x.dtype), part) != signature:
+      traced_once(part)     # another shape or dtype would need a second compile: raises
     out = call_interruptibly(executable, part)       # Ctrl-C / SIGTERM within 50 ms
     out = jax.tree.map(lambda x: _to_host(x)[: stop - start], out)
     outputs.append(out)
