@@ -1,5 +1,6 @@
 """`attndyn reproduce`: the replication table's statistics and verdicts, the exact reformulations
 it trains with, and one tiny end-to-end run of the command."""
+import functools
 import json
 import math
 
@@ -154,6 +155,7 @@ def test_segmented_early_stopping_finds_the_one_long_run_best(tiny_data):
   record = lambda p, p0: {"dev_loss": loss(p, dev)[0]}
   lrs = jnp.array([1.0, 3.0])
 
+  @functools.lru_cache(maxsize=None)   # one compiled program per segment length
   def make(steps):
     train = dynamics.make_train_early_stopping(
         loss, data.train, dev, record, dynamics.TrainConfig(lr=1.0, steps=steps, record_every=5),
