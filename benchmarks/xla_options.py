@@ -106,11 +106,21 @@ def main(argv=None) -> int:
   ap.add_argument("--out", type=Path, default=None, help="also write the rows to this JSON file")
   args = ap.parse_args(argv)
   rows = []
+  print(f"{'program':34} {'chosen':22} {'compile s':>10} {'alt':>8} {'ratio':>6} "
+        f"{'run s':>8} {'alt':>8} {'ratio':>6}", flush=True)
+
+  def add(r):  # each row as soon as it is measured (the TL solve alone takes minutes)
+    rows.append(r)
+    compile_ = (f"{r['compile_s']:10.2f} {r['alt_compile_s']:8.2f} {r['compile_ratio']:6.2f}"
+                if "compile_s" in r else f"{'':10} {'':8} {'':6}")
+    print(f"{r['program']:34} {r['chosen']:22} {compile_} {r['run_s']:8.3f} "
+          f"{r['alt_run_s']:8.3f} {r['run_ratio']:6.2f}", flush=True)
+
   w = make_workload(args.seeds)
   n_topic = w.task.n_topic_words
 
   # The topic-dataset generator.
-  rows.append(compare("topic dataset", functools.partial(tasks.make_topic_dataset, cfg=w.task),
+  add(compare("topic dataset", functools.partial(tasks.make_topic_dataset, cfg=w.task),
                       (jax.random.PRNGKey(0),), tasks.TOPIC_COMPILER_OPTIONS, {}, args.reps,
                       "-O1, loop emitters"))
   # The fast path (TC), all seeds in one call.
@@ -118,9 +128,9 @@ def main(argv=None) -> int:
   record = analysis.topic_observables(models.lu.apply, w.data)
   train = fast_lu.make_fast_sweep_train(w.model_cfg, w.data.train, record, cfg,
                                         w.model_cfg.trainable())
-  rows.append(compare("fast path GD (TC)", lambda p: train(p), (w.params0,),
+  add(compare("fast path GD (TC)", lambda p: train(p), (w.params0,),
                       fast_lu.COMPILER_OPTIONS, {}, args.reps, "-O1"))
-  rows.append(seed_tile(w, args.steps, args.reps))
+  add(seed_tile(w, args.steps, args.reps))
   # Lemma 2's reduced ODE, all seeds as one solve: TC (linear velocity) and TL.
   ts = cfg.record_steps()
   for classifier, chosen, what in (("tc", reduced_ode.LINEAR_COMPILER_OPTIONS,
@@ -131,16 +141,9 @@ def main(argv=None) -> int:
     ode = lambda p, wc=wc, rec=rec: dynamics.reduced_sen_ode_sweep(
         p, wc.data.train, wc.data.train_topic_word, np.arange(n_topic), rec, lr=wc.lr, ts=ts,
         trainable=wc.model_cfg.trainable(), rtol=1e-6, atol=1e-9)
-    rows.append(compare(f"reduced ODE ({classifier.upper()}, one solve)", ode, (wc.params0,),
+    add(compare(f"reduced ODE ({classifier.upper()}, one solve)", ode, (wc.params0,),
                         chosen, {}, args.reps, what))
 
-  print(f"{'program':34} {'chosen':22} {'compile s':>10} {'alt':>8} {'ratio':>6} "
-        f"{'run s':>8} {'alt':>8} {'ratio':>6}")
-  for r in rows:
-    compile_ = (f"{r['compile_s']:10.2f} {r['alt_compile_s']:8.2f} {r['compile_ratio']:6.2f}"
-                if "compile_s" in r else f"{'':10} {'':8} {'':6}")
-    print(f"{r['program']:34} {r['chosen']:22} {compile_} {r['run_s']:8.3f} "
-          f"{r['alt_run_s']:8.3f} {r['run_ratio']:6.2f}")
   print(f"(alternative: XLA's defaults, or all {args.seeds} seeds in one tile; ratio = "
         f"alternative / chosen; {args.seeds} seeds, {args.steps} steps, median of {args.reps}; "
         f"{jax.devices()[0].platform}, {jax.__version__})")
