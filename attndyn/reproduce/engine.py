@@ -61,19 +61,19 @@ def validate(raw: dict, where: str) -> config.RunConfig:
   return cfg
 
 
-def _store(ctx, out: Path, cfg: config.RunConfig):
-  """``(checkpoints, resumed)``: the ones in ``out`` when resuming the same config, else fresh."""
+def _store(ctx, out: Path, cfg: dict, chunk_size: Optional[int], every: int = 1):
+  """``(checkpoints, resumed)``: the ones in ``out`` when resuming the same ``cfg`` (a plain
+  dict: a run's ``RunConfig.to_dict()`` or a sweep's settings), else fresh ones."""
   manifest = out / checkpoint.DIRNAME / checkpoint.MANIFEST
-  every = max(1, cfg.sweep.checkpoint_every)
+  writer = outputs.is_writer()
   if ctx.resume and manifest.is_file():
-    store = checkpoint.Checkpoints.resume(out, writer=outputs.is_writer())
+    store = checkpoint.Checkpoints.resume(out, writer=writer)
     try:
-      store.check(cfg.to_dict(), every)
+      store.check(cfg, every)
       return store, True
-    except ConfigError as err:
+    except ConfigError as err:   # another config: start afresh
       ctx.log(f"{out.name}: not resuming its checkpoints ({err}); starting afresh")
-  return checkpoint.Checkpoints.create(out, cfg.to_dict(), pipeline.plan_chunk_size(cfg),
-                                       every=every, writer=outputs.is_writer()), False
+  return checkpoint.Checkpoints.create(out, cfg, chunk_size, every=every, writer=writer), False
 
 
 def run(ctx, name: str, raw: dict, *, gd: bool = True,
@@ -99,7 +99,8 @@ def run(ctx, name: str, raw: dict, *, gd: bool = True,
   out.mkdir(parents=True, exist_ok=True)
   # no `attndyn run --out DIR/runs/NAME --resume` or report writes there meanwhile
   with lock.hold(out):
-    store, resumed = _store(ctx, out, cfg)
+    store, resumed = _store(ctx, out, cfg.to_dict(), pipeline.plan_chunk_size(cfg),
+                            every=max(1, cfg.sweep.checkpoint_every))
     ctx.log(f"{name}: {cfg.sweep.n_points} runs, {cfg.train.steps} steps, ODEs: {cfg.ode.kind}"
             + (" (continuing from its checkpoints)" if resumed else ""))
     with pipeline.precision_scope(cfg.precision):
@@ -129,20 +130,6 @@ def _digest(inputs) -> str:
     h.update(f"{x.shape}{x.dtype}".encode())
     h.update(x.tobytes())
   return h.hexdigest()[:16]
-
-
-def _plain_store(ctx, out: Path, cfg: dict, chunk_size: Optional[int]):
-  """:func:`_store` for a plain dict config (a sweep that is not an ``attndyn run`` config)."""
-  manifest = out / checkpoint.DIRNAME / checkpoint.MANIFEST
-  writer = outputs.is_writer()
-  if ctx.resume and manifest.is_file():
-    store = checkpoint.Checkpoints.resume(out, writer=writer)
-    try:
-      store.check(cfg, 1)
-      return store, True
-    except ConfigError as err:   # other settings: start afresh
-      ctx.log(f"{out.name}: not resuming its checkpoints ({err}); starting afresh")
-  return checkpoint.Checkpoints.create(out, cfg, chunk_size, every=1, writer=writer), False
 
 
 def sweep(ctx, name: str, fn: Callable, inputs: Any, settings: dict, *,
@@ -176,7 +163,7 @@ def sweep(ctx, name: str, fn: Callable, inputs: Any, settings: dict, *,
          "settings": json.loads(json.dumps(settings, default=str)), "inputs": _digest(inputs)}
   total = jax.tree.leaves(inputs)[0].shape[0]
   with lock.hold(out):
-    store, resumed = _plain_store(ctx, out, cfg, chunk_size)
+    store, _ = _store(ctx, out, cfg, chunk_size)
     bounds = dynamics.chunk_bounds(total, store.chunk_size, len(jax.devices()))
     mapped = fn if batched else jax.vmap(fn)
     first = jax.tree.map(lambda x: x[:1], inputs)

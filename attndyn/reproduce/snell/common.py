@@ -13,6 +13,7 @@ For ``ours`` a point is ``{"seed": s, "head_seeds": [K]}``: seed s draws the tra
 attention heads; head k's ``W_a`` is the head a single-head model of seed
 ``head_seeds[k]`` starts with (so single-head seed s is ``head_seeds = [s]``).
 """
+import dataclasses
 from typing import Callable, Dict, Optional
 
 import jax
@@ -84,8 +85,7 @@ def copy_sweep(task: CopyingConfig, s: dict, seeds: np.ndarray,
   if ctx is None:
     obs = dynamics.run_sweep(one, inputs, chunk_size=s.get("chunk"))
   else:
-    settings = {"task": {"distribution": task.distribution, "n_tokens": task.n_tokens,
-                         "length": task.length, "encoding": task.encoding}, "settings": s}
+    settings = {"task": dataclasses.asdict(task), "settings": s}
     obs = engine.sweep(ctx, name, one, inputs, settings, chunk_size=s.get("chunk"), what="seeds")
   obs = {k: np.asarray(v, float) for k, v in obs.items()}
   obs["t"] = np.asarray(tc.record_steps(), float)
@@ -183,8 +183,7 @@ def authors_sweep(task: CopyingConfig, s: dict, seeds: np.ndarray, *, ctx=None,
   if ctx is None:
     obs = dynamics.run_sweep(one, seeds, chunk_size=s.get("chunk"))
   else:
-    settings = {"task": {"distribution": task.distribution, "n_tokens": task.n_tokens,
-                         "length": task.length, "encoding": task.encoding},
+    settings = {"task": dataclasses.asdict(task),
                 "settings": {k: s[k] for k in ("hidden", "steps", "batch", "lr", "record_every",
                                                "eval_size")}}
     obs = engine.sweep(ctx, name, one, seeds, settings, chunk_size=s.get("chunk"), what="seeds")
