@@ -356,6 +356,8 @@ def _atlas(args) -> int:
 def _reproduce(args) -> int:
   from attndyn import lock
   from attndyn.reproduce import cli as reproduce_cli
+  if args.settings or args.out is None:  # writes nothing (or refuses the missing --out)
+    return reproduce_cli.main(args)
   # the whole DIR, its runs/NAME included; a missing DIR to --resume or --report-only is not
   # created (the command says there is nothing there)
   with lock.hold(args.out, create=not (args.resume or args.report_only)):

@@ -154,6 +154,48 @@ def coerce(field: str, value: Any, kind: str, grid_fields=()) -> Any:
   raise AssertionError(kind)
 
 
+# The kinds of a reproduction experiment's settings (``KINDS`` in each experiment module,
+# checked by :func:`check_setting`): no setting of any experiment is negative; a count
+# (seeds, steps, sizes) starts at 1, an index (a seed, a word id, a time τ) at 0.
+SETTING_KINDS = {
+    "count": "an integer >= 1", "index": "an integer >= 0",
+    "?index": "an integer >= 0, or \"none\" (unset)", "number": "a finite number >= 0",
+    "bool": "true or false", "str": "a string", "strs": "a list of strings",
+    "counts": "a list of integers >= 1", "indices": "a list of integers >= 0",
+    "numbers": "a list of finite numbers >= 0",
+    "numbers_by_name": "a table of name = finite number >= 0",
+}
+
+
+def _setting_fits(value, kind: str) -> bool:
+  if kind.startswith("?") and (value is None or value == "none"):
+    return True
+  kind = kind.lstrip("?")
+  if kind == "count":
+    return is_int(value) and 1 <= value <= MAX_INT
+  if kind == "index":
+    return is_int(value) and 0 <= value <= MAX_INT
+  if kind == "number":
+    return is_number(value) and math.isfinite(value) and value >= 0
+  if kind == "bool":
+    return isinstance(value, bool)
+  if kind == "str":
+    return isinstance(value, str)
+  if kind == "numbers_by_name":
+    return isinstance(value, Mapping) and all(_setting_fits(v, "number") for v in value.values())
+  element = {"strs": "str", "counts": "count", "indices": "index", "numbers": "number"}[kind]
+  return isinstance(value, (list, tuple)) and all(_setting_fits(v, element) for v in value)
+
+
+def check_setting(field: str, value: Any, kind: str) -> None:
+  """An experiment setting ``field`` holds a value of ``kind`` (a key of :data:`SETTING_KINDS`).
+
+  Raises:
+    ConfigError: ``FIELD = VALUE is not allowed: WHAT``.
+  """
+  check(_setting_fits(value, kind), field, value, SETTING_KINDS[kind])
+
+
 def check_section(section: str, table: Any) -> None:
   """A section must be a TOML table whose keys are all known."""
   check(isinstance(table, Mapping), f"[{section}]", table, "a table of key = value pairs")

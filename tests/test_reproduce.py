@@ -16,7 +16,8 @@ from analysis import ablation as abl
 from analysis import replication as rep
 from analysis.sen_checks import (curve_error_on_scores, first_passage, windowed_max_error,
                                  windowed_mean_error)
-from attndyn import cli
+from attndyn import cli, schema
+from attndyn.reproduce import PAPERS
 from attndyn.reproduce import report, runner
 from dynamics.segmented import run_segments
 from models import lu_fc_reduced
@@ -253,7 +254,8 @@ def test_reproduce_end_to_end_writes_the_table_figures_and_rebuilds_it(tmp_path,
     (["--set", "theorem2.run.sweep.seeds=0"], "sweep.seeds = 0 is not allowed"),
     (["--set", "theorem2.segment=100"], "no setting 'segment'"),
     (["--set", "theorem2.checkpoints=[0, 1000]"], "of integers >= 1"),
-    (["--set", "theorem2.checkpoints=[20, true]"], "is not allowed: a list like [1000, 3000, 5000]"),
+    (["--set", "theorem2.checkpoints=[20, true]"], "is not allowed: a list of integers >= 1"),
+    (["--set", "synthetic.invariant=3"], "synthetic.invariant is a table; set one of its keys"),
 ])
 def test_bad_settings_are_one_line_errors_before_anything_runs(tmp_path, capsys, args, message):
   code = cli.main(["reproduce", "lu2021", "--out", str(tmp_path / "x"), "--quick"] + args)
@@ -263,10 +265,48 @@ def test_bad_settings_are_one_line_errors_before_anything_runs(tmp_path, capsys,
 
 
 def test_seeds_and_times_may_be_zero_where_counts_may_not():
-  """A seed or a time τ takes 0; a count (seeds, steps, sizes) starts at 1."""
+  """A seed or a time τ takes 0; a count (seeds, steps, sizes) starts at 1 — as declared, whatever the name."""
   noise = next(m for m in runner.experiment_modules("sgd") if m.NAME == "noise")
   items = ["noise.init_seed=0", "noise.sen_start_tau=0"]
   settings = runner.settings_for(noise, quick=True, items=items)
   assert settings["init_seed"] == 0 and settings["sen_start_tau"] == 0
-  with pytest.raises(ConfigError, match="seeds = 0 is not allowed: an integer >= 1"):
-    runner.settings_for(noise, quick=True, items=["noise.seeds=0"])
+  for item in ("noise.seeds=0", "noise.tau_every=0"):  # a τ step of 0 never records
+    with pytest.raises(ConfigError, match="= 0 is not allowed: an integer >= 1"):
+      runner.settings_for(noise, quick=True, items=[item])
+
+
+def _all_experiments():
+  return [m for paper in PAPERS for m in runner.experiment_modules(paper)]
+
+
+@pytest.mark.parametrize("module", _all_experiments(), ids=lambda m: f"{m.__name__.split('.')[-2]}.{m.NAME}")
+def test_every_setting_of_every_experiment_has_a_declared_kind(module):
+  """``KINDS`` names exactly the settings of ``FULL`` and ``QUICK``, and both fit it."""
+  for settings in (module.FULL, module.QUICK):
+    runner.check_settings(module, settings)
+  assert all(kind == runner.RUN_TABLE or kind in schema.SETTING_KINDS for kind in module.KINDS.values())
+
+
+def test_a_setting_missing_or_of_the_wrong_kind_in_the_defaults_is_named():
+  """A default that does not fit its declared kind is found before anything runs."""
+  theorem2 = next(m for m in runner.experiment_modules("lu2021") if m.NAME == "theorem2")
+  with pytest.raises(ConfigError, match="theorem2.loss_at_most = -1 is not allowed: a finite number >= 0"):
+    runner.check_settings(theorem2, {**theorem2.QUICK, "loss_at_most": -1})
+  with pytest.raises(ConfigError, match="theorem2 lacks the settings checkpoints"):
+    runner.check_settings(theorem2, {k: v for k, v in theorem2.QUICK.items() if k != "checkpoints"})
+  with pytest.raises(ConfigError, match="theorem2 has no setting 'segment'"):
+    runner.check_settings(theorem2, {**theorem2.QUICK, "segment": 3})
+
+
+def test_settings_lists_every_setting_with_its_kind_and_writes_nothing(tmp_path, capsys, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  assert cli.main(["reproduce", "lu2021", "--settings", "--only", "theorem2",
+                   "--set", "theorem2.loss_at_most=0.5"]) == 0
+  lines = capsys.readouterr().out.splitlines()
+  theorem2 = next(m for m in runner.experiment_modules("lu2021") if m.NAME == "theorem2")
+  assert len(lines) == len(theorem2.KINDS)
+  assert "theorem2.checkpoints  counts  quick=[1000, 3000, 5000]  full=[5000, 20000, 50000]" in lines
+  assert "theorem2.loss_at_most  number  quick=0.5  full=0.5" in lines
+  assert list(tmp_path.iterdir()) == []
+  assert cli.main(["reproduce", "lu2021", "--quick"]) == 2
+  assert "--out DIR is required" in capsys.readouterr().err

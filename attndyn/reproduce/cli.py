@@ -10,8 +10,9 @@ EPILOG = """examples:
   attndyn reproduce lu2021 --out results/lu2021-quick --quick
   attndyn reproduce lu2021 --out results/lu2021
   attndyn reproduce lu2021 --out results/lu2021 --only sst,purity --force
-  attndyn reproduce lu2021 --out results/tiny --quick --set synthetic.steps=100 --set sst.seeds=1
+  attndyn reproduce lu2021 --out results/tiny --quick --set synthetic.run.train.steps=1000 --set sst.seeds=1
   attndyn reproduce lu2021 --out results/lu2021 --report-only
+  attndyn reproduce lu2021 --settings --only synthetic        # every setting, its kind, its values
   attndyn reproduce lu2021 --out results/lu2021 --resume       # after a kill
   attndyn reproduce snell --out results/snell --set copying.preset=cpu
 
@@ -19,7 +20,10 @@ Every experiment writes DIR/experiments/NAME.json as soon as it finishes;
 replication.md and replication.json are rebuilt from all of them at the end,
 so experiments run separately (--only ... --force) merge into one table.
 --set NAME.key=value changes one setting of experiment NAME (a TOML value;
-nested keys with dots, e.g. --set synthetic.task.vocab_size=500).
+nested keys with dots, e.g. --set synthetic.run.task.vocab_size=500). Each
+setting has a declared kind (KINDS in the experiment's module: a count >= 1,
+an index >= 0, a number >= 0, a string, a list of one of these, or the run
+table, which the run schema checks); a value of another kind is refused.
 """
 
 
@@ -31,7 +35,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                                  "figure as PNG and a replication table with a verdict per claim "
                                  "(pass / fail / inconclusive from its 95% interval).")
   p.add_argument("paper", metavar="PAPER", help=f"which paper: {', '.join(PAPERS)}")
-  p.add_argument("--out", required=True, metavar="DIR", help="output directory (new or empty)")
+  p.add_argument("--out", metavar="DIR", help="output directory (new or empty; required unless "
+                                              "--settings)")
   p.add_argument("--quick", action="store_true",
                  help="fewer seeds and epochs: minutes on 2 CPU cores (rows the budget cannot "
                       "reach are marked 'quick: not comparable')")
@@ -47,6 +52,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
   p.add_argument("--report-only", action="store_true",
                  help="run nothing; rebuild replication.md/json from DIR/experiments/*.json")
   p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+  p.add_argument("--settings", action="store_true",
+                 help="run nothing; print every setting of the experiments (with --only: of "
+                      "those) with its kind and its quick and full values (with --set applied)")
   return p
 
 
@@ -72,6 +80,12 @@ def main(args) -> int:
   if only == []:
     raise ConfigError(f"--only {args.only!r} names no experiment: give a comma-separated list, "
                       f"e.g. --only sst,purity.")
+  if args.settings:
+    runner.check_items(args.paper, args.overrides)
+    print(runner.describe_settings(runner.select(args.paper, only), args.overrides), end="")
+    return 0
+  if args.out is None:
+    raise ConfigError("--out DIR is required (the directory to write the reproduction into).")
   out = Path(args.out)
   command = ["attndyn"] + list(getattr(args, "argv", []) or [])
   if args.report_only:

@@ -1,7 +1,8 @@
 """Run a paper's experiments, one after the other, and keep each one's claims and figures.
 
 An experiment is a module with ``NAME``, ``TITLE``, ``FULL`` and ``QUICK``
-(nested dicts of settings: data, not code) and ``run(ctx, settings) ->
+(nested dicts of settings: data, not code), ``KINDS`` (the kind of every
+setting, :data:`attndyn.schema.SETTING_KINDS`) and ``run(ctx, settings) ->
 Outcome``. Each finished experiment is written at once to
 ``DIR/experiments/NAME.json`` (settings, seconds, claims, figures, details),
 so a run cut short keeps what it finished, and the report
@@ -14,17 +15,16 @@ import datetime
 import difflib
 import importlib
 import json
-import math
 import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence
 
 from attndyn import atomic, schema
 from attndyn import overrides as override_parser
 from attndyn.reproduce import PAPERS
-from tasks.errors import ConfigError
+from tasks.errors import ConfigError, check
 
 EXPERIMENTS_DIR = "experiments"
 
@@ -95,105 +95,87 @@ def experiment_modules(paper: str) -> list:
   return [importlib.import_module(f"{pkg.__name__}.{name}") for name in pkg.EXPERIMENTS]
 
 
-def _kind(default, least: int = 0) -> Optional[str]:
-  """What a setting takes, from its default: ``None`` when anything goes."""
-  if isinstance(default, bool):
-    return "true or false"
-  if isinstance(default, int):
-    return f"an integer >= {least}"
-  if isinstance(default, float):
-    return "a finite number >= 0"
-  if isinstance(default, str):
-    return "a string"
-  if isinstance(default, list):
-    return f"a list like {json.dumps(default)}" + (f" of integers >= {least}" if least else "")
-  return None
-
-
-def _fits(default, value, least: int = 0) -> bool:
-  """Whether ``value`` has the type of ``default`` (no setting of any experiment is negative).
-
-  ``least`` is the smallest integer allowed (1 for counts; see :func:`_least`).
-  """
-  if isinstance(default, bool):
-    return isinstance(value, bool)
-  if isinstance(value, bool):
-    return False
-  if isinstance(default, int):
-    return isinstance(value, int) and value >= least
-  if isinstance(default, float):
-    return isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
-  if isinstance(default, str):
-    return isinstance(value, str)
-  if isinstance(default, list):
-    if not isinstance(value, list):
-      return False
-    kinds = {_kind(v) for v in default}
-    return len(kinds) != 1 or None in kinds or all(_fits(default[0], v, least) for v in value)
-  return True
-
-
-def _least(module, path: Sequence[str]) -> int:
-  """The smallest integer a setting takes: 1 for a count, 0 otherwise.
-
-  A count is an integer setting (or a list of them) that is at least 1 in both
-  ``QUICK`` and ``FULL`` and is neither a seed nor a time τ (where 0 is the
-  start): seeds, epochs, steps, sizes, ... — ``seeds = 0`` would run nothing
-  and judge the claims on an empty sample.
-  """
-  values = []
-  for settings in (module.QUICK, module.FULL):
-    node = settings
-    for key in path:
-      if not isinstance(node, dict) or key not in node:
-        return 0
-      node = node[key]
-    values.extend(node if isinstance(node, list) else [node])
-  counts = all(schema.is_int(v) and v >= 1 for v in values)
-  key = path[-1]
-  return int(bool(values) and counts and not key.endswith("seed") and "tau" not in key)
-
-
 # A table of this name in an experiment's settings is an ``attndyn run`` config (or the part
 # of one the experiment changes): any of its keys may be set, and the experiment's
 # ``validate(settings)`` checks them with the run schema (:mod:`attndyn.config`).
 RUN_TABLE = "run"
 
 
-def _merge(defaults: dict, path: List[str], value, where: str, least: int = 0) -> None:
-  node = defaults
-  if path[0] == RUN_TABLE and isinstance(node.get(RUN_TABLE), dict) and len(path) > 1:
+def _leaves(settings: dict, kinds: dict, prefix: str = "") -> dict:
+  """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``, down to the paths ``kinds`` declares."""
+  flat = {}
+  for key, value in settings.items():
+    name = f"{prefix}{key}"
+    if name not in kinds and isinstance(value, dict):
+      flat.update(_leaves(value, kinds, name + "."))
+    else:
+      flat[name] = value
+  return flat
+
+
+def check_settings(module, settings: dict, where: str = "") -> None:
+  """Every setting is one the experiment declares in ``KINDS``, of its kind.
+
+  ``KINDS`` maps each dotted setting name to a kind of
+  :data:`attndyn.schema.SETTING_KINDS` (``"run"`` for the run table, checked by
+  the experiment's ``validate``): settings are typed by declaration, never by
+  their default's type or their name.
+
+  Raises:
+    ConfigError: ``[where: ]NAME.key = VALUE is not allowed: WHAT`` or an unknown name.
+  """
+  kinds = module.KINDS
+  flat = _leaves(settings, kinds)
+  for name, value in flat.items():
+    field = f"{module.NAME}.{name}"
+    if name not in kinds:
+      raise ConfigError(f"{where}{module.NAME} has no setting {name!r}.")
+    if kinds[name] == RUN_TABLE:
+      check(isinstance(value, dict), where + field, value, "a table of run settings")
+    else:
+      schema.check_setting(where + field, value, kinds[name])
+  missing = sorted(set(kinds) - set(flat))
+  if missing:
+    raise ConfigError(f"{where}{module.NAME} lacks the settings {', '.join(missing)}.")
+
+
+def _merge(module, settings: dict, path: List[str], value, where: str) -> None:
+  """Set ``NAME.path = value`` (one ``--set`` item) in ``settings``."""
+  kinds = module.KINDS
+  name = ".".join(path)
+  if kinds.get(path[0]) == RUN_TABLE and len(path) > 1:
+    node = settings
     for key in path[:-1]:
       node = node.setdefault(key, {})
       if not isinstance(node, dict):
         raise ConfigError(f"--set {where!r}: {'.'.join(path[:-1])} is not a table.")
     node[path[-1]] = value
     return
-  for depth, key in enumerate(path):
-    if not isinstance(node, dict) or key not in node:
-      known = sorted(node) if isinstance(node, dict) else []
-      close = difflib.get_close_matches(key, known, n=1)
-      hint = f" Did you mean {close[0]!r}?" if close else ""
-      prefix = ".".join(path[:depth]) or "the experiment"
-      raise ConfigError(f"--set {where!r}: {prefix} has no setting {key!r}.{hint} "
-                        f"Known: {', '.join(known)}.")
-    if depth == len(path) - 1:
-      old = node[key]
-      if isinstance(old, dict) and not isinstance(value, dict):
-        raise ConfigError(f"--set {where!r}: {'.'.join(path)} is a table; set one of its keys.")
-      if not isinstance(old, dict) and not _fits(old, value, least):
-        raise ConfigError(f"--set {where!r}: {'.'.join(path)} = {value!r} is not allowed: "
-                          f"{_kind(old, least)}.")
-      node[key] = value
-    else:
-      node = node[key]
+  if name not in kinds:
+    inside = [k[len(name) + 1:] for k in kinds if k.startswith(name + ".")]
+    if inside:
+      raise ConfigError(f"--set {where!r}: {module.NAME}.{name} is a table; set one of its "
+                        f"keys: {', '.join(inside)}.")
+    close = difflib.get_close_matches(name, list(kinds), n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise ConfigError(f"--set {where!r}: {module.NAME} has no setting {name!r}.{hint} "
+                      f"Known: {', '.join(sorted(kinds))}.")
+  if kinds[name] != RUN_TABLE:
+    schema.check_setting(f"--set {where!r}: {module.NAME}.{name}", value, kinds[name])
+    if kinds[name].startswith("?") and value == "none":
+      value = None  # TOML has no null
+  node = settings
+  for key in path[:-1]:
+    node = node[key]
+  node[path[-1]] = value
 
 
 def settings_for(module, *, quick: bool, items: Sequence[str] = ()) -> dict:
   """The experiment's settings (``QUICK`` or ``FULL``) with its ``--set NAME.key=value`` items applied.
 
   Raises:
-    ConfigError: a malformed item, or a key the experiment does not have.
+    ConfigError: a malformed item, a key the experiment does not have, or a value
+      not of the kind ``KINDS`` declares for it.
   """
   settings = json.loads(json.dumps(module.QUICK if quick else module.FULL))
   for item in items:
@@ -202,10 +184,23 @@ def settings_for(module, *, quick: bool, items: Sequence[str] = ()) -> dict:
       continue
     if len(path) < 2:
       raise ConfigError(f"--set {item!r}: name a setting of {module.NAME}, e.g. {module.NAME}.seeds=3.")
-    _merge(settings, path[1:], value, item, _least(module, path[1:]))
+    _merge(module, settings, path[1:], value, item)
+  check_settings(module, settings)
   if hasattr(module, "validate"):
     module.validate(settings)
   return settings
+
+
+def describe_settings(modules, items: Sequence[str] = ()) -> str:
+  """One line per setting: ``NAME.key  kind  quick=VALUE  full=VALUE`` (``--set`` items applied)."""
+  lines = []
+  for module in modules:
+    quick, full = (_leaves(settings_for(module, quick=q, items=items), module.KINDS)
+                   for q in (True, False))
+    for name, kind in module.KINDS.items():
+      lines.append(f"{module.NAME}.{name}  {kind}  quick={json.dumps(quick[name])}  "
+                   f"full={json.dumps(full[name])}")
+  return "\n".join(lines) + "\n"
 
 
 def check_items(paper: str, items: Sequence[str], *, quick: bool = False) -> None:

@@ -47,13 +47,19 @@ from tasks.errors import check
 NAME = "structured"
 TITLE = "Structured attention (lecture): softmax / sparsemax / fusedmax / CRF / SparseMAP on CoNLL-2000"
 NORMALISERS = ("softmax", "sparsemax", "fusedmax", "crf", "sparsemap")
-FULL = {"data": {"min_count": 2}, "max_len": 10, "buckets": 2,
+FULL = {"data": {"min_count": 2, "limit": None, "test_limit": None}, "max_len": 10, "buckets": 2,
         "model": {"d_model": 32, "n_heads": 1, "d_ff": 64, "features": "words+pos",
                   "block": "paper", "dropout": 0.0},
         "lr": 1e-2, "batch_size": 16, "epochs": 6, "seeds": 3,
         "normalisers": list(NORMALISERS), "f1_level": 0.7707}
 QUICK = {**FULL, "data": {"min_count": 2, "limit": 1500, "test_limit": 400}, "max_len": 10,
          "buckets": 1, "epochs": 3, "seeds": 3}
+# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
+KINDS = {"data.min_count": "count", "max_len": "count", "buckets": "count",
+         "model.d_model": "count", "model.n_heads": "count", "model.d_ff": "count",
+         "model.features": "str", "model.block": "str", "model.dropout": "number", "lr": "number",
+         "batch_size": "count", "epochs": "count", "seeds": "count", "normalisers": "strs",
+         "f1_level": "number", "data.limit": "?index", "data.test_limit": "?index"}
 LECTURE = "Treviso et al. lecture (2020), 'Structured attention'"
 SOURCES = {
     "fused_runs": rep.ours(f"{LECTURE}: fusedmax 'penalize[s] weight differences between "

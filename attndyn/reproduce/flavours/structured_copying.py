@@ -38,6 +38,10 @@ FULL = {"distribution": "iid", "n_tokens": 20, "length": 10, "hidden": 32, "step
         "batch": 32, "lr": 3e-3, "record_every": 10, "eval_size": 64, "acc_level": 0.9,
         "seeds": 3, "normalisers": list(NORMALISERS)}
 QUICK = {**FULL, "steps": 60, "hidden": 16}
+# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
+KINDS = {"distribution": "str", "n_tokens": "count", "length": "count", "hidden": "count",
+         "steps": "count", "batch": "count", "lr": "number", "record_every": "count",
+         "eval_size": "count", "acc_level": "number", "seeds": "count", "normalisers": "strs"}
 LEVEL_SOURCE = rep.ours("0.9 token accuracy is the success level of attndyn's Snell copying "
                         "experiment (reproduce snell, 'copying'), fixed there before this one")
 

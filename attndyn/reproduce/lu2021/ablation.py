@@ -37,6 +37,9 @@ FULL = {"run": {"model": {"embed_std": math.sqrt(0.1)}, "sweep": {"seeds": 5},
         "diminution_plot_steps": 1500}
 QUICK = {**FULL, "run": {**FULL["run"], "sweep": {"seeds": 3},
                          "train": {"steps": 3000, "record_every": 25}}}
+# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
+KINDS = {"run": "run", "word": "index", "alpha": "number", "converged_fraction": "number",
+         "plot_steps": "count", "diminution_plot_steps": "count"}
 PAPER_STEPS = 60000   # KF and EF need this long to reach 100% test accuracy
 # Sec 5.1's paragraphs are named by their first words (the paper text has no page breaks).
 FIG3_REF = "Sec 5.1, ¶ “The first three graphs of Fig 3…”"

@@ -40,6 +40,14 @@ FULL = {"task": {"n_words": 200, "n_topics": 2, "pairs_per_topic": 2, "sentence_
         "assumption1_ratio": 0.01, "sen_tau_at_least": 0.9}
 QUICK = {**FULL, "task": {**FULL["task"], "n_train": 1000, "n_test": 500}, "steps": 600,
          "record_every": 20, "runs": 4}
+# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
+KINDS = {"task.n_words": "count", "task.n_topics": "count", "task.pairs_per_topic": "count",
+         "task.sentence_length": "count", "task.n_train": "count", "task.n_test": "count",
+         "model.embed_dim": "count", "model.key_dim": "count", "model.embed_std": "number",
+         "model.key_std": "number", "model.query_std": "number", "model.query_norm": "number",
+         "lr": "number", "steps": "count", "record_every": "count", "runs": "count",
+         "min_test_acc": "number", "chunk": "index", "assumption1_ratio": "number",
+         "sen_tau_at_least": "number"}
 
 
 # App. A's paragraphs are named by their first words (the paper text has no page breaks).

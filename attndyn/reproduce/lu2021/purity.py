@@ -26,6 +26,9 @@ FULL = {"dataset": "sst2", "padding": "masked", "variants": ["fc", "tc"], "frequ
         "pure": "powerful", "top_k": 5,
         "paper_counts": {"best": [128, 103], "powerful": [36, 36]}}
 QUICK = dict(FULL)
+# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
+KINDS = {"dataset": "str", "padding": "str", "variants": "strs", "frequent": "str", "pure": "str",
+         "top_k": "count", "paper_counts.best": "counts", "paper_counts.powerful": "counts"}
 # Sec 5.2's paragraphs are named by their first words (the paper text has no page breaks).
 PAIR_REF = "Sec 5.2, ¶ “Regarding the (powerful, best) pair…”"
 TREND_REF = "Sec 5.2, ¶ “The dynamics of topic purity of attended words…”"

@@ -59,6 +59,13 @@ FULL = {"datasets": ["sst2", "sst5"], "paddings": ["masked", "pad_word"],
         "top_words": 50, "sen_ok": 0.25, "fig4_words": 2}
 QUICK = {**FULL, "paddings": ["masked"], "variants": ["fc", "tc"],
          "max_steps": {"sst2": 300, "sst5": 300}, "record_every": 20, "segment": 300, "seeds": 1}
+# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
+KINDS = {"datasets": "strs", "paddings": "strs", "variants": "strs", "model.embed_dim": "count",
+         "model.key_dim": "count", "model.embed_std": "number", "model.key_std": "number",
+         "model.query_std": "number", "lr": "number", "max_steps.sst2": "count",
+         "max_steps.sst5": "count", "record_every": "count", "eval_every": "count",
+         "patience": "count", "segment": "count", "seeds": "count", "max_sentences": "index",
+         "tolerance": "number", "top_words": "count", "sen_ok": "number", "fig4_words": "count"}
 WATCH = ("best", "powerful")
 PAPER_REF = "Sec 5.2 ¶2"   # "reached 76.68% and 79.59% test accuracy on SST2 and 38.49% and 40.53% on SST5"
 SOURCES = {

@@ -58,6 +58,14 @@ FULL = {"run": {"sweep": {"seeds": 5}, "train": {"steps": 5000, "record_every": 
 QUICK = {**FULL, "run": {"sweep": {"seeds": 3}, "train": {"steps": 5000, "record_every": 50}},
          "odes": {"fc": "both", "tc": "both", "tl": "reduced"},
          "invariant": {**FULL["invariant"], "seeds": {"fc": 2, "tc": 2, "tl": 0}}}
+# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
+KINDS = {"run": "run", "classifiers": "strs", "odes.fc": "str", "odes.tc": "str", "odes.tl": "str",
+         "invariant.seeds.fc": "index", "invariant.seeds.tc": "index",
+         "invariant.seeds.tl": "index", "invariant.rtol": "number", "invariant.atol": "number",
+         "invariant.dtmin": "number", "sen_start_fraction": "number", "sen_tolerance": "number",
+         "assumption1_ratio": "number", "ode_tolerance": "number", "invariant_tolerance": "number",
+         "drift_tolerance": "number", "sen_word": "index", "absence_recall": "number",
+         "run_figures": "bool"}
 PAPER_STEPS = 5000   # shorter runs are still on the plateau: rows about trained models not comparable
 
 SOURCES = {

@@ -41,6 +41,9 @@ FULL = {"run": {"sweep": {"seeds": 5}, "train": {"steps": 50000, "record_every":
 QUICK = {**FULL, "run": {"sweep": {"seeds": 3}, "train": {"steps": 5000, "record_every": 1000},
                          "ode": {"kind": "none"}},
          "checkpoints": [1000, 3000, 5000]}
+# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
+KINDS = {"run": "run", "checkpoints": "counts", "loss_at_most": "number",
+         "attention_at_least": "number"}
 PAPER_EPOCHS = 5000      # Sec 5.1 ¶2: "for 5K epochs", then "training loss close to zero"
 LIMIT_EPOCHS = 50000     # FULL's last epoch, where the attention level (→ 1) is judged
 _THEOREM = "Theorem 2 (Sec 4)"

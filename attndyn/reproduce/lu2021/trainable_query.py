@@ -39,6 +39,9 @@ FULL = {"run": {"model": {"query_norm": None, "train_query": True},
 QUICK = {**FULL, "run": {**FULL["run"], "train": {"steps": 1000, "record_every": 50},
                          "sweep": {"seeds": 3}},
          "classifiers": ["tc"]}
+# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
+KINDS = {"run": "run", "sigma2": "numbers", "classifiers": "strs", "sen_word": "index",
+         "start_fraction": "number", "curve_points": "count"}
 SOURCE = rep.from_paper("App. B, ¶ “In Fig 10, we plot…”", "as the initial norm increases, the "
                         "empirical curve approaches the theoretical curve having the expression in "
                         "Eq (10)") + "; judged on the mean over seeds at each σ²"

@@ -64,6 +64,12 @@ PRESETS = {"authors": {},
 QUICK = {**FULL, "preset": "quick", "n_tokens": 10, "subset_vocab": 15, "length": 10,
          "hidden": 32, "steps": 150, "seeds": 4, "success_metric": "attn_acc",
          "success_at": 0.5}
+# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
+KINDS = {"preset": "str", "model": "str", "distributions": "strs", "n_tokens": "count",
+         "subset_vocab": "count", "length": "count", "hidden": "count", "steps": "count",
+         "batch": "count", "lr": "number", "record_every": "count", "eval_size": "count",
+         "seeds": "count", "success_metric": "str", "success_at": "number",
+         "lag_threshold": "number", "chunk": "index"}
 
 
 SLIDE = "slides, “Testing the ‘co-occurrence’ Intuition”"

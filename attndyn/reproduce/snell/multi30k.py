@@ -48,6 +48,11 @@ SOURCES = {
 # Quick: the 1326 short pairs of the first 3000 lines (the slice shipped before the full set).
 QUICK = {**FULL, "n_pairs": 1326, "hidden": 32, "steps": 400, "record_every": 100, "seeds": 2,
          "held_out": 100}
+# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
+KINDS = {"stem": "str", "n_pairs": "index", "max_len": "count", "min_count": "count",
+         "held_out": "count", "hidden": "count", "lr": "number", "batch": "count", "steps": "count",
+         "record_every": "count", "seeds": "count", "proxy_steps": "count", "proxy_lr": "number",
+         "ibm1_iterations": "count"}
 
 
 def _train(ctx, name, cfg, data, s, seeds):

@@ -39,6 +39,11 @@ PRESETS = {"authors": {}, "cpu": {"hidden": 64},
            "quick": {}}
 QUICK = {**FULL, "preset": "quick", "n_tokens": 10, "hidden": 32, "steps": 150, "seeds": 4,
          "combos": 3, "success_metric": "attn_acc", "success_at": 0.5}
+# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
+KINDS = {"preset": "str", "n_tokens": "count", "hidden": "count", "steps": "count",
+         "batch": "count", "lr": "number", "record_every": "count", "eval_size": "count",
+         "seeds": "count", "heads": "count", "combos": "count", "good_above": "number",
+         "bad_below": "number", "success_metric": "str", "success_at": "number", "chunk": "index"}
 SOURCE = (rep.from_paper("Snell et al. 2022, abstract", "a multi-head attention model can overcome "
                          "the above hard training distribution by improving learning dynamics")
           + "; ‘overcome’ as at least one seed in ten more succeeding (gain ≥ 0.1) is ours")

@@ -44,6 +44,10 @@ FULL = {"lambdas": [0.0, 0.2, 1.0, 3.0], "epochs": 2, "match": "nll", "seed": 0,
         "paper_f1": {"0.2": 0.90, "3.0": 0.75}, "paper_probe_f1": {"original": 0.90,
                                                                   "0.2": 0.90, "3.0": 0.89}}
 QUICK = {**FULL, "lambdas": [0.0, 0.2, 3.0], "epochs": 2, "probe_epochs": 2}
+# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
+KINDS = {"lambdas": "numbers", "epochs": "count", "match": "str", "seed": "index",
+         "probe_lambdas": "numbers", "probe_epochs": "count", "probe_seed": "index",
+         "paper_f1": "numbers_by_name", "paper_probe_f1": "numbers_by_name"}
 MATCHES = ("nll", "tvd")
 TABLE1 = "Yang, Sec 5, Table 1"
 SOURCES = {

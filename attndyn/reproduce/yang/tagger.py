@@ -60,12 +60,18 @@ def load_state(path, settings: str, template) -> "dict | None":
   return {"params": jax.tree_util.tree_unflatten(treedef, [arrays[n] for n in names]),
           **{k: arrays[k] for k in _ARRAYS}}
 TITLE = "Table 1 'original': 1-layer 4-head transformer tagger, CoNLL-2000 chunk F1, seeds"
-FULL = {"data": {"min_count": 2}, "buckets": 4,
+FULL = {"data": {"min_count": 2, "limit": None, "test_limit": None}, "buckets": 4,
         "model": {"d_model": 128, "n_heads": 4, "d_ff": 256, "features": "words+pos",
                   "block": "full", "dropout": 0.1},
         "lr": 1e-3, "batch_size": 32, "epochs": 10, "seeds": 3, "min_f1": 0.88}
 QUICK = {**FULL, "data": {"min_count": 2, "limit": 800, "test_limit": 300}, "buckets": 1,
          "model": {**FULL["model"], "d_model": 32, "d_ff": 64}, "epochs": 3}
+# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
+KINDS = {"data.min_count": "count", "buckets": "count", "model.d_model": "count",
+         "model.n_heads": "count", "model.d_ff": "count", "model.features": "str",
+         "model.block": "str", "model.dropout": "number", "lr": "number", "batch_size": "count",
+         "epochs": "count", "seeds": "count", "min_f1": "number", "data.limit": "?index",
+         "data.test_limit": "?index"}
 
 
 def train_originals(ctx, s) -> dict:
