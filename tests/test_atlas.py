@@ -152,11 +152,11 @@ def test_fit_recovers_a_power_law():
 def test_headline_table_flags_a_run_outside_the_theory():
   from attndyn import report
   agg = {"n_runs": 3, "n_diverged": 0, "max_sen_rel_error": {"max": 0.01},
-         "max_invariant_drift": {"max": 0.005}, "nontopic_to_topic_norm_ratio": {"max": 0.24},
+         "max_invariant_drift": {"max": 0.005}, "nontopic_to_topic_score_ratio": {"max": 0.24},
          "mean_final_topic_score": {"mean": 2.0},
          "ode_max_abs_score_dev": {"reduced": {"max": 0.02}}}
   text = report.table([("Attn-TC", agg)])
   (line,) = [l for l in text.splitlines() if l.startswith("outside the theory")]
   assert "Assumption 1" in line and "0.24 > 0.01" in line and "Lemma 2" not in line
-  inside = {**agg, "nontopic_to_topic_norm_ratio": {"max": 0.001}}
+  inside = {**agg, "nontopic_to_topic_score_ratio": {"max": 0.001}}
   assert "outside the theory" not in report.table([("Attn-TC", inside)])
