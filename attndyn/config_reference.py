@@ -19,7 +19,6 @@ which replaces the table between the markers in docs/usage.md
 (``tests/test_config_reference.py`` fails while they differ).
 """
 import argparse
-import dataclasses
 import inspect
 import re
 import sys

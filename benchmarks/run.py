@@ -47,7 +47,7 @@ import numpy as np
 
 from attndyn import atomic, lock
 from benchmarks import impls
-from benchmarks.memsample import PeakRSS, rss_bytes
+from benchmarks.memsample import PeakRSS
 from benchmarks.stream import triad_bandwidth
 from benchmarks.workload import make_workload, model_bytes_per_seed_epoch
 

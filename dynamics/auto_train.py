@@ -5,7 +5,7 @@ returns the fast path's trainer (:func:`dynamics.make_fast_train`) only when
 :func:`dynamics.fast_path_applies` says it computes the same trajectory, the
 generic autodiff trainer otherwise, with the path taken and the reason.
 """
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, NamedTuple
 
 from dynamics.fast_lu import fast_path_applies, make_fast_train
 from dynamics.train import TrainConfig, make_train

@@ -19,7 +19,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import analysis
 import dynamics
 import models
 import tasks

@@ -7,7 +7,6 @@ The ODE is the gradient flow of a one-parameter loss, ``L = −θ³/3``: its flo
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 import analysis
 import dynamics

@@ -2,7 +2,6 @@
 it trains with, and one tiny end-to-end run of the command."""
 import functools
 import json
-import math
 
 import jax
 import jax.numpy as jnp

@@ -2,7 +2,6 @@
 checkpointed under DIR/runs, judged against the ODEs, and `--resume` finishes a killed
 reproduction with the same claims as an uninterrupted one."""
 import json
-import shutil
 
 import jax
 import numpy as np

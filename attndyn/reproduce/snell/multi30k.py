@@ -23,7 +23,6 @@ from analysis import snell_figures as figs
 from attndyn.reproduce import engine
 from attndyn.reproduce.runner import Outcome
 from models import bow_proxy, seq2seq
-from tasks.batch import Batch
 from tasks.multi30k import load_multi30k
 
 NAME = "multi30k"

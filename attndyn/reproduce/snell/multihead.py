@@ -22,7 +22,7 @@ from analysis import copying_stats as cs
 from analysis import replication as rep
 from analysis import snell_figures as figs
 from attndyn.reproduce.runner import Outcome
-from attndyn.reproduce.snell import common, copying
+from attndyn.reproduce.snell import common
 
 NAME = "multihead"
 TITLE = "Section 5.2: K heads succeed more often than one on permutations"
