@@ -156,6 +156,41 @@ def test_a_plain_sweep_is_checkpointed_per_chunk_and_resumes_to_the_same_outputs
   assert all(stamps()[n] != after[n] for n in after)
 
 
+def test_a_trajectory_sweep_equals_the_vmapped_trainer_and_resumes_from_its_checkpoints(tmp_path):
+  """engine.trajectory_sweep: a trainer's Trajectory per point, stacked, unset fields kept unset."""
+  import jax.numpy as jnp
+  import optax
+
+  import dynamics
+  from dynamics.epochs import make_epoch_train
+  from tasks.batch import Batch
+
+  x = jnp.linspace(-1.0, 1.0, 12).reshape(1, 6, 2)
+  batch = Batch(tokens=jnp.zeros((1, 6), jnp.int32), mask=jnp.ones((1, 6), bool),
+                labels=(x[0, :, 0] > 0).astype(jnp.int32)[None])
+
+  def loss_fn(params, b, key, aux):
+    return jnp.mean((x[0] @ params["w"] - b.labels[0]) ** 2)
+
+  train = make_epoch_train(loss_fn, (batch,), lambda p, aux: {"w0": p["w"][0]}, epochs=3,
+                           batch_size=1, optimizer=optax.sgd(0.1))
+
+  def one(point):
+    return train({"w": jnp.full((2,), point["w0"])}, jax.random.PRNGKey(0))
+
+  inputs = {"w0": np.asarray([0.0, 0.5, -1.0], np.float32)}
+  want = jax.jit(jax.vmap(one))(inputs)
+  ctx = runner.Context(out=tmp_path, quick=True, verbose=False, experiment="demo")
+  got = engine.trajectory_sweep(ctx, "demo-traj", one, inputs, {"k": 1}, chunk_size=1)
+  resumed = runner.Context(out=tmp_path, quick=True, verbose=False, experiment="demo",
+                           resume=True)
+  again = engine.trajectory_sweep(resumed, "demo-traj", one, inputs, {"k": 1}, chunk_size=1)
+  for traj in (got, again):
+    assert isinstance(traj, dynamics.Trajectory) and traj.params is None and traj.ode is None
+    for a, b in zip(jax.tree.leaves(traj), jax.tree.leaves(want)):
+      np.testing.assert_allclose(a, np.asarray(b), rtol=1e-6)
+
+
 def test_a_segment_checkpoint_gives_back_the_state_it_kept_and_only_for_the_same_settings(
     tmp_path):
   import dynamics

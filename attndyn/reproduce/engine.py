@@ -185,6 +185,28 @@ def sweep(ctx, name: str, fn: Callable, inputs: Any, settings: dict, *,
   return result
 
 
+def trajectory_sweep(ctx, name: str, fn: Callable, inputs: Any, settings: dict, *,
+                     chunk_size: Optional[int] = None, what: str = "runs") -> dynamics.Trajectory:
+  """:func:`sweep` of a trainer: ``fn(point) -> Trajectory``, stacked over the points.
+
+  For the experiments that train with :func:`dynamics.epochs.make_epoch_train` (the
+  transformer taggers, their adversaries and probes): the same checkpoints per chunk,
+  ``--resume`` and prompt interrupts as every other sweep. Returns the
+  :class:`dynamics.Trajectory` with NumPy leaves (its ``None`` fields stay ``None``).
+  """
+  fields = {}
+
+  def as_dict(point):
+    traj = fn(point)
+    fields.update({k: v is None for k, v in traj._asdict().items()})
+    return {k: v for k, v in traj._asdict().items() if v is not None}
+
+  out = sweep(ctx, name, as_dict, inputs, settings, chunk_size=chunk_size, what=what)
+  if not fields:   # every chunk came from the checkpoints: no trace told which fields are unset
+    jax.eval_shape(as_dict, jax.tree.map(lambda x: x[0], inputs))
+  return dynamics.Trajectory(**{k: None if unset else out[k] for k, unset in fields.items()})
+
+
 SEGMENTS = "segments.npz"
 
 

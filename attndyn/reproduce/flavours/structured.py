@@ -37,6 +37,7 @@ import numpy as np
 from analysis import figure_io
 from analysis import replication as rep
 from analysis import structured_attention as sa
+from attndyn.reproduce import engine
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.yang import common
 from dynamics.epochs import make_epoch_train
@@ -104,8 +105,9 @@ def steps_to_level(dev_f1: np.ndarray, level: float, steps_per_epoch: int) -> np
   return np.where(reached.any(-1), (first + 1.0) * steps_per_epoch, np.nan)
 
 
-def train_normaliser(s, data, train_b, dev_b, norm: str) -> dict:
-  """Train ``s["seeds"]`` taggers with ``norm`` attention (one vmapped call)."""
+def train_normaliser(ctx, s, data, train_b, dev_b, norm: str) -> dict:
+  """Train ``s["seeds"]`` taggers with ``norm`` attention (one checkpointed vmapped sweep,
+  ``DIR/runs/structured-NORM``)."""
   cfg = common.tagger_config(data, s["model"], attention=norm)
   pred_dev = common.predictor(cfg, dev_b)
 
@@ -120,7 +122,8 @@ def train_normaliser(s, data, train_b, dev_b, norm: str) -> dict:
     k = jax.random.PRNGKey(seed)
     return train(tt.init(jax.random.fold_in(k, 1), cfg), k)
 
-  traj = jax.jit(jax.vmap(one))(common.seeds(s["seeds"]))
+  traj = engine.trajectory_sweep(ctx, f"{NAME}-{norm}", lambda p: one(p["seed"]),
+                                 {"seed": common.seeds(s["seeds"])}, s, what="seeds")
   obs = common.host(traj.observables)
   return {"cfg": cfg, "params": traj.final_params, "failed_at": np.asarray(traj.failed_at),
           "dev_f1": common.f1_per_epoch(obs["eval"]["dev"], dev_b, data.tags),
@@ -185,7 +188,7 @@ def run(ctx, s) -> Outcome:
     ctx.log(f"{NAME}: {norm}: {s['seeds']} seeds x {s['epochs']} epochs x {steps_per_epoch} steps, "
             f"{train.tokens.shape[0]} train sentences of <= {s['max_len']} words")
     start = time.perf_counter()
-    trained = train_normaliser(s, data, train_b, dev_b, norm)
+    trained = train_normaliser(ctx, s, data, train_b, dev_b, norm)
     res[norm] = {**trained, **evaluate_test(trained, test, data, s["seeds"])}
     seconds[norm] = time.perf_counter() - start
   claims = make_claims(res, s, steps_per_epoch, quick=ctx.quick)

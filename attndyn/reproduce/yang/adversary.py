@@ -29,7 +29,7 @@ import numpy as np
 from analysis import divergences
 from analysis import replication as rep
 from analysis import yang_figures as figs
-from attndyn.reproduce import runner
+from attndyn.reproduce import engine, runner
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.yang import common
 from attndyn.reproduce.yang import tagger as tagger_module
@@ -104,7 +104,9 @@ def run(ctx, s) -> Outcome:
                            batch_size=tag_s["batch_size"], optimizer=common.adam(tag_s["lr"]))
   ctx.log(f"{NAME}: λ ∈ {list(s['lambdas'])} x {s['epochs']} epochs (one vmapped call)")
   key = jax.random.PRNGKey(1000 + s["seed"])
-  traj = jax.jit(jax.vmap(lambda lam: train(p0, key, lam)))(jnp.asarray(lams))
+  traj = engine.trajectory_sweep(ctx, NAME, lambda p: train(p0, key, p["lambda"]),
+                                 {"lambda": lams}, {"adversary": s, "tagger": tag_s},
+                                 what="adversaries")
   ev = common.host(traj.observables["eval"])
   f1 = common.f1_per_epoch(ev["test"], test_b, data.tags)[:, -1]            # [Λ], last epoch
   last = {k: np.asarray(ev[k])[:, -1] for k in ("jsd", "kl_adv_orig", "kl_orig_adv", "tvd")}
@@ -191,7 +193,10 @@ def run(ctx, s) -> Outcome:
   pkey = jax.random.PRNGKey(s["probe_seed"])
   params0 = tt.init(jax.random.fold_in(pkey, 1), cfg)
   ctx.log(f"{NAME}: probes {names} x {s['probe_epochs']} epochs (one vmapped call)")
-  ptraj = jax.jit(jax.vmap(lambda src: probe_train(params0, pkey, src)))((stacked, uniform))
+  ptraj = engine.trajectory_sweep(ctx, f"{NAME}-probes",
+                                  lambda p: probe_train(params0, pkey, (p["params"], p["uniform"])),
+                                  {"params": stacked, "uniform": uniform},
+                                  {"adversary": s, "tagger": tag_s}, what="probes")
   pev = common.host(ptraj.observables["eval"])
   pdev = common.f1_per_epoch(pev["dev"], dev_b, data.tags)
   ptest = common.f1_per_epoch(pev["test"], test_b, data.tags)

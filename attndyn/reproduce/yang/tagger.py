@@ -21,6 +21,7 @@ import numpy as np
 from analysis import npz
 from analysis import replication as rep
 from analysis import yang_figures as figs
+from attndyn.reproduce import engine
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.yang import common
 from dynamics.epochs import make_epoch_train
@@ -63,7 +64,8 @@ TITLE = "Table 1 'original': 1-layer 4-head transformer tagger, CoNLL-2000 chunk
 FULL = {"data": {"min_count": 2, "limit": None, "test_limit": None}, "buckets": 4,
         "model": {"d_model": 128, "n_heads": 4, "d_ff": 256, "features": "words+pos",
                   "block": "full", "dropout": 0.1},
-        "lr": 1e-3, "batch_size": 32, "epochs": 10, "seeds": 3, "min_f1": 0.88}
+        "lr": 1e-3, "batch_size": 32, "epochs": 10, "seeds": 3, "min_f1": 0.88,
+        "chunk": 0}   # seeds per checkpointed call (0: all in one)
 QUICK = {**FULL, "data": {"min_count": 2, "limit": 800, "test_limit": 300}, "buckets": 1,
          "model": {**FULL["model"], "d_model": 32, "d_ff": 64}, "epochs": 3}
 # The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
@@ -71,7 +73,7 @@ KINDS = {"data.min_count": "count", "buckets": "count", "model.d_model": "count"
          "model.n_heads": "count", "model.d_ff": "count", "model.features": "str",
          "model.block": "str", "model.dropout": "number", "lr": "number", "batch_size": "count",
          "epochs": "count", "seeds": "count", "min_f1": "number", "data.limit": "?index",
-         "data.test_limit": "?index"}
+         "data.test_limit": "?index", "chunk": "index"}
 
 
 def train_originals(ctx, s) -> dict:
@@ -117,7 +119,9 @@ def train_originals(ctx, s) -> dict:
 
   ctx.log(f"{NAME}: {s['seeds']} seeds x {s['epochs']} epochs, {data.sizes}, "
           f"{cfg.features}, block {cfg.block}, d_model {cfg.d_model}")
-  traj = jax.jit(jax.vmap(one))(common.seeds(s["seeds"]))
+  traj = engine.trajectory_sweep(ctx, NAME, lambda p: one(p["seed"]),
+                                 {"seed": common.seeds(s["seeds"])}, s,
+                                 chunk_size=s["chunk"] or None, what="seeds")
   obs = common.host(traj.observables)
   dev_f1 = common.f1_per_epoch(obs["eval"]["dev"], dev_b, data.tags)       # [S, E]
   test_f1 = common.f1_per_epoch(obs["eval"]["test"], test_b, data.tags)
