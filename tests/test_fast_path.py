@@ -250,7 +250,7 @@ def test_sum_rows_is_a_sum(n, parts, seed):
   """Law: the unrolled two- and three-level row sums equal ``sum(axis=0)``."""
   x = np.random.default_rng(seed).normal(size=(n, 3, 2))
   x_fn = lambda a, b: jnp.asarray(x[a:b])
-  for got in (fast_lu._sum_rows(x_fn, n), fast_lu._sum_many_rows(x_fn, n, parts)):
+  for got in (fast_lu.xla_cpu._sum_rows(x_fn, n), fast_lu.xla_cpu._sum_many_rows(x_fn, n, parts)):
     np.testing.assert_allclose(np.asarray(got), x.sum(0), rtol=1e-12, atol=1e-12)
 
 
@@ -259,7 +259,7 @@ def test_projected_forward_when_it_gathers_fewer_channels(data):
   never when K > d; the default test model (K = 3, d = 6) gathers ``Wᵀx``."""
   plan = fast_lu.plan_words(data.train.tokens, data.train.mask)
   frozen = dict(_model_cfg("fc").trainable(), classifier=False)
-  layout = lambda d, k: fast_lu._Layout(plan.n, d, k, TASK.n_topics, "tc")
+  layout = lambda d, k: fast_lu.step._Layout(plan.n, d, k, TASK.n_topics, "tc")
   assert fast_lu.projected_forward_pays(plan, layout(6, 3), frozen)
   assert not fast_lu.projected_forward_pays(plan, layout(6, 9), frozen)
   assert not fast_lu.projected_forward_pays(plan, layout(6, 9), _model_cfg("tc").trainable())

@@ -1,0 +1,101 @@
+"""Exact fast gradient descent for the Lu et al. model with a fixed query, seeds innermost.
+
+The generic path (:func:`dynamics.train.make_train`) differentiates the model
+with autodiff and vmaps over seeds. When the query is fixed, training is
+full-batch gradient descent and every seed shares one dataset, the same
+trajectory can be computed with far less memory traffic; this module does that,
+as an exact reformulation of the same update (agreement to float rounding is
+tested in ``tests/test_fast_path.py``).
+
+Algebra (one seed; sentence ``i`` has words ``w_il``, ``n`` sentences,
+``C_iw`` = count of word ``w`` in sentence ``i``, ``τ`` the learning rate):
+
+1. **Only the scores move in the keys.** With ``s_w = qᵀκ_w`` and ``q`` fixed,
+   ``∂L/∂κ_w = (∂L/∂s_w) q``, so gradient descent on ``κ_w`` is
+
+   .. math::
+      κ_w(t) = κ_w(0) + \\frac{s_w(t) - s_w(0)}{‖q‖^2} q, \\qquad
+      s_w \\leftarrow s_w - τ ‖q‖^2 \\, g_w, \\quad g_w = ∂L/∂s_w,
+
+   and the state per word is ``(ν_w, s_w)``: ``d + 1`` numbers, not ``d + d'``.
+
+2. **Factored softmax.** With ``e_w = exp(s_w − c)`` for any per-seed shift ``c``,
+
+   .. math::
+      Z_i = Σ_w C_{iw} e_w, \\quad N_i = Σ_w C_{iw} e_w ν_w, \\quad
+      \\bar ν_i = N_i / Z_i,
+
+   a sparse product ``C·[e ⊙ ν, e]`` computed as ``m + 1`` row gathers per
+   sentence (rare words) plus a small dense product over the few frequent
+   words (``heavy``: the topic words here), never a ``[n, L, d]`` tensor.
+
+3. **Backward through the classifier's first linear map.** Let the classifier
+   start with ``pre_i = Wᵀ \\bar ν_i`` (``W = U`` for FC/TC, ``W = U_1`` for TL,
+   ``K`` columns) and let ``δ_i = ∂L/∂pre_i`` (``(p_i − y_i)/n`` for FC/TC;
+   ``1[h_i > 0] ⊙ U_2 (p_i − y_i)/n`` for TL). Then ``∂L/∂\\bar ν_i = W δ_i`` and
+   with ``R_w = Σ_i C_{iw} [δ_i, pre_i·δ_i] / Z_i`` (``K + 1`` channels),
+
+   .. math::
+      ∂L/∂ν_w = e_w \\, G_w, \\quad G_w = W R_w^{(:K)}, \\qquad
+      ∂L/∂s_w = e_w \\, (ν_w · G_w − R_w^{(K)}),
+
+   using ``\\bar ν_i · W δ_i = pre_i · δ_i``. ``R = Cᵀ Y`` is again gathers
+   (words grouped by count, each group a padded table of its sentences) plus
+   the dense product for the heavy words.
+
+4. **Only ``Wᵀ\\bar ν_i`` is needed forward.** ``pre_i = Σ_w C_{iw} P_w / Z_i``
+   with ``P_w = Wᵀx_w`` (``K`` channels, and ``P`` is needed anyway for
+   ``ν_w·G_w = P_w·R_w^{(:K)}/e_w`` in step 3), so the forward pass can gather
+   ``[e_w, P_w]`` (``K + 1`` channels) instead of ``[e_w, x_w]`` (``d + 1``).
+   :func:`projected_forward_pays` picks the cheaper form per problem (both are
+   exact): FC/TC/TL at the text preset gather ``P``.
+
+5. **Classifier gradients.** The later layers' over sentences
+   (``∂L/∂U_2 = Σ_i h_i (p_i − y_i)ᵀ/n``, ``b_1``, ``b_2``). The first layer's
+   ``∂L/∂W = Σ_i \\bar ν_i δ_iᵀ`` over sentences when the forward pass formed
+   ``\\bar ν_i``; otherwise over words, with the ``R`` of step 3:
+
+   .. math::
+      ∂L/∂W = Σ_i \\frac{Σ_w C_{iw} x_w}{Z_i} δ_iᵀ = Σ_w x_w R_w^{(:K)ᵀ}.
+
+   Sums over the sentence or word axis are unrolled slice sums (XLA's CPU
+   reduction over a non-minor axis is slow; :mod:`dynamics.fast_lu.xla_cpu`).
+
+Every array keeps the seed axis innermost (``[..., S]``) so each elementwise
+loop vectorises across seeds; seeds are processed in tiles of ``seed_tile``
+(``lax.map`` over tiles) so a tile's state stays in cache. The shift ``c`` is
+each seed's largest score at every step (any constant gives the same
+trajectory; this one guards ``exp`` against overflow). The one limit of the
+factored form: a sentence whose words all score more than ~87 (float32;
+~708 in float64) below the vocabulary's top score underflows to ``Z_i = 0``;
+that step is then non-finite and reported in ``failed_at`` (the generic path,
+which shifts per sentence, would go on).
+
+Failures: a step whose forward pass is non-finite (checked through
+``Σ_i pre_i·δ_i`` and the classifier gradients) is not applied, and the run
+stays frozen from then on with ``failed_at`` set to that step, as in the
+generic path. The generic path also checks the updated parameters; here a
+parameter that overflows shows up one step later, through the next forward
+pass (so ``failed_at`` can be one step later in that corner case).
+
+Files: :mod:`~dynamics.fast_lu.applies` (when it applies),
+:mod:`~dynamics.fast_lu.plan` (the host-side word plan), :mod:`~dynamics.fast_lu.xla_cpu`
+(seeds-last helpers and XLA:CPU workarounds), :mod:`~dynamics.fast_lu.step` (the algebra above:
+one step, and the fast state), :mod:`~dynamics.fast_lu.train` (the trainers).
+
+References:
+  Lu, Mao & Nayak, "On the Dynamics of Training Attention Models", ICLR 2021.
+  https://arxiv.org/abs/2011.10036
+"""
+from dynamics.fast_lu.applies import FastPathCheck as FastPathCheck
+from dynamics.fast_lu.applies import fast_path_applies as fast_path_applies
+from dynamics.fast_lu.plan import HEAVY_COUNT as HEAVY_COUNT
+from dynamics.fast_lu.plan import WordPlan as WordPlan
+from dynamics.fast_lu.plan import plan_words as plan_words
+from dynamics.fast_lu.step import CHANNEL_GROUP as CHANNEL_GROUP
+from dynamics.fast_lu.step import GATHER_COST as GATHER_COST
+from dynamics.fast_lu.step import projected_forward_pays as projected_forward_pays
+from dynamics.fast_lu.train import COMPILER_OPTIONS as COMPILER_OPTIONS
+from dynamics.fast_lu.train import SEED_TILE as SEED_TILE
+from dynamics.fast_lu.train import make_fast_sweep_train as make_fast_sweep_train
+from dynamics.fast_lu.train import make_fast_train as make_fast_train

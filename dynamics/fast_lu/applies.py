@@ -1,0 +1,101 @@
+"""When the fast path computes exactly what autodiff gradient descent would (:func:`fast_path_applies`)."""
+import dataclasses
+from typing import Any, Optional
+
+import jax
+
+from dynamics.train import TrainConfig
+from models import lu, lu_linear
+from tasks.batch import Batch
+
+
+@dataclasses.dataclass(frozen=True)
+
+
+class FastPathCheck:
+  """Whether :func:`make_fast_train` applies; truthy iff it does.
+
+  Attributes:
+    applies: the fast path gives the same trajectory as the generic one.
+    reason: why (or why not), one line.
+  """
+  applies: bool
+  reason: str
+
+  def __bool__(self) -> bool:
+    return self.applies
+
+
+def _loss_mismatch(loss_fn, model_cfg) -> Optional[str]:
+  """Why ``loss_fn`` may differ from the Lu cross-entropy the fast path computes (None: it is that).
+
+  Only losses built by ``models.make_loss`` from a Lu forward pass known to be
+  the same function (``models.lu.apply``; ``models.lu_linear.apply_linear``
+  for the linear classifiers) are accepted: any other function, even one
+  that happens to compute the same loss, cannot be checked and is refused.
+  """
+  apply_fn = getattr(loss_fn, "apply_fn", None)
+  if apply_fn is lu.apply:
+    return None
+  if apply_fn is lu_linear.apply_linear:
+    classifier = getattr(model_cfg, "classifier", None)
+    if classifier in ("fc", "tc"):
+      return None
+    return (f"loss_fn is the cross-entropy of models.lu_linear.apply_linear, which needs a "
+            f"linear classifier (fc or tc), not {classifier!r}")
+  name = lambda f: getattr(f, "__qualname__", type(f).__name__)
+  if loss_fn is None:
+    what = "loss_fn is None"
+  elif apply_fn is not None:
+    what = f"loss_fn is the cross-entropy of {name(apply_fn)!r}, not of models.lu.apply"
+  else:
+    what = f"loss_fn {name(loss_fn)!r} is not models.make_loss(models.lu.apply)"
+  return (f"a custom loss ({what}): the fast path computes the Lu model's own "
+          "cross-entropy in closed form and cannot check that another loss equals it")
+
+
+def fast_path_applies(model_cfg, train_cfg: TrainConfig, trainable: Optional[dict] = None,
+                      batch: Optional[Batch] = None, *, loss_fn: Any = "lu") -> FastPathCheck:
+  """Decide whether the exact fast path can replace :func:`dynamics.make_train`.
+
+  It applies to the Lu model (:class:`models.LuModelConfig`) trained on its own
+  cross-entropy (``models.make_loss(models.lu.apply)``) with a fixed query,
+  any of the FC/TC/TL classifiers, any frozen subset of embeddings/keys/classifier,
+  and full-batch gradient descent on one dataset shared by every seed. Any
+  other loss function is refused: the fast path never calls it, so it cannot
+  prove that it computes the same thing.
+
+  Args:
+    model_cfg: the model configuration.
+    train_cfg: the training configuration.
+    trainable: parameter group -> trainable (default ``model_cfg.trainable()``).
+    batch: the training set, if known: it must be concrete (not traced), i.e.
+      shared by all seeds of the sweep.
+    loss_fn: the loss that would be handed to :func:`dynamics.make_train`; the
+      default ``"lu"`` means the Lu model's own cross-entropy (what the CLI and
+      :func:`make_fast_sweep_train` train).
+
+  Returns:
+    A :class:`FastPathCheck` (truthy iff it applies) with the reason.
+  """
+  trainable = model_cfg.trainable() if trainable is None else trainable
+  if not hasattr(model_cfg, "classifier") or model_cfg.classifier not in ("fc", "tc", "tl"):
+    return FastPathCheck(False, "not the Lu attention model with an fc/tc/tl classifier")
+  if not (isinstance(loss_fn, str) and loss_fn == "lu"):
+    mismatch = _loss_mismatch(loss_fn, model_cfg)
+    if mismatch:
+      return FastPathCheck(False, mismatch)
+  normaliser = getattr(model_cfg, "normaliser", "softmax")
+  if normaliser != "softmax":
+    return FastPathCheck(False, f"the attention normaliser is {normaliser!r} (the fast path "
+                                "factors the softmax)")
+  if train_cfg.optimizer not in ("gd", "sgd"):
+    return FastPathCheck(False, f"optimizer {train_cfg.optimizer!r} is not plain gradient descent")
+  if train_cfg.batch_size and (batch is None or train_cfg.batch_size < batch.tokens.shape[0]):
+    return FastPathCheck(False, f"minibatches of {train_cfg.batch_size} (the fast path is full-batch)")
+  if trainable.get("query", False):
+    return FastPathCheck(False, "the query is trained, so keys move off the query direction")
+  if batch is not None and any(isinstance(x, jax.core.Tracer) for x in batch):
+    return FastPathCheck(False, "the training data is traced (differs between sweep points)")
+  return FastPathCheck(True, f"fixed query, full-batch GD, {model_cfg.classifier} classifier, "
+                             "shared data")

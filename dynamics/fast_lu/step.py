@@ -1,0 +1,274 @@
+"""One exact gradient-descent step on the fast state, and conversions to and from ordinary parameters."""
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dynamics.fast_lu.plan import WordPlan
+from dynamics.fast_lu.xla_cpu import (_columns, _finite_per_seed, _gather_sum, _materialize,
+                                      _rows, _seeds_first, _seeds_last, _sum_many_rows,
+                                      _sum_rows, _tree_sum)
+
+# Channels gathered together in one forward fusion: a CPU tuning (the results do not depend
+# on it), chosen on a 2-core AVX2 CPU.
+CHANNEL_GROUP = 4
+# A gathered float costs about this many multiply-adds (projected_forward_pays): the model
+# behind gathering Wᵀx instead of x, which pays for FC and TC (K = n_classes < d) and not for
+# TL. A CPU cost model; either form is exact.
+GATHER_COST = 6
+
+
+class _Layout(NamedTuple):
+  """Static sizes of one problem."""
+  n: int          # sentences
+  d: int          # embedding dim
+  k: int          # columns of W (J for fc/tc, hidden for tl)
+  n_classes: int  # J
+  kind: str       # fc | tc | tl
+
+
+class _State(NamedTuple):
+  """Training state of a seed tile; every leaf has the seed axis last.
+
+  For the rows of :class:`WordPlan`: ``x [V_a(+1), d, S]`` the weighted
+  embeddings ``x_w = e_w ν_w`` with ``e_w = exp(s_w − c)``, ``score [V_a(+1), S]``
+  the scores ``s_w``, ``weight [V_a(+1), S]`` the weights ``e_w`` and ``shift [S]``
+  the shift ``c = max_w s_w``; ``cls`` the classifier with seeds last; ``step``
+  shape=(), int32; ``failed_at [S]`` int32, −1 while finite.
+  """
+  x: Any
+  score: Any
+  weight: Any
+  shift: Any
+  cls: Any
+  step: Any
+  failed_at: Any
+
+
+def projected_forward_pays(plan: WordPlan, lay: _Layout, trainable: dict) -> bool:
+  """Whether the forward pass gathers ``Wᵀx_w`` (``K + 1`` channels) rather than ``x_w`` (``d + 1``).
+
+  A cost model in multiply-adds per seed and step, with a gathered float
+  counted as ``GATHER_COST`` of them. Gathering ``x``: ``n L (d + 1)``
+  gathered floats, ``pre = Wᵀν̄`` and ``∂L/∂W`` over sentences (``n d K``
+  each), ``Wᵀx`` over words when the keys train. Gathering ``Wᵀx``:
+  ``n L (K + 1)`` gathered floats, ``Wᵀx`` and ``∂L/∂W`` over words
+  (``V_a d K`` each).
+  """
+  n, d, kk = lay.n, lay.d, lay.k
+  tokens = plan.row_tokens.size
+  rows = len(plan.words)
+  cls = int(trainable["classifier"])
+  keys = int(trainable["keys"])
+  gather_x = GATHER_COST * tokens * (d + 1) + n * d * kk * (1 + cls) + rows * d * kk * keys
+  gather_proj = GATHER_COST * tokens * (kk + 1) + rows * d * kk * (1 + cls)
+  return gather_proj < gather_x
+
+
+def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dtype,
+               projected: bool):
+  """``step(state, lr [S], qq [S]) -> state``: one exact full-batch GD step.
+
+  ``projected``: the forward pass gathers ``[e_w, Wᵀx_w]`` and ``∂L/∂W`` is a sum
+  over words (see :func:`projected_forward_pays`); otherwise it gathers
+  ``[e_w, x_w]`` and ``∂L/∂W`` is a sum over sentences.
+  """
+  n, d, kk, n_cls = lay.n, lay.d, lay.k, lay.n_classes
+  n_heavy = plan.n_heavy
+  heavy_counts = jnp.asarray(plan.heavy_counts, dtype)           # [H, n]
+  positions = _columns(plan.row_tokens)                          # L × [n, 1]
+  buckets = [_columns(occ) for _, occ in plan.buckets]
+  starts = [start for start, _ in plan.buckets]
+  n_rows = len(plan.words) + int(plan.dummy)
+  width = kk if projected else d
+  groups = [(a, min(a + CHANNEL_GROUP, width)) for a in range(0, width, CHANNEL_GROUP)]
+  onehot = jnp.asarray(labels_onehot, dtype)[:, :, None]         # [n, J, 1]
+  inv_n = 1.0 / n
+  first_layer = "U1" if lay.kind == "tl" else "U"
+
+  def forward(table, es):
+    """``Z [n, S]`` and ``Σ_w C_iw t_w`` as channel groups ``[n, b − a, S]`` for ``table [V, c, S]``.
+
+    Every kernel here is a plain sum of row gathers (one per word position)
+    from a stored array: XLA:CPU fuses neither a gather of a computed value
+    nor a gather shared between consumers (hence slices of rows per group).
+    """
+    z = _tree_sum([_rows(es, p) for p in positions])
+    return z, [_tree_sum([jax.lax.slice_in_dim(_rows(table, p), a, b, axis=1) for p in positions])
+               for a, b in groups]
+
+  def backward(y):
+    """``R = Cᵀ y``: ``[V_a(+1), c, S]`` for ``y [n, c, S]``; each part written in place."""
+    yp = jnp.concatenate([y, jnp.zeros((1,) + y.shape[1:], y.dtype)], 0)
+    r = jnp.zeros((n_rows,) + y.shape[1:], y.dtype)
+    if n_heavy:
+      r = jax.lax.dynamic_update_slice_in_dim(r, jnp.tensordot(heavy_counts, y, axes=(1, 0)), 0, 0)
+    for start, occ in zip(starts, buckets):
+      r = jax.lax.dynamic_update_slice_in_dim(r, _gather_sum(yp, occ), start, 0)
+    return r
+
+  def project(w, v):
+    """``Wᵀv``: ``[R, K, S]`` for ``v [R, d, S]``."""
+    return _tree_sum([w[None, a] * v[:, a, None] for a in range(d)])
+
+  def outer_sum(u, v, rows, summed):
+    """``Σ_r u_r v_rᵀ``: ``[a, b, S]`` for ``u [rows, a, S]``, ``v [rows, b, S]``."""
+    return summed(lambda i0, i1: u[i0:i1, :, None] * v[i0:i1, None, :], rows)
+
+  def classifier_head(cls, pre):
+    """Logits ``[n, J, S]`` from ``pre [n, K, S]``, and the TL hidden layer."""
+    if lay.kind != "tl":
+      return pre, None
+    hpre = pre + cls["b1"][None]
+    h = jnp.maximum(hpre, 0)
+    logits = _tree_sum([cls["U2"][None, k] * h[:, k, None] for k in range(kk)]) + cls["b2"][None]
+    return logits, (hpre, h)
+
+  def sentences(cls, z, sums, failed_at):
+    """Per-sentence pass: ``y = [δ, pre·δ]/Z [n, K+1, S]``, the classifier grads
+    that are sums over sentences, ``ok [S]``."""
+    inv_z = 1.0 / z                                                    # [n, S]
+    avg = jnp.concatenate(sums, 1) * inv_z[:, None]                    # [n, K or d, S]
+    pre = avg if projected else project(cls[first_layer], avg)         # [n, K, S]
+    logits, hidden = classifier_head(cls, pre)
+    top = functools.reduce(jnp.maximum, [logits[:, j] for j in range(n_cls)])
+    ex = jnp.exp(logits - top[:, None])
+    prob = ex / _tree_sum([ex[:, j] for j in range(n_cls)])[:, None]
+    dl = (prob - onehot) * inv_n                                       # [n, J, S]
+    if lay.kind == "tl":
+      hpre, h = hidden
+      back = _tree_sum([cls["U2"][None, :, j] * dl[:, j, None] for j in range(n_cls)])
+      delta = jnp.where(hpre > 0, back, 0)                             # [n, H, S]
+    else:
+      delta = dl
+    pd = _tree_sum([pre[:, k] * delta[:, k] for k in range(kk)])       # [n, S]
+    y = jnp.concatenate([delta * inv_z[:, None], (pd * inv_z)[:, None]], 1)  # [n, K+1, S]
+    grads = {}
+    if trainable["classifier"]:
+      if lay.kind == "tl":
+        grads = {"b1": _sum_rows(lambda a, b: delta[a:b], n),
+                 "U2": outer_sum(hidden[1], dl, n, _sum_rows),
+                 "b2": _sum_rows(lambda a, b: dl[a:b], n)}
+      if not projected:                                                # avg = ν̄
+        grads[first_layer] = outer_sum(avg, delta, n, _sum_rows)
+    ok = jnp.isfinite(_sum_rows(lambda a, b: pd[a:b], n))              # [S]
+    for g in grads.values():
+      ok &= _finite_per_seed(g)
+    return y, grads, ok
+
+  def step(state: _State, lr, qq) -> _State:
+    # Stages end in lax.cond on an always-true traced predicate (see _materialize):
+    # otherwise XLA:CPU re-fuses cheap producers (sums of gathers, per-seed flags)
+    # into every element of their big consumers.
+    pred = state.step >= 0
+    c = state.cls
+    x, es = state.x, state.weight
+    w = c[first_layer]
+    proj = None                                                        # P = Wᵀx [V, K, S]
+    if projected:
+      proj = _materialize(pred, project, w, x)
+    elif trainable["keys"]:
+      proj = project(w, x)
+    z, sums = _materialize(pred, forward, proj if projected else x, es)
+    y, grads, ok = _materialize(pred, sentences, c, z, sums, state.failed_at)
+    r = _materialize(pred, backward, y)                                # [V, K+1, S]
+    if projected and trainable["classifier"]:
+      # ∂L/∂W = Σ_i ν̄_i δ_iᵀ = Σ_w x_w R_w^(:K)ᵀ, since ν̄_i = Σ_w C_iw x_w / Z_i.
+      first = outer_sum(x, r[:, :kk], x.shape[0], _sum_many_rows)
+      grads = dict(grads, **{first_layer: first})
+      ok &= _finite_per_seed(first)
+    live = ok & (state.failed_at < 0)
+    score, shift, es_new = state.score, state.shift, es
+    if trainable["keys"]:
+      # ∂L/∂s_w = e_w ν_w·G_w − e_w R_w^(K) = x_w·G_w − e_w R_w^(K), x·G = (Wᵀx)·R^(:K).
+      grad_s = _tree_sum([proj[:, k] * r[:, k] for k in range(kk)]) - es * r[:, kk]
+      score = jnp.where(live, score - (lr * qq) * grad_s, score)
+      shift = jnp.max(score, axis=0)                                   # keeps e_w ≤ 1
+      es_new = jnp.exp(score - shift)
+    # x' = e'ν' = (e'/e) x − τ e' e G, with ν' = ν − τ e G and G = W R^(:K).
+    g = _tree_sum([w[None, :, k] * r[:, k, None] for k in range(kk)])  # [V, d, S]
+    x_new = x
+    if trainable["keys"]:
+      x_new = jnp.exp((score - shift) - (state.score - state.shift))[:, None] * x
+    if trainable["embeddings"]:
+      x_new = x_new - (lr * es_new * es)[:, None] * g
+    x_new = jnp.where(live, x_new, x)
+    cls = {k: (jnp.where(live, v - lr * grads[k], v) if k in grads else v) for k, v in c.items()}
+    failed_at = jnp.where((state.failed_at < 0) & ~ok, state.step, state.failed_at)
+    return _State(x_new, score, es_new, shift, cls, state.step + 1, failed_at)
+
+  return step
+
+
+# ----------------------------------------------------------------------------------------
+# Conversions between ordinary parameters and the fast state.
+
+
+def _to_state(plan: WordPlan, params0, dtype) -> _State:
+  """Seeds-first parameter pytree (leaves ``[S, ...]``) -> seeds-last fast state."""
+  words = plan.words
+  emb = jnp.transpose(params0["embeddings"][:, words], (1, 2, 0))    # [V_a, d, S]
+  score = jnp.einsum("svk,sk->vs", params0["keys"][:, words], params0["query"])
+  n_seeds = emb.shape[-1]
+  if plan.dummy:
+    # The padding word: embedding 0, score −10³⁰ (weight 0; finite, so 0·s = 0).
+    emb = jnp.concatenate([emb, jnp.zeros((1,) + emb.shape[1:], emb.dtype)], 0)
+    score = jnp.concatenate([score, jnp.full((1, n_seeds), -1e30, score.dtype)], 0)
+  shift = jnp.max(score, axis=0)
+  weight = jnp.exp(score - shift)
+  cls = jax.tree.map(_seeds_last, params0["classifier"])
+  return _State(emb * weight[:, None], score, weight, shift, cls, jnp.zeros((), jnp.int32),
+                -jnp.ones((n_seeds,), jnp.int32))
+
+
+class _Unpack(NamedTuple):
+  """What :func:`_to_params` needs besides the state, computed once per seed tile.
+
+  Attributes:
+    order: ``[V]`` row of each vocabulary word in ``[active rows, inactive words]``.
+    rest_emb: ``[V − V_a, d, S]`` embeddings of the words absent from the data.
+    score0: ``[V_a(+1), S]`` the initial scores (``s − s(0)`` is exactly 0 for unmoved words).
+    params0: the initial parameters (leaves ``[S, ...]``).
+  """
+  order: Any
+  rest_emb: Any
+  score0: Any
+  params0: Any
+
+
+def _unpacker(plan: WordPlan, params0) -> _Unpack:
+  n_vocab = params0["embeddings"].shape[1]
+  rest = np.setdiff1d(np.arange(n_vocab), plan.words)
+  order = np.empty(n_vocab, np.int32)
+  order[np.concatenate([plan.words, rest]).astype(np.int64)] = np.arange(n_vocab)
+  emb0 = params0["embeddings"]
+  score0 = jnp.einsum("svk,sk->vs", params0["keys"][:, plan.words], params0["query"])
+  return _Unpack(jnp.asarray(order), jnp.transpose(emb0[:, rest], (1, 2, 0)), score0, params0)
+
+
+def _to_params(plan: WordPlan, state: _State, un: _Unpack, trainable: dict):
+  """Seeds-last fast state -> seeds-first ordinary parameters (leaves ``[S, ...]``).
+
+  ``ν_w = x_w / e_w``; words absent from the training set keep their initial
+  embedding and key; ``κ_w = κ_w(0) + (s_w − s_w(0)) q / ‖q‖²``. Rows go back
+  to vocabulary order with a gather (XLA:CPU scatters are slow). Frozen groups
+  are returned unchanged, bit for bit.
+  """
+  n_active = len(plan.words)
+  keys0, query = un.params0["keys"], un.params0["query"]
+  emb = un.params0["embeddings"]
+  if trainable["embeddings"]:
+    active = state.x[:n_active] / state.weight[:n_active, None]              # ν = x / e
+    rows = jnp.concatenate([active, un.rest_emb], 0)[un.order]              # [V, d, S]
+    emb = jnp.transpose(rows, (2, 0, 1))
+  keys = keys0
+  if trainable["keys"]:
+    ds = state.score[:n_active] - un.score0                                 # [V_a, S]
+    ds = jnp.concatenate([ds, jnp.zeros((len(un.order) - n_active, ds.shape[1]), ds.dtype)], 0)
+    ds = jnp.transpose(ds[un.order], (1, 0))                                # [S, V]
+    unit = query / jnp.sum(query * query, axis=-1, keepdims=True)           # q / ‖q‖²
+    keys = keys0 + ds[:, :, None] * unit[:, None, :]
+  cls = jax.tree.map(_seeds_first, state.cls)
+  return {"embeddings": emb, "keys": keys, "query": query, "classifier": cls}

@@ -1,0 +1,195 @@
+"""The fast-path trainers: :func:`make_fast_sweep_train` (seeds innermost) and :func:`make_fast_train`."""
+from typing import Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dynamics.fast_lu.applies import _loss_mismatch, fast_path_applies
+from dynamics.fast_lu.plan import HEAVY_COUNT, _plan_for
+from dynamics.fast_lu.step import (_Layout, _make_step, _to_params, _to_state, _unpacker,
+                                   projected_forward_pays)
+from dynamics.train import TrainConfig
+from dynamics.trajectory import Trajectory
+from tasks.batch import Batch
+from tasks.errors import ConfigError
+
+# Seeds per tile: a tile's state ([V, d, S] float32) should stay in the last-level cache, so
+# seeds are advanced in tiles rather than all at once (`python -m benchmarks.xla_options`
+# times SEED_TILE against one tile of all seeds; `benchmarks/run.py` the default's speed).
+SEED_TILE = 16
+# XLA options for compiling the fast path (pass to jax.jit or dynamics.run_sweep): LLVM at -O1.
+# Its kernels are sums of gathers and elementwise loops, where -O2's extra LLVM passes buy no
+# speed for more compile time (`python -m benchmarks.xla_options` times both ways).
+COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
+
+
+def _check_batch(batch: Batch):
+  if any(isinstance(x, jax.core.Tracer) for x in batch):
+    raise ConfigError("the fast path needs the training data as concrete arrays shared by "
+                      "every seed (it precomputes the sparse word structure on the host); "
+                      "use dynamics.make_train when each sweep point has its own data")
+
+
+def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainConfig,
+                          trainable: Optional[dict] = None, *, record_params: bool = False,
+                          seed_tile: int = SEED_TILE, unroll: int = 1,
+                          project: Optional[bool] = None):
+  """Build ``train_batch(params0, lr=None) -> Trajectory`` for S seeds sharing ``batch``.
+
+  The batched form of :func:`make_fast_train`: the seeds are a leading axis of
+  every input leaf and of every output leaf, and are laid out innermost
+  internally (see the module docstring for the algebra). A caller with more
+  seeds than fit in memory calls it once per chunk (``dynamics.run_sweep`` with
+  ``chunk_size`` does, through :func:`make_fast_train`'s vmap rule).
+
+  Args:
+    model_cfg: the Lu model's configuration (its classifier kind and sizes).
+    batch: the training set, concrete (shared by every seed).
+    record: ``record(params, params0) -> pytree``, called per seed on ordinary
+      parameter pytrees at step 0 and every ``cfg.record_every`` steps.
+    cfg: training configuration (full-batch ``gd``).
+    trainable: parameter group -> trainable (default ``model_cfg.trainable()``).
+    record_params: also return the parameters at every recorded step.
+    seed_tile: seeds advanced together; larger sweeps run tile after tile
+      (``lax.map``) inside the same compiled program.
+    unroll: steps unrolled per iteration of the inner ``lax.scan``.
+    project: gather ``Wᵀx_w`` in the forward pass (True) or ``x_w`` (False);
+      default: whichever :func:`projected_forward_pays` says is cheaper. Both
+      give the same trajectory.
+
+  Returns:
+    ``train_batch(params0, lr=None)``: ``params0`` leaves ``[S, ...]``; ``lr``
+    a scalar or ``[S]`` (default ``cfg.lr``). Returns a :class:`Trajectory`
+    whose leaves all have the leading axis ``S`` (``t`` is ``[S, T]``).
+
+  Raises:
+    ConfigError: if :func:`fast_path_applies` says no, or the data is traced.
+  """
+  trainable = model_cfg.trainable() if trainable is None else dict(trainable)
+  verdict = fast_path_applies(model_cfg, cfg, trainable, batch)
+  if not verdict:
+    raise ConfigError(f"the fast path does not apply: {verdict.reason}")
+  _check_batch(batch)
+  plan = _plan_for(batch, HEAVY_COUNT)
+  labels = np.asarray(batch.labels)
+  n_cls = model_cfg.n_classes
+  kind = model_cfg.classifier
+  kk = model_cfg.hidden_dim if kind == "tl" else n_cls
+  lay = _Layout(plan.n, model_cfg.embed_dim, kk, n_cls, kind)
+  projected = projected_forward_pays(plan, lay, trainable) if project is None else bool(project)
+  onehot = np.eye(n_cls)[labels]
+  t = cfg.record_steps().astype(jax.dtypes.canonicalize_dtype(jnp.float64))
+
+  def run_tile(params0, lr):
+    dtype = params0["embeddings"].dtype
+    step = _make_step(plan, lay, onehot, trainable, dtype, projected)
+    qq = jnp.sum(params0["query"] ** 2, axis=-1)                      # [S]
+    lr = lr.astype(dtype)
+
+    def advance(state):
+      return jax.lax.scan(lambda s_, _: (step(s_, lr, qq), None), state, None,
+                          length=cfg.record_every, unroll=unroll)[0]
+
+    def block(carry, r):
+      # Observe the current state, then advance to the next recorded step (not
+      # after the last record): record and the unpacking are traced once, and
+      # the last observed parameters are the final ones.
+      state, _ = carry
+      params = _to_params(plan, state, unpack, trainable)
+      obs = jax.vmap(record)(params, params0)
+      state = jax.lax.cond(r < cfg.n_records - 1, advance, lambda s_: s_, state)
+      return (state, params), (obs, params if record_params else None)
+
+    state0 = _to_state(plan, params0, dtype)
+    unpack = _unpacker(plan, params0)
+    (state, final), (obs, params_t) = jax.lax.scan(block, (state0, params0), jnp.arange(cfg.n_records))
+    seeds_first = lambda x: jnp.moveaxis(x, 0, 1)                     # [T, S, ...] -> [S, T, ...]
+    return (jax.tree.map(seeds_first, obs), jax.tree.map(seeds_first, params_t), final,
+            state.failed_at.astype(t.dtype))
+
+  def train_batch(params0, lr=None):
+    n_seeds = jax.tree.leaves(params0)[0].shape[0]
+    lr = cfg.lr if lr is None else lr
+    lr = jnp.broadcast_to(jnp.asarray(lr), (n_seeds,))
+    tile = max(1, min(seed_tile, n_seeds))
+    n_tiles = -(-n_seeds // tile)
+    if n_tiles == 1:
+      obs, params_t, final, failed = run_tile(params0, lr)
+    else:
+      pad = n_tiles * tile - n_seeds
+      grow = lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]) if pad else x
+      split = lambda x: grow(x).reshape((n_tiles, tile) + x.shape[1:])
+      out = jax.lax.map(lambda a: run_tile(*a), (jax.tree.map(split, params0), split(lr)))
+      obs, params_t, final, failed = jax.tree.map(
+          lambda x: x.reshape((n_tiles * tile,) + x.shape[2:])[:n_seeds], out)
+    return Trajectory(t=jnp.broadcast_to(t, (n_seeds,) + t.shape), observables=obs,
+                      final_params=final, failed_at=failed, params=params_t)
+
+  return train_batch
+
+
+def make_fast_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: TrainConfig,
+                    trainable: dict, *, model_cfg, record_params: bool = False,
+                    seed_tile: int = SEED_TILE, unroll: int = 1,
+                    project: Optional[bool] = None):
+  """Drop-in for :func:`dynamics.make_train` on the Lu model with a fixed query.
+
+  Same arguments and the same ``train(params0, key, lr=None) -> Trajectory``;
+  ``loss_fn`` must be the model's cross-entropy (``models.make_loss(models.lu.apply)``),
+  which the fast path evaluates in closed form (it is not called); any other
+  loss is refused. ``key`` is unused (full-batch GD draws nothing). Under
+  ``jax.vmap`` over seeds (as in :func:`dynamics.run_sweep`), a custom vmap
+  rule runs all seeds together with :func:`make_fast_sweep_train` instead of
+  batching the one-seed program. :func:`dynamics.make_auto_train` picks this
+  or :func:`dynamics.make_train` from :func:`fast_path_applies`.
+
+  Args:
+    loss_fn: ``models.make_loss(models.lu.apply)`` (or of
+      ``models.lu_linear.apply_linear`` for FC/TC); checked, not called.
+    batch: the training set, concrete and shared by every seed.
+    record: ``record(params, params0) -> pytree`` of observables.
+    cfg: training configuration; see :func:`fast_path_applies`.
+    trainable: parameter group -> trainable.
+    model_cfg: the Lu model's configuration.
+    record_params: also return the parameters at every recorded step.
+    seed_tile: seeds advanced together (see :func:`make_fast_sweep_train`).
+    unroll: inner-scan unroll.
+    project: the forward pass's form (see :func:`make_fast_sweep_train`).
+
+  Returns:
+    ``train(params0, key, lr=None)``.
+
+  Raises:
+    ConfigError (a ValueError): ``loss_fn`` is not the Lu cross-entropy, or
+      :func:`fast_path_applies` says no for another reason.
+  """
+  mismatch = _loss_mismatch(loss_fn, model_cfg)
+  if mismatch:
+    raise ConfigError(f"the fast path does not apply: {mismatch}")
+  train_batch = make_fast_sweep_train(model_cfg, batch, record, cfg, trainable,
+                                      record_params=record_params, seed_tile=seed_tile,
+                                      unroll=unroll, project=project)
+  default_lr = cfg.lr
+
+  @jax.custom_batching.custom_vmap
+  def run(params0, lr):
+    out = train_batch(jax.tree.map(lambda x: x[None], params0), lr[None])
+    return jax.tree.map(lambda x: x[0], out)
+
+  @run.def_vmap
+  def run_vmap(axis_size, in_batched, params0, lr):
+    p_batched, lr_batched = in_batched
+    params0 = jax.tree.map(
+        lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + x.shape), params0, p_batched)
+    lr = lr if lr_batched else jnp.broadcast_to(lr, (axis_size,))
+    out = train_batch(params0, lr)
+    return out, jax.tree.map(lambda _: True, out)
+
+  def train(params0, key, lr=None):
+    del key
+    dtype = jax.tree.leaves(params0)[0].dtype
+    lr = jnp.asarray(default_lr if lr is None else lr, dtype)
+    return run(params0, lr)
+
+  return train
