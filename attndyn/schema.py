@@ -161,8 +161,7 @@ SETTING_KINDS = {
     "count": "an integer >= 1", "index": "an integer >= 0",
     "?index": "an integer >= 0, or \"none\" (unset)", "number": "a finite number >= 0",
     "bool": "true or false", "str": "a string", "strs": "a list of strings",
-    "counts": "a list of integers >= 1", "indices": "a list of integers >= 0",
-    "numbers": "a list of finite numbers >= 0",
+    "counts": "a list of integers >= 1", "numbers": "a list of finite numbers >= 0",
     "numbers_by_name": "a table of name = finite number >= 0",
 }
 
@@ -183,7 +182,7 @@ def _setting_fits(value, kind: str) -> bool:
     return isinstance(value, str)
   if kind == "numbers_by_name":
     return isinstance(value, Mapping) and all(_setting_fits(v, "number") for v in value.values())
-  element = {"strs": "str", "counts": "count", "indices": "index", "numbers": "number"}[kind]
+  element = {"strs": "str", "counts": "count", "numbers": "number"}[kind]
   return isinstance(value, (list, tuple)) and all(_setting_fits(v, element) for v in value)
 
 
