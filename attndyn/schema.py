@@ -160,6 +160,7 @@ def coerce(field: str, value: Any, kind: str, grid_fields=()) -> Any:
 SETTING_KINDS = {
     "count": "an integer >= 1", "index": "an integer >= 0",
     "?index": "an integer >= 0, or \"none\" (unset)", "number": "a finite number >= 0",
+    "?number": "a finite number >= 0, or \"none\" (unset)",
     "bool": "true or false", "str": "a string", "strs": "a list of strings",
     "counts": "a list of integers >= 1", "numbers": "a list of finite numbers >= 0",
     "numbers_by_name": "a table of name = finite number >= 0",
@@ -184,6 +185,19 @@ def _setting_fits(value, kind: str) -> bool:
     return isinstance(value, Mapping) and all(_setting_fits(v, "number") for v in value.values())
   element = {"strs": "str", "counts": "count", "numbers": "number"}[kind]
   return isinstance(value, (list, tuple)) and all(_setting_fits(v, element) for v in value)
+
+
+# The setting kind of a run-schema kind, for an experiment's table that mirrors a run section
+# (its sizes are counts, its scales non-negative).
+_RUN_TO_SETTING = {"int": "count", "float": "number", "?float": "?number", "str": "str",
+                   "bool": "bool", "strs": "strs"}
+
+
+def run_kinds(section: str, table: Mapping) -> dict:
+  """``{"SECTION.key": setting kind}`` for an experiment's table holding keys of the run
+  schema's ``[SECTION]`` (e.g. a reproduction's ``task`` and ``model`` tables): their kinds
+  come from :data:`SECTIONS`, the one place that types them."""
+  return {f"{section}.{key}": _RUN_TO_SETTING[SECTIONS[section][key]] for key in table}
 
 
 def check_setting(field: str, value: Any, kind: str) -> None:

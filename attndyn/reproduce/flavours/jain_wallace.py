@@ -13,6 +13,7 @@ import numpy as np
 
 from analysis import jain_wallace as jw
 from analysis import replication as rep
+from attndyn import schema
 from attndyn.reproduce import engine
 from attndyn.reproduce.flavours.common import seed_params
 from attndyn.reproduce.lu2021 import common
@@ -26,13 +27,9 @@ FULL = {"task": dict(common.TEXT_TASK), "model": dict(common.TEXT_MODEL), "class
 QUICK = {**FULL, "steps": 2000, "seeds": 3, "normalisers": ["softmax", "sparsemax"],
          "adv_steps": 50, "adv_restarts": 2}
 # The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
-KINDS = {"task.n_topics": "count", "task.words_per_topic": "count", "task.vocab_size": "count",
-         "task.n_nontopic": "count", "task.n_train": "count", "task.n_test": "count",
-         "model.embed_dim": "count", "model.key_dim": "count", "model.hidden_dim": "count",
-         "model.embed_std": "number", "model.key_std": "number", "model.query_std": "number",
-         "model.query_norm": "number", "classifier": "str", "lr": "number", "steps": "count",
-         "seeds": "count", "normalisers": "strs", "eps": "number", "adv_steps": "count",
-         "adv_restarts": "count"}
+KINDS = {**schema.run_kinds("task", FULL["task"]), **schema.run_kinds("model", FULL["model"]),
+         "classifier": "str", "lr": "number", "steps": "count", "seeds": "count",
+         "normalisers": "strs", "eps": "number", "adv_steps": "count", "adv_restarts": "count"}
 TEXTS = {"tau_grad": "Kendall τ-b, attention vs gradient importance |∂ŷ/∂x_w|",
          "tau_loo": "Kendall τ-b, attention vs leave-one-out TVD",
          "adv_jsd": "max JSD(adversarial attention, attention) at output TVD ≤ ε",

@@ -17,6 +17,7 @@ import dynamics
 import models
 from analysis import replication as rep
 from analysis import sparse_sen as ss
+from attndyn import schema
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce import engine
@@ -30,14 +31,11 @@ FULL = {"task": dict(common.TEXT_TASK), "model": dict(common.TEXT_MODEL), "class
         "ode_tolerance": 0.1, "invariant_tolerance": 1e-4, "freeze_band": 0.01, "sen_word": 0}
 QUICK = {**FULL, "steps": 1000, "seeds": 2, "normalisers": ["sparsemax", "entmax15"]}
 # The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
-KINDS = {"task.n_topics": "count", "task.words_per_topic": "count", "task.vocab_size": "count",
-         "task.n_nontopic": "count", "task.n_train": "count", "task.n_test": "count",
-         "model.embed_dim": "count", "model.key_dim": "count", "model.hidden_dim": "count",
-         "model.embed_std": "number", "model.key_std": "number", "model.query_std": "number",
-         "model.query_norm": "number", "classifier": "str", "lr": "number", "steps": "count",
-         "record_every": "count", "seeds": "count", "normalisers": "strs",
-         "sen_tolerance": "number", "ode_tolerance": "number", "invariant_tolerance": "number",
-         "freeze_band": "number", "sen_word": "index"}
+KINDS = {**schema.run_kinds("task", FULL["task"]), **schema.run_kinds("model", FULL["model"]),
+         "classifier": "str", "lr": "number", "steps": "count", "record_every": "count",
+         "seeds": "count", "normalisers": "strs", "sen_tolerance": "number",
+         "ode_tolerance": "number", "invariant_tolerance": "number", "freeze_band": "number",
+         "sen_word": "index"}
 LABELS = {"softmax": "softmax", "sparsemax": "sparsemax", "entmax15": "1.5-entmax"}
 # No paper: every rule is derived here (docs/sparsemax_sen.md) and every margin is ours.
 SOURCES = {

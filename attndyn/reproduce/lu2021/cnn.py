@@ -25,6 +25,7 @@ from analysis import pairs
 from analysis import replication as rep
 from analysis.assumption1 import change_ratio
 from analysis.sen_checks import windowed_max_error
+from attndyn import schema
 from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
@@ -41,13 +42,11 @@ FULL = {"task": {"n_words": 200, "n_topics": 2, "pairs_per_topic": 2, "sentence_
 QUICK = {**FULL, "task": {**FULL["task"], "n_train": 1000, "n_test": 500}, "steps": 600,
          "record_every": 20, "runs": 4}
 # The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
-KINDS = {"task.n_words": "count", "task.n_topics": "count", "task.pairs_per_topic": "count",
-         "task.sentence_length": "count", "task.n_train": "count", "task.n_test": "count",
-         "model.embed_dim": "count", "model.key_dim": "count", "model.embed_std": "number",
-         "model.key_std": "number", "model.query_std": "number", "model.query_norm": "number",
-         "lr": "number", "steps": "count", "record_every": "count", "runs": "count",
-         "min_test_acc": "number", "chunk": "index", "assumption1_ratio": "number",
-         "sen_tau_at_least": "number"}
+KINDS = {**schema.run_kinds("model", FULL["model"]), "task.n_words": "count",
+         "task.n_topics": "count", "task.pairs_per_topic": "count", "task.sentence_length": "count",
+         "task.n_train": "count", "task.n_test": "count", "lr": "number", "steps": "count",
+         "record_every": "count", "runs": "count", "min_test_acc": "number", "chunk": "index",
+         "assumption1_ratio": "number", "sen_tau_at_least": "number"}
 
 
 # App. A's paragraphs are named by their first words (the paper text has no page breaks).

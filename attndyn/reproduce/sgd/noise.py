@@ -30,6 +30,7 @@ from analysis import replication as rep
 from analysis import sgd_figures as figs
 from analysis import sgd_noise as stats
 from analysis.sen_checks import windowed_max_error
+from attndyn import schema
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce import engine
@@ -52,18 +53,14 @@ QUICK = {**FULL, "seeds": 64, "batch_sizes": [4, 16, 64], "shuffle_batch_sizes":
                  "brownian": "unsafe", "reduced_batch_sizes": []},
          "bootstrap": 300}
 # The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
-KINDS = {"task.n_topics": "count", "task.words_per_topic": "count", "task.vocab_size": "count",
-         "task.n_nontopic": "count", "task.n_train": "count", "task.n_test": "count",
-         "model.embed_dim": "count", "model.key_dim": "count", "model.hidden_dim": "count",
-         "model.embed_std": "number", "model.key_std": "number", "model.query_std": "number",
-         "model.query_norm": "number", "classifier": "str", "init_seed": "index", "seeds": "count",
-         "lrs": "numbers", "batch_sizes": "counts", "shuffle_batch_sizes": "counts",
-         "tau_end": "count", "tau_every": "count", "tau_var": "index", "takeoff": "number",
-         "sen_start_tau": "index", "sde.lr": "number", "sde.batch_sizes": "counts",
-         "sde.shuffle_batch_sizes": "counts", "sde.dt": "number", "sde.brownian": "str",
-         "sde.reduced_batch_sizes": "counts", "sde.valid_max_ratio": "number",
-         "tolerance.slope": "number", "tolerance.sde_ratio": "number", "tolerance.sen": "number",
-         "bootstrap": "count"}
+KINDS = {**schema.run_kinds("task", FULL["task"]), **schema.run_kinds("model", FULL["model"]),
+         "classifier": "str", "init_seed": "index", "seeds": "count", "lrs": "numbers",
+         "batch_sizes": "counts", "shuffle_batch_sizes": "counts", "tau_end": "count",
+         "tau_every": "count", "tau_var": "index", "takeoff": "number", "sen_start_tau": "index",
+         "sde.lr": "number", "sde.batch_sizes": "counts", "sde.shuffle_batch_sizes": "counts",
+         "sde.dt": "number", "sde.brownian": "str", "sde.reduced_batch_sizes": "counts",
+         "sde.valid_max_ratio": "number", "tolerance.slope": "number",
+         "tolerance.sde_ratio": "number", "tolerance.sen": "number", "bootstrap": "count"}
 
 # No paper states these numbers: each rule is a prediction of SGD theory or of Lu et al.'s
 # Corollary 1, with the margin ours.

@@ -22,6 +22,7 @@ from analysis import copying_stats as cs
 from analysis import relevance as rel
 from analysis import replication as rep
 from analysis import snell_figures as figs
+from attndyn import schema
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce import engine
 
@@ -35,12 +36,9 @@ FULL = {"task": {"n_topics": 4, "words_per_topic": 2, "vocab_size": 1000, "n_non
         "ratio_at_least": 3.0}
 QUICK = {**FULL, "steps": 1000, "record_every": 50, "seeds": 2}
 # The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
-KINDS = {"task.n_topics": "count", "task.words_per_topic": "count", "task.vocab_size": "count",
-         "task.n_nontopic": "count", "task.n_train": "count", "task.n_test": "count",
-         "model.embed_dim": "count", "model.key_dim": "count", "model.embed_std": "number",
-         "model.key_std": "number", "model.query_std": "number", "model.query_norm": "number",
-         "model.classifier": "str", "lr": "number", "steps": "count", "record_every": "count",
-         "seeds": "count", "early": "number", "ratio_at_least": "number"}
+KINDS = {**schema.run_kinds("task", FULL["task"]), **schema.run_kinds("model", FULL["model"]),
+         "lr": "number", "steps": "count", "record_every": "count", "seeds": "count",
+         "early": "number", "ratio_at_least": "number"}
 SLIDE = "slides, “Attention a and Output Relevance r”"
 SOURCES = {
     "growth": rep.from_paper(SLIDE, "Under uniform attention, r increases faster at “keyword” "
