@@ -121,15 +121,15 @@ def main(argv=None) -> int:
 
   # The topic-dataset generator.
   add(compare("topic dataset", functools.partial(tasks.make_topic_dataset, cfg=w.task),
-                      (jax.random.PRNGKey(0),), tasks.TOPIC_COMPILER_OPTIONS, {}, args.reps,
-                      "-O1, loop emitters"))
+              (jax.random.PRNGKey(0),), tasks.TOPIC_COMPILER_OPTIONS, {}, args.reps,
+              "-O1, loop emitters"))
   # The fast path (TC), all seeds in one call.
   cfg = dynamics.TrainConfig(lr=w.lr, steps=args.steps, record_every=args.steps // 10)
   record = analysis.topic_observables(models.lu.apply, w.data)
   train = fast_lu.make_fast_sweep_train(w.model_cfg, w.data.train, record, cfg,
                                         w.model_cfg.trainable())
   add(compare("fast path GD (TC)", lambda p: train(p), (w.params0,),
-                      fast_lu.COMPILER_OPTIONS, {}, args.reps, "-O1"))
+              fast_lu.COMPILER_OPTIONS, {}, args.reps, "-O1"))
   add(seed_tile(w, args.steps, args.reps))
   # Lemma 2's reduced ODE, all seeds as one solve: TC (linear velocity) and TL.
   ts = cfg.record_steps()
@@ -142,7 +142,7 @@ def main(argv=None) -> int:
         p, wc.data.train, wc.data.train_topic_word, np.arange(n_topic), rec, lr=wc.lr, ts=ts,
         trainable=wc.model_cfg.trainable(), rtol=1e-6, atol=1e-9)
     add(compare(f"reduced ODE ({classifier.upper()}, one solve)", ode, (wc.params0,),
-                        chosen, {}, args.reps, what))
+                chosen, {}, args.reps, what))
 
   print(f"(alternative: XLA's defaults, or all {args.seeds} seeds in one tile; ratio = "
         f"alternative / chosen; {args.seeds} seeds, {args.steps} steps, median of {args.reps}; "

@@ -201,9 +201,8 @@ def trajectory_sweep(ctx, name: str, fn: Callable, inputs: Any, settings: dict, 
     fields.update({k: v is None for k, v in traj._asdict().items()})
     return {k: v for k, v in traj._asdict().items() if v is not None}
 
+  # sweep traces as_dict either way: to read finished chunks back or to compile the rest
   out = sweep(ctx, name, as_dict, inputs, settings, chunk_size=chunk_size, what=what)
-  if not fields:   # every chunk came from the checkpoints: no trace told which fields are unset
-    jax.eval_shape(as_dict, jax.tree.map(lambda x: x[0], inputs))
   return dynamics.Trajectory(**{k: None if unset else out[k] for k, unset in fields.items()})
 
 

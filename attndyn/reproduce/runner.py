@@ -113,7 +113,7 @@ def _leaves(settings: dict, kinds: dict, prefix: str = "") -> dict:
   return flat
 
 
-def check_settings(module, settings: dict, where: str = "") -> None:
+def check_settings(module, settings: dict) -> None:
   """Every setting is one the experiment declares in ``KINDS``, of its kind.
 
   ``KINDS`` maps each dotted setting name to a kind of
@@ -122,21 +122,21 @@ def check_settings(module, settings: dict, where: str = "") -> None:
   their default's type or their name.
 
   Raises:
-    ConfigError: ``[where: ]NAME.key = VALUE is not allowed: WHAT`` or an unknown name.
+    ConfigError: ``NAME.key = VALUE is not allowed: WHAT`` or an unknown name.
   """
   kinds = module.KINDS
   flat = _leaves(settings, kinds)
   for name, value in flat.items():
     field = f"{module.NAME}.{name}"
     if name not in kinds:
-      raise ConfigError(f"{where}{module.NAME} has no setting {name!r}.")
+      raise ConfigError(f"{module.NAME} has no setting {name!r}.")
     if kinds[name] == RUN_TABLE:
-      check(isinstance(value, dict), where + field, value, "a table of run settings")
+      check(isinstance(value, dict), field, value, "a table of run settings")
     else:
-      schema.check_setting(where + field, value, kinds[name])
+      schema.check_setting(field, value, kinds[name])
   missing = sorted(set(kinds) - set(flat))
   if missing:
-    raise ConfigError(f"{where}{module.NAME} lacks the settings {', '.join(missing)}.")
+    raise ConfigError(f"{module.NAME} lacks the settings {', '.join(missing)}.")
 
 
 def _merge(module, settings: dict, path: List[str], value, where: str) -> None:

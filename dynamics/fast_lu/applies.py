@@ -10,8 +10,6 @@ from tasks.batch import Batch
 
 
 @dataclasses.dataclass(frozen=True)
-
-
 class FastPathCheck:
   """Whether :func:`make_fast_train` applies; truthy iff it does.
 

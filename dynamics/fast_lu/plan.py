@@ -126,8 +126,6 @@ def plan_words(tokens, mask, heavy_count: int = HEAVY_COUNT) -> WordPlan:
 
 
 @functools.lru_cache(maxsize=8)
-
-
 def _cached_plan(digest: str, tokens_bytes: bytes, mask_bytes: bytes, shape: tuple,
                  heavy_count: int) -> WordPlan:
   del digest
