@@ -7,10 +7,12 @@ disk, permissions, a read-only mount: the line names the file and what was
 kept) and an output directory another attndyn command holds (its lock,
 :mod:`attndyn.lock`, names the holder). Ctrl-C is one line saying how to
 resume, exit code 130; SIGTERM (a scheduler's, or `kill`) the same with exit
-code 143. A failure after gradient descent finished still writes
-what was computed (exit code 1); any other exception is a bug: one line
-``attndyn: internal error: ...`` naming the file that holds its traceback,
-exit code 1. No input or environment prints a traceback.
+code 143. Running out of memory is exit code 2 with its remedies. An ODE stage
+that fails after gradient descent finished still writes what was computed: exit
+code 2 when the machine stopped it (memory, disk), saying how ``--resume``
+finishes it, else it is a bug. A bug is one line ``attndyn: internal error: ...``
+naming the file that holds its traceback, exit code 1 (the only use of 1). No
+input or environment prints a traceback.
 """
 import argparse
 import contextlib
@@ -20,6 +22,7 @@ import signal
 import sys
 import threading
 import tomllib
+from typing import Optional
 
 from tasks.errors import ConfigError
 
@@ -254,10 +257,36 @@ def _run_locked(args) -> int:
             f"{outputs.TRAJECTORIES}, {outputs.CONFIG} in {str(out)!r}: make room, then "
             f"`attndyn report {out}` draws them.", file=sys.stderr)
       return 2
+  return _failed_stages(args, out, result)
+
+
+def _environment_failure(err: BaseException) -> bool:
+  """Whether ``err`` is the machine's (memory, a full disk, permissions), not a bug."""
+  return isinstance(err, (OSError, MemoryError)) or "RESOURCE_EXHAUSTED" in str(err)
+
+
+def _failed_stages(args, out, result) -> int:
+  """One line per ODE stage that raised, after everything else was written; the exit code.
+
+  A stage the machine stopped (out of memory, a full disk) is exit code 2 and says how to
+  finish it (``--resume`` solves only what is missing); any other exception is a bug: exit
+  code 1 and its traceback in ``--out``'s :data:`ERROR_LOG`.
+  """
+  code = 0
   for stage, message in result.errors.items():
-    print(f"attndyn: error: the {stage} stage failed ({message}); everything else was written.",
-          file=sys.stderr)
-  return 1 if result.errors else 0
+    err = result.exceptions.get(stage)
+    if err is not None and _environment_failure(err):
+      print(f"attndyn: error: the {stage} stage could not finish ({message}); everything else "
+            f"was written to {str(out)!r}: free memory or disk (or use --chunk-size N), then "
+            f"`attndyn run --out {out} --resume` solves the {stage} stage alone.",
+            file=sys.stderr)
+      code = max(code, 2)
+    else:
+      print(f"attndyn: internal error: the {stage} stage failed ({message}); everything else "
+            f"was written to {str(out)!r}; traceback in {_write_traceback(args, err)}",
+            file=sys.stderr)
+      code = 1
+  return code
 
 
 def _report(args) -> int:
@@ -367,12 +396,14 @@ def _reproduce(args) -> int:
 ERROR_LOG = "attndyn-error.log"
 
 
-def _write_traceback(args) -> str:
-  """Write the exception being handled, with its traceback, to ``--out``'s
-  :data:`ERROR_LOG` (or a temporary file when there is no such directory); return its path."""
+def _write_traceback(args, err: Optional[BaseException] = None) -> str:
+  """Write ``err`` (by default the exception being handled), with its traceback, to
+  ``--out``'s :data:`ERROR_LOG` (or a temporary file when there is no such directory);
+  return its path."""
   import tempfile
   import traceback
-  text = f"attndyn {' '.join(getattr(args, 'argv', []) or [])}\n{traceback.format_exc()}"
+  trace = "".join(traceback.format_exception(err)) if err is not None else traceback.format_exc()
+  text = f"attndyn {' '.join(getattr(args, 'argv', []) or [])}\n{trace}"
   out = getattr(args, "out", None)
   if out and os.path.isdir(out):
     try:
@@ -490,7 +521,7 @@ def main(argv=None) -> int:
             "or with fewer points, or, if one point alone does not fit, make it smaller "
             "(task.vocab_size, task.n_train, model.embed_dim, or fewer recorded steps: "
             "train.steps / train.record_every).", file=sys.stderr)
-      return 1
+      return 2
     # a bug: one line, and the traceback in a file for the bug report
     message = " ".join(str(err).split())
     if len(message) > 300:

@@ -42,6 +42,8 @@ class RunResult(NamedTuple):
     seconds: stage -> wall-clock seconds (compilation included).
     errors: stage -> message, for ODE stages that raised (their results are absent).
     gd_path: which gradient-descent path ran (``fast`` or ``generic``) and why.
+    exceptions: stage -> the exception it raised (with its traceback), so that the caller
+      can tell the environment's failures (memory, disk) from bugs; not written anywhere.
   """
   config: RunConfig
   points: list
@@ -51,6 +53,7 @@ class RunResult(NamedTuple):
   seconds: dict
   errors: dict
   gd_path: dict = {}
+  exceptions: dict = {}
 
 
 def precision_scope(precision: str):
@@ -270,7 +273,7 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
 
   Returns:
     A :class:`RunResult`. An ODE stage that raises is reported in
-    ``errors`` and the rest (GD, the other ODE) is still returned.
+    ``errors`` (and ``exceptions``) and the rest (GD, the other ODE) is still returned.
 
   Raises:
     KeyboardInterrupt: Ctrl-C in any stage stops the run, after the stage's finished chunks
@@ -285,7 +288,7 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
     setup = _point_setup(cfg, dataset)
     inputs = sweep_inputs(cfg)
     chunk = checkpoints.chunk_size if checkpoints is not None else plan_chunk_size(cfg, devices)
-    seconds, errors, odes = {}, {}, {}
+    seconds, errors, exceptions, odes = {}, {}, {}, {}
     start = time.perf_counter()
     gd_path = choose_gd_path(cfg) if gd else {"path": "none", "reason": "gd = False"}
     trajectory = None
@@ -317,8 +320,10 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
         raise
       except Exception as err:  # keep what is computed; report the stage that failed
         errors[kind] = f"{type(err).__name__}: {err}"
+        exceptions[kind] = err
       # KeyboardInterrupt (Ctrl-C) is no stage failure: it propagates, once _stage's finally
       # has saved the stage's finished chunks, so the run stops and --resume continues it.
       seconds[kind] = time.perf_counter() - start
   return RunResult(config=cfg, points=cfg.sweep.points(), gd=trajectory, odes=odes,
-                   m=cfg.task.n_nontopic, seconds=seconds, errors=errors, gd_path=gd_path)
+                   m=cfg.task.n_nontopic, seconds=seconds, errors=errors, gd_path=gd_path,
+                   exceptions=exceptions)

@@ -92,25 +92,56 @@ def test_run_writes_plain_npz_and_png_figures(tiny_run):
   assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_a_failed_ode_stage_keeps_everything_else(tiny_run, tmp_path, monkeypatch, capsys):
-  gd = tiny_run[2].gd
+def _failing_ode_stages(monkeypatch, gd, err):
+  """Make every ODE stage raise ``err(label)``; GD returns ``gd``."""
+  real = pipeline._stage
 
   def stage(label, *args, **kwargs):
     if label == "gd":
       return gd
-    raise RuntimeError(f"{label} solver exploded")
+    raise err(label)
 
   monkeypatch.setattr(pipeline, "_stage", stage)
+  return real
+
+
+def test_a_failed_ode_stage_is_a_bug_that_keeps_everything_else(tiny_run, tmp_path, monkeypatch,
+                                                                  capsys):
+  _failing_ode_stages(monkeypatch, tiny_run[2].gd,
+                      lambda label: RuntimeError(f"{label} solver exploded"))
   out = tmp_path / "out"
   code = cli.main(["run", "--preset", "quick", "--out", str(out), "--no-progress", *TINY])
   err = capsys.readouterr().err
-  assert code == 1
-  assert "the reduced stage failed (RuntimeError: reduced solver exploded)" in err
+  assert code == 1 and "Traceback" not in err
+  assert "internal error: the reduced stage failed (RuntimeError: reduced solver exploded)" in err
+  assert "solver exploded" in (out / cli.ERROR_LOG).read_text()   # the traceback, for the report
+  assert "in stage\n" in (out / cli.ERROR_LOG).read_text().replace('"', "")
   doc = json.loads((out / "summary.json").read_text())
   assert set(doc["errors"]) == {"reduced", "gradient_flow"}
   assert doc["runs"][0]["final_train_loss"] is not None
   with np.load(out / "trajectories.npz", allow_pickle=False) as z:
     assert "gd/score" in z.files and "reduced/score" not in z.files
+
+
+def test_an_ode_stage_the_machine_stopped_is_finished_by_resume(tiny_run, tmp_path, monkeypatch,
+                                                                capsys):
+  """Out of memory in the ODE stages: exit code 2 (not a bug) naming ``--resume``, which then
+  solves the missing stages and reads GD back from its checkpoints."""
+  real = _failing_ode_stages(
+      monkeypatch, tiny_run[2].gd,
+      lambda label: RuntimeError(f"RESOURCE_EXHAUSTED: {label} needs more memory"))
+  out = tmp_path / "out"
+  code = cli.main(["run", "--preset", "quick", "--out", str(out), "--no-progress", *TINY])
+  err = capsys.readouterr().err
+  assert code == 2 and "internal error" not in err and err.count("\n") == 2, err
+  assert f"`attndyn run --out {out} --resume` solves the reduced stage alone" in err
+  monkeypatch.setattr(pipeline, "_stage", real)
+  code = cli.main(["run", "--out", str(out), "--resume", "--no-progress"])
+  assert code == 0, capsys.readouterr().err
+  doc = json.loads((out / "summary.json").read_text())
+  assert doc["errors"] == {}
+  with np.load(out / "trajectories.npz", allow_pickle=False) as z:
+    assert {"gd/score", "reduced/score", "gradient_flow/score"} <= set(z.files)
 
 
 def test_refuses_a_non_empty_out_dir_and_touches_nothing(tmp_path, capsys):
@@ -170,7 +201,7 @@ def test_out_of_memory_is_one_line_with_both_remedies(tmp_path, capsys):
   with mock.patch.object(pipeline, "run", side_effect=MemoryError()):
     code = cli.main(["run", "--preset", "quick", "--out", str(tmp_path / "o"), *TINY])
   err = capsys.readouterr().err
-  assert code == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+  assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
   assert "--chunk-size N" in err and "if one point alone does not fit" in err
 
 

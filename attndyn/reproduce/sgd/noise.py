@@ -131,17 +131,25 @@ def run(ctx, s) -> Outcome:
   keep = ("score", "emb_norm", "loss", "invariant")
   claims, notes, details = [], [], {"tau": tau}
 
-  # --- noiseless references: gradient flow (lr folded into τ) and GD at each lr.
-  gf = dynamics.gradient_flow(loss_fn, params0, data.train, record, lr=1.0, ts=tau,
-                              trainable=trainable)
-  gf = {k: np.asarray(gf.observables[k]) for k in keep}
+  # --- noiseless references: gradient flow (lr folded into τ) and GD at each lr, both
+  # through the engine (checkpointed, and a signal stops them inside the compiled call).
+  def gf_one(_):
+    traj = dynamics.gradient_flow(loss_fn, params0, data.train, record, lr=1.0, ts=tau,
+                                  trainable=trainable)
+    return {k: traj.observables[k] for k in keep}
+
+  gf = engine.sweep(ctx, f"{NAME}-gradient-flow", gf_one, {"point": np.zeros(1, np.int32)}, s)
+  gf = {k: v[0] for k, v in gf.items()}
   gd_cfg = dynamics.TrainConfig(lr=max(lrs), steps=steps, record_every=every)
   gd_train = dynamics.make_train(loss_fn, data.train, record, gd_cfg, trainable)
-  gd_all = jax.jit(jax.vmap(lambda lr: gd_train(params0, jax.random.PRNGKey(0), lr)))(
-      jnp.asarray(lrs))
-  t_steps = np.asarray(gd_all.t)[0]
-  gd = {lr: {k: np.asarray(gd_all.observables[k])[i][None] for k in keep}
-        for i, lr in enumerate(lrs)}
+
+  def gd_one(inp):
+    traj = gd_train(params0, jax.random.PRNGKey(0), inp["lr"])
+    return {"t": traj.t, **{k: traj.observables[k] for k in keep}}
+
+  gd_all = engine.sweep(ctx, f"{NAME}-gd", gd_one, {"lr": np.asarray(jnp.asarray(lrs))}, s)
+  t_steps = gd_all["t"][0]
+  gd = {lr: {k: gd_all[k][i][None] for k in keep} for i, lr in enumerate(lrs)}
   gd = {lr: {k: v[0] for k, v in _on_grid(o, t_steps, lr, tau).items()} for lr, o in gd.items()}
   gf_takeoff = float(stats.takeoff_times(tau, gf["score"].T, s["takeoff"]).mean())
   ctx.log(f"{NAME}: gradient flow take-off (s_t ≥ {s['takeoff']:g}) at τ ≈ {gf_takeoff:.0f}")
