@@ -23,6 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dynamics.sweep import wait_ready
+
 
 class SegmentState(NamedTuple):
   """Where :func:`run_segments` stands after a segment: enough to continue it exactly.
@@ -108,7 +110,8 @@ def run_segments(segment_fn: Callable, params0: Any, *, segment: int, max_segmen
   for k in range(first, max_segments):
     if np.all(stopped >= 0):   # a resumed call whose last segment had stopped every run
       break
-    res = segment_fn(params)
+    # dispatched asynchronously: wait where a signal stops the call at once, then fetch
+    res = wait_ready(segment_fn(params))
     obs = jax.tree.map(np.asarray, res.trajectory.observables)
     active = stopped < 0
     if last is not None:   # a run that stopped earlier keeps its last record

@@ -82,7 +82,14 @@ def call_interruptibly(executable: Callable, *args, poll: float = 0.05) -> Any:
   _poll(lambda: not worker.is_alive(), poll)
   if "err" in box:
     raise box["err"]
-  out = box["out"]
+  return wait_ready(box["out"], poll)
+
+
+def wait_ready(out: Any, poll: float = 0.05) -> Any:
+  """``out`` once every array in it is computed, waiting in short sleeps where Ctrl-C and
+  SIGTERM raise at once (a fetch would hold them until the computation ends). Enough on
+  its own for a compiled call JAX dispatched asynchronously (one without host callbacks).
+  """
   for x in jax.tree.leaves(out):
     if hasattr(x, "is_ready"):
       _poll(x.is_ready, poll)

@@ -321,6 +321,41 @@ def test_a_signal_stops_a_sweep_inside_a_chunk_that_xla_runs_to_the_end():
   np.testing.assert_array_equal(run_sweep(slow, jnp.zeros((2,))), [200.0, 200.0])
 
 
+def test_a_signal_is_not_held_by_an_asynchronous_call():
+  """``dynamics.wait_ready`` (used between ``run_segments``' segments, e.g. SST's) waits for a
+  compiled call JAX dispatched asynchronously in short sleeps: a signal raises at once while
+  the result is still being computed (a fetch would hold it to the end)."""
+  import signal
+
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+  from dynamics.sweep import wait_ready
+
+  busy = jax.jit(lambda x: jax.lax.fori_loop(0, 600, lambda i, y: jnp.sin(y) + 1e-3, x))
+  x = jnp.ones((100_000,))
+  busy(x).block_until_ready()   # compiled: the call below only dispatches
+
+  class Alarm(Exception):
+    pass
+
+  def on_alarm(signum, frame):
+    raise Alarm
+
+  previous = signal.signal(signal.SIGALRM, on_alarm)
+  try:
+    y = busy(x)
+    signal.setitimer(signal.ITIMER_REAL, 0.01)
+    with pytest.raises(Alarm):
+      wait_ready(y)
+    still_running = not y.is_ready()
+  finally:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, previous)
+  assert still_running
+  assert np.isfinite(np.asarray(wait_ready(y))).all()
+
+
 # --- 5. no traceback: write failures and deep inputs are one line (2), bugs one line (1) -------
 
 TINY_GD = [a if a != "ode.kind=both" else "ode.kind=none" for a in TINY_ODE]
