@@ -47,7 +47,7 @@ from scipy import stats
 from tasks.errors import check
 
 TOLERANCE_KINDS = ("abs", "at_least", "at_most", "all_true", "info")
-ESTIMATE_KINDS = ("mean", "proportion", "paired", "paired_proportion")
+ESTIMATE_KINDS = ("mean", "proportion", "paired", "paired_proportion", "proportion_difference")
 STATUSES = ("pass", "fail", "inconclusive", "info", "quick")
 LEVEL = 0.95
 _MAX_N = 10 ** 7   # n_to_decide gives up (None) beyond this many seeds
@@ -77,15 +77,17 @@ class Estimate:
   """Per-seed values and their summary.
 
   Attributes:
-    values: the finite per-seed values (NaN/inf dropped; for ``paired`` the differences).
+    values: the finite per-seed values (NaN/inf dropped; for ``paired`` the differences;
+      empty for ``proportion_difference``, whose two groups are not paired).
     mean: their mean (``None`` when there are none); for ``proportion`` the fraction true.
     ci95: half-width of the 95% t interval (``None`` for fewer than 2 values, and for
       ``proportion``, whose Wilson interval is not symmetric: see ``lo``/``hi``).
-    n: number of values.
+    n: number of values (for ``proportion_difference``: of both groups).
     kind: one of :data:`ESTIMATE_KINDS`.
     lo, hi: the 95% interval (``None`` when there is none: fewer than 2 values of a mean).
       When left ``None`` with ``ci95`` given, the interval is ``mean ± ci95``.
-    cells: for ``paired_proportion``, the counts ``(both, a only, b only, neither)``.
+    cells: for ``paired_proportion``, the counts ``(both, a only, b only, neither)``; for
+      ``proportion_difference``, ``(k_a, n_a, k_b, n_b)``.
   """
   values: tuple
   mean: Optional[float]
@@ -267,6 +269,41 @@ def paired_proportion_ci(a: Sequence, b: Sequence) -> Estimate:
                   "paired_proportion", lo, hi, cells)
 
 
+def newcombe_interval(ka: float, na: float, kb: float, nb: float) -> Tuple[float, float]:
+  """95% interval of ``p_a − p_b`` for two independent proportions ``ka/na``, ``kb/nb``
+  (Newcombe 1998, method 10: the Wilson intervals ``[l, u]`` of each, combined).
+
+  .. math:: L = \\hat d - \\sqrt{(p_a - l_a)^2 + (u_b - p_b)^2}, \\quad
+     U = \\hat d + \\sqrt{(u_a - p_a)^2 + (p_b - l_b)^2}
+
+  References:
+    Newcombe, "Interval estimation for the difference between independent proportions:
+    comparison of eleven methods", Stat. Med. 17 (1998).
+    https://doi.org/10.1002/(SICI)1097-0258(19980430)17:8<873::AID-SIM779>3.0.CO;2-I
+  """
+  pa, pb = ka / na, kb / nb
+  la, ua = wilson_interval(ka, na)
+  lb, ub = wilson_interval(kb, nb)
+  d = pa - pb
+  return (max(-1.0, d - math.sqrt((pa - la) ** 2 + (ub - pb) ** 2)),
+          min(1.0, d + math.sqrt((ua - pa) ** 2 + (pb - lb) ** 2)))
+
+
+def proportion_difference_ci(a: Sequence, b: Sequence) -> Estimate:
+  """The difference of the fractions of true outcomes in two independent groups, with
+  Newcombe's 95% interval (:func:`newcombe_interval`); ``cells`` are ``(k_a, n_a, k_b, n_b)``.
+  For outcomes paired by seed use :func:`paired_proportion_ci`."""
+  a, b = _finite(a), _finite(b)
+  check(bool(np.all(np.isin(a, (0, 1))) and np.all(np.isin(b, (0, 1)))), "proportion values",
+        sorted(set(a.tolist()) | set(b.tolist()))[:5], "0/1 outcomes (bools)")
+  if a.size == 0 or b.size == 0:
+    return Estimate((), None, None, 0, "proportion_difference")
+  cells = (int(a.sum()), int(a.size), int(b.sum()), int(b.size))
+  lo, hi = newcombe_interval(*cells)
+  return Estimate((), float(a.mean() - b.mean()), None, int(a.size + b.size),
+                  "proportion_difference", lo, hi, cells)
+
+
 @dataclasses.dataclass(frozen=True)
 class Tolerance:
   """How a claim is judged.
@@ -365,6 +402,10 @@ def _interval_at(estimate: Estimate, n: int) -> Optional[Tuple[float, float]]:
     return wilson_interval(m * n, n)
   if estimate.kind == "paired_proportion":   # the same 2×2 shares at n pairs
     return newcombe_paired_interval([c * n / estimate.n for c in estimate.cells])
+  if estimate.kind == "proportion_difference":   # both groups grown in proportion to n
+    ka, na, kb, nb = estimate.cells
+    f = n / estimate.n
+    return newcombe_interval(ka * f, na * f, kb * f, nb * f)
   if estimate.ci95 is None or estimate.n < 2:
     return None
   # the current half-width h = t_{n0-1} s / √n0 gives s; at n: t_{n-1} s / √n

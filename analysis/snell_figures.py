@@ -59,8 +59,9 @@ def rate_bars(labels: Sequence[str], rates: Sequence[float], intervals: Sequence
   fig, axes = _grid(1, 1, width=max(4.0, 1.1 * len(labels)), height=3.4)
   ax = axes[0, 0]
   r = np.asarray(rates, float)
-  lo = r - np.asarray([i[0] for i in intervals])
-  hi = np.asarray([i[1] for i in intervals]) - r
+  # a Wilson bound equals p̂ at 0/n and n/n up to rounding: clip so that the bars stay ≥ 0
+  lo = np.maximum(r - np.asarray([i[0] for i in intervals]), 0.0)
+  hi = np.maximum(np.asarray([i[1] for i in intervals]) - r, 0.0)
   ax.bar(range(len(r)), r, color=[COLORS[i % len(COLORS)] for i in range(len(r))],
          yerr=[lo, hi], capsize=4)
   ax.set_xticks(range(len(r)), labels, fontsize=8, rotation=15)

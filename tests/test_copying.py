@@ -113,6 +113,13 @@ def test_authors_train_updates_and_records_as_make_train(key):
       np.testing.assert_allclose(params[name][i], ref.params[name][updates], rtol=1e-12)
   k_eval = jax.random.split(key)[1]
   np.testing.assert_array_equal(u, [jax.random.uniform(jax.random.fold_in(k_eval, s)) for s in (0, 10)])
+  # multihead.py's can_learn records before the update: record i sees every·i updates
+  before = authors_train(loss, lambda k: batch, lambda p, k: p, optax.adam(0.1), steps=20,
+                         every=10, record="before")
+  params = jax.jit(before)(p0, key)
+  for i, updates in enumerate((0, 10)):
+    for name in p0:
+      np.testing.assert_allclose(params[name][i], ref.params[name][updates], rtol=1e-12)
 
 
 def test_authors_metrics_count_every_position_eos_included():
@@ -131,3 +138,45 @@ def test_authors_metrics_count_every_position_eos_included():
   m = jax.jit(copying_stats.authors_metrics)(SnellOutput(logits, att, None, None), beta, b)
   assert float(m["token_acc"]) == 0.5 and float(m["attn_acc"]) == 0.5
   assert float(m["attn_word_acc"]) == 0.75 and float(m["beta_acc"]) == 0.75
+
+
+def test_multihead_protocol_labels_and_combinations_follow_multihead_py():
+  """can_learn / is_good_single_head's labels, and run()'s three kinds of head lists."""
+  from attndyn.reproduce.snell import multihead_authors as mh
+
+  acc = np.array([[[0.1, 0.97, 0.5], [0.2, 0.96, 0.99], [0.96, 0.1, 0.1]],   # good: > .95 once
+                  [[0.1, 0.2, 0.5], [0.3, 0.4, 0.59], [0.9, 0.7, 0.3]],      # bad: last < .6
+                  [[0.1, 0.2, 0.5], [0.1, 0.97, 0.2], [0.1, 0.2, 0.3]],      # mixed: neither
+                  [[0.1, 0.2, 0.6], [0.1, 0.2, 0.3], [0.1, 0.2, 0.3]]])      # 0.6 is not < 0.6
+  got = mh.labels(acc, 0.95, 0.6)
+  assert got["good"].tolist() == [0] and got["bad"].tolist() == [1]
+  assert got["good_run"][2].tolist() == [False, True, False]
+  assert got["bad_run"][3].tolist() == [False, True, True]
+  good, bad = [3, 7, 9], list(range(10, 22))
+  lists = mh.combinations(good, bad, 30, 8, 5)
+  assert lists == mh.combinations(good, bad, 30, 8, 5)            # Python random, seeded
+  for ids in lists["bad"]:
+    assert len(set(ids)) == 8 and set(ids) <= set(bad)
+  for ids in lists["bad+good"]:
+    assert len(set(ids)) == 8 and set(ids[:7]) <= set(bad) and ids[7] in good
+  for ids in lists["random"]:
+    assert len(set(ids)) == 8 and all(-30 <= i <= -1 for i in ids)
+  assert len({tuple(ids) for ids in lists["bad"]}) == 5        # the lists move on with idx
+
+
+def test_multihead_protocol_run_records_per_head_and_draws_heads_by_id():
+  """One run of the protocol (K = 2 heads) compiles and records token accuracy and each
+  head's attention accuracy; candidate head ids and random head ids draw different heads."""
+  from attndyn.reproduce.snell import multihead_authors as mh
+  from tasks.copying import CopyingConfig
+
+  task = CopyingConfig("permutation", 4, 4, "authors")
+  s = {"hidden": 4, "steps": 4, "batch": 3, "lr": 1e-3, "record_every": 2, "eval_size": 3,
+       "body_seed": 0, "head_seed": 0}
+  one = mh.point(task, s, heads=2)
+  out = jax.jit(one)({"heads": np.array([3, -1], np.int32), "order": np.int32(0)})
+  assert out["token_acc"].shape == (2,) and out["attn_acc"].shape == (2, 2)
+  h3 = mh.head(mh.head_key(s, 3), 4)
+  h3_again = mh.head(mh.head_key(s, np.int32(3)), 4)
+  np.testing.assert_array_equal(h3["attention"]["W"], h3_again["attention"]["W"])
+  assert not np.allclose(mh.head(mh.head_key(s, -3), 4)["attention"]["W"], h3["attention"]["W"])

@@ -78,7 +78,7 @@ def _num(x, unit: str = "") -> str:
 def format_ours(row: dict) -> str:
   """``mean ± ci (n=…)``; ``k/n runs`` for an all-true claim; ``k/n = p̂ [lo, hi]`` for a
   proportion (Wilson); ``Δ = mean ± ci (paired, n=…)`` for a paired difference; ``Δ = d [lo, hi]``
-  for paired 0/1 outcomes (Newcombe)."""
+  for paired 0/1 outcomes (Newcombe), and for two independent groups' fractions."""
   ours, unit = row["ours"], row.get("unit", "")
   n = ours.get("n", 0)
   if n == 0:
@@ -92,6 +92,10 @@ def format_ours(row: dict) -> str:
   if ours.get("kind") == "paired_proportion":
     return (f"Δ = {ours['mean']:.3g} [{ours['lo']:.3g}, {ours['hi']:.3g}] "
             f"(paired 0/1, Newcombe, n={n})")
+  if ours.get("kind") == "proportion_difference":
+    ka, na, kb, nb = ours["cells"]
+    return (f"Δ = {ka}/{na} − {kb}/{nb} = {ours['mean']:.3g} [{ours['lo']:.3g}, "
+            f"{ours['hi']:.3g}] (independent, Newcombe)")
   text = _num(ours["mean"], unit)
   if ours.get("ci95") is not None:
     text += f" ± {_num(ours['ci95'], unit)}"

@@ -10,10 +10,11 @@ One module per experiment, run in this order (``attndyn reproduce snell``):
   intervals, and the two-stage story (the lexical probe β finds the word to
   copy before the attention does) as curves and a lag statistic. Our earlier
   model ("ours: no EOS, Glorot") is the preset ``ours`` / ``ours-cpu``.
-* ``multihead``: Section 5.2, on permutations: K attention heads over the
-  same encoder states succeed more often than one; heads taken from good /
-  bad single-head seeds (still our model, not the authors' ``multihead.py``:
-  ``docs/snell-copying.md``).
+* ``multihead``: Section 5.2, on permutations, by the authors' ``multihead.py``
+  protocol and model (GRUs, separate embeddings, one body; single heads labelled
+  good / bad on three data orders; 8 bad, 7 bad + 1 good and 8 random heads):
+  K random heads succeed more often than one. The earlier variant (our model,
+  heads of good / bad single-head seeds) is the preset ``ours`` / ``ours-cpu``.
 * ``multi30k``: Sections 3.2 and 4.2 on real text (Multi30k en→de slice): β of
   a uniform-attention model, the bag-of-words proxy and IBM Model 1 alignments
   against the attention of a standardly trained model (Kendall τ, top-1).

@@ -28,6 +28,7 @@ from attndyn.reproduce import engine
 from dynamics.optimizers import base_optimizer
 from models import seq2seq, seq2seq_snell
 from tasks.copying import CopyingConfig, copying_dataset, sample_copying
+from tasks.errors import check
 
 EVAL_KEY = 10 ** 6
 
@@ -98,7 +99,8 @@ def success(obs: dict, s: dict) -> np.ndarray:
 
 
 def authors_train(loss_fn: Callable, sample: Callable, evaluate: Callable,
-                  opt: optax.GradientTransformation, steps: int, every: int):
+                  opt: optax.GradientTransformation, steps: int, every: int,
+                  record: str = "after"):
   """The authors' training loop (``seq2seq.py`` ``train_loop``): ``train(params0, key) -> records``.
 
   ``for step in range(steps)``: one optimiser update on the fresh batch
@@ -106,7 +108,9 @@ def authors_train(loss_fn: Callable, sample: Callable, evaluate: Callable,
   ``evaluate(params, fold_in(k_eval, step))`` (a fresh evaluation batch). Records
   ``[steps // every]`` belong to steps ``0, every, ...`` and see the parameters
   after ``step + 1`` updates (the last, step ``steps − every``, is followed by
-  ``every − 1`` unrecorded updates, as in the authors' loop).
+  ``every − 1`` unrecorded updates, as in the authors' loop). With
+  ``record="before"`` (``multihead.py``'s ``can_learn``) each record is taken before
+  that step's update instead, so record i sees ``every · i`` updates.
 
   A second loop beside ``dynamics.make_train`` because that one records before the
   first update and every ``record_every`` updates after it, and its ``record`` sees
@@ -120,7 +124,9 @@ def authors_train(loss_fn: Callable, sample: Callable, evaluate: Callable,
     opt: the optimiser (the authors': ``torch.optim.Adam`` defaults, ``optax.adam(1e-3)``).
     steps: updates in all, a multiple of ``every``.
     every: evaluate after the update of every ``every``-th step.
+    record: ``"after"`` (``seq2seq.py``) or ``"before"`` (``multihead.py``) that update.
   """
+  check(record in ("after", "before"), "record", record, "'after' or 'before'")
   grad = jax.grad(lambda p, b: loss_fn(p, b)[0])
 
   def train(params0, key):
@@ -133,6 +139,10 @@ def authors_train(loss_fn: Callable, sample: Callable, evaluate: Callable,
       return (optax.apply_updates(params, updates), state), None
 
     def block(carry, first):
+      if record == "before":
+        rec = evaluate(carry[0], jax.random.fold_in(k_eval, first))
+        carry, _ = jax.lax.scan(update, carry, first + jnp.arange(every))
+        return carry, rec
       carry, _ = update(carry, first)
       rec = evaluate(carry[0], jax.random.fold_in(k_eval, first))
       carry, _ = jax.lax.scan(update, carry, first + 1 + jnp.arange(every - 1))

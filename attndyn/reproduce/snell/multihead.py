@@ -3,18 +3,21 @@
 A single head can express copying, yet on permutations it often fails. K heads
 (their own ``W_a^k``) read the same encoder states into one output layer, so
 whichever head first leans toward the right position teaches the shared
-output layer KTIW, which then pulls every head. Two comparisons, on the
-permutation distribution of :mod:`attndyn.reproduce.snell.copying`:
+output layer KTIW, which then pulls every head. Two models (``model`` setting):
 
-* ``fresh``: seed s single-head vs seed s with K heads (head 0 is seed s's own
-  head, the others the heads of seeds ``1000·k + s``): success rates.
-* ``protocol``: single-head seeds are *good* (final accuracy > 0.95; the
-  success metric, token accuracy in the paper's setting) or *bad* (< 0.6); a 2-head model keeps bad seed b's body and head and adds the
-  head of another bad seed, or of a good seed. (If no seed is good, only the
-  bad + bad combination is run.)
-
-Single-head runs are reused from the ``copying`` experiment of the same run
-when its settings match, else trained here.
+* ``authors`` (the default): the authors' ``multihead.py`` protocol and model
+  (:mod:`attndyn.reproduce.snell.multihead_authors`: GRUs, separate embeddings, one
+  body, single heads labelled good / bad on three data orders, then 8 bad heads,
+  7 bad + 1 good and 8 random heads, 50 of each). Reads ``heads``, ``candidates``,
+  ``orders``, ``pool``, ``random_heads``, ``combos``, ``eval_size`` (the fixed
+  validation set), ``good_above``, ``bad_below``, ``body_seed``, ``head_seed``.
+* ``ours`` (presets ``ours*``, ``cpu20*``; "ours: no EOS, Glorot", the earlier
+  variant): seed s single-head vs seed s with K heads (head 0 is seed s's own head,
+  the others the heads of seeds ``1000·k + s``), success rates paired by seed; then
+  2-head models of a bad seed's body and head plus the head of another bad or of a
+  good seed. Reads ``seeds``, ``success_metric``, ``success_at`` besides the shared
+  settings. Single-head runs are reused from the ``copying`` experiment of the same
+  run when its settings match, else trained here.
 """
 import numpy as np
 
@@ -23,27 +26,45 @@ from analysis import replication as rep
 from analysis import snell_figures as figs
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.snell import common
+from attndyn.reproduce.snell import multihead_authors as authors
+from tasks.errors import check
 
 NAME = "multihead"
 TITLE = "Section 5.2: K heads succeed more often than one on permutations"
-FULL = {"preset": "authors", "n_tokens": 40, "hidden": 256, "steps": 200, "batch": 128,
-        "lr": 1e-3, "record_every": 10, "eval_size": 64, "seeds": 20, "heads": 4,
-        "combos": 10, "good_above": 0.95, "bad_below": 0.6,
+MODELS = ("authors", "ours")
+# The authors' multihead.py: hidden 256, 200 steps, batch 128, Adam 1e-3, evaluation
+# before every 10th update on 400 fixed sequences, 8 heads, pools of 20 good / 20 bad
+# heads and 30 random ones, 50 combinations of each kind, good > 0.95, bad < 0.6.
+# candidates (heads labelled; theirs draws until both pools are full) is ours.
+FULL = {"preset": "authors", "model": "authors", "n_tokens": 40, "hidden": 256, "steps": 200,
+        "batch": 128, "lr": 1e-3, "record_every": 10, "eval_size": 400, "heads": 8,
+        "candidates": 256, "orders": 3, "pool": 20, "random_heads": 30, "combos": 50,
+        "good_above": 0.95, "bad_below": 0.6, "body_seed": 0, "head_seed": 0, "seeds": 20,
         "success_metric": "token_acc", "success_at": 0.9, "chunk": 0}
+# "ours": the earlier variant's settings (4 heads, 10 2-head combinations, 64 fixed
+# evaluation sequences); "cpu" the authors' protocol at hidden 64.
+OURS = {"model": "ours", "heads": 4, "combos": 10, "eval_size": 64}
 PRESETS = {"authors": {}, "cpu": {"hidden": 64},
-           "cpu20": {"hidden": 64, "n_tokens": 20, "steps": 150, "success_metric": "attn_acc",
-                     "success_at": 0.5, "good_above": 0.8, "bad_below": 0.3},
-           "cpu20b32": {"hidden": 64, "n_tokens": 20, "batch": 32, "steps": 200, "eval_size": 32,
-                        "success_metric": "attn_acc", "success_at": 0.5, "good_above": 0.8,
-                        "bad_below": 0.3},
+           "ours": OURS, "ours-cpu": {**OURS, "hidden": 64},
+           "cpu20": {**OURS, "hidden": 64, "n_tokens": 20, "steps": 150,
+                     "success_metric": "attn_acc", "success_at": 0.5, "good_above": 0.8,
+                     "bad_below": 0.3},
+           "cpu20b32": {**OURS, "hidden": 64, "n_tokens": 20, "batch": 32, "steps": 200,
+                        "eval_size": 32, "success_metric": "attn_acc", "success_at": 0.5,
+                        "good_above": 0.8, "bad_below": 0.3},
            "quick": {}}
-QUICK = {**FULL, "preset": "quick", "n_tokens": 10, "hidden": 32, "steps": 150, "seeds": 4,
-         "combos": 3, "success_metric": "attn_acc", "success_at": 0.5}
+# Quick: short runs of a small model never pass 0.95, so good / bad are > 0.8 / < 0.5 there.
+QUICK = {**FULL, "preset": "quick", "n_tokens": 10, "hidden": 32, "steps": 150, "eval_size": 100,
+         "heads": 3, "candidates": 16, "pool": 5, "random_heads": 6, "combos": 4,
+         "good_above": 0.8, "bad_below": 0.5, "seeds": 4, "success_metric": "attn_acc",
+         "success_at": 0.5}
 # The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
-KINDS = {"preset": "str", "n_tokens": "count", "hidden": "count", "steps": "count",
-         "batch": "count", "lr": "number", "record_every": "count", "eval_size": "count",
-         "seeds": "count", "heads": "count", "combos": "count", "good_above": "number",
-         "bad_below": "number", "success_metric": "str", "success_at": "number", "chunk": "index"}
+KINDS = {"preset": "str", "model": "str", "n_tokens": "count", "hidden": "count",
+         "steps": "count", "batch": "count", "lr": "number", "record_every": "count",
+         "eval_size": "count", "heads": "count", "candidates": "count", "orders": "count",
+         "pool": "count", "random_heads": "count", "combos": "count", "good_above": "number",
+         "bad_below": "number", "body_seed": "index", "head_seed": "index", "seeds": "count",
+         "success_metric": "str", "success_at": "number", "chunk": "index"}
 SOURCE = (rep.from_paper("Snell et al. 2022, abstract", "a multi-head attention model can overcome "
                          "the above hard training distribution by improving learning dynamics")
           + "; ‘overcome’ as at least one seed in ten more succeeding (gain ≥ 0.1) is ours")
@@ -64,6 +85,95 @@ def _single(ctx, s, task, seeds):
 
 def run(ctx, s) -> Outcome:
   s = common.merge_preset(s, PRESETS)
+  check(s["model"] in MODELS, "multihead.model", s["model"], f"one of {', '.join(MODELS)}")
+  check(s["heads"] >= 2, "multihead.heads", s["heads"], "an integer ≥ 2")
+  return _run_authors(ctx, s) if s["model"] == "authors" else _run_ours(ctx, s)
+
+
+AUTHORS_SOURCE = ("the authors' code, SequenceCopying/multihead.py: 8 bad heads, 7 bad + 1 good "
+                  "and 8 random heads are its three combinations (the paper's Section 5.2 text "
+                  "is not in docs/; no number is claimed for them)")
+
+
+def _run_authors(ctx, s) -> Outcome:
+  """The authors' protocol (:mod:`attndyn.reproduce.snell.multihead_authors`)."""
+  task = common.task_config({"distribution": "permutation", "n_tokens": s["n_tokens"],
+                             "length": s["n_tokens"]}, "authors")
+  k = s["heads"]
+  ctx.log(f"{NAME}: the authors' protocol: {s['candidates']} heads x {s['orders']} data "
+          f"orders, then {s['combos']} combinations of {k} heads of each kind "
+          f"(hidden {s['hidden']}, {s['steps']} steps)")
+  res = authors.protocol(ctx, task, s)
+  good = s["good_above"]
+  succeeded = {name: v > good for name, v in res["finals"].items()}
+  single = res["single_final"] > good
+  labels = res["labels"]
+  setting = (f"the authors' multihead.py protocol on permutations of [0, {s['n_tokens']}), "
+             f"hidden {s['hidden']}, {s['steps']} steps; success = final token accuracy > "
+             f"{good} (their 'good')")
+  n_heads = s["candidates"]
+  claims = [
+      rep.claim(f"{NAME}.authors.single_labels", f"single heads labelled good (> {good} on all "
+                f"{s['orders']} data orders) / bad (< {s['bad_below']} at the end on all) of "
+                f"{n_heads} ({setting})", paper="—",
+                ours=rep.proportion_ci(np.isin(np.arange(n_heads), labels["good"])),
+                tolerance=rep.Tolerance("info"), figure="Section 5.2", quick=ctx.quick,
+                note=f"good {len(labels['good'])}, bad {len(labels['bad'])}, neither "
+                     f"{n_heads - len(labels['good']) - len(labels['bad'])} of {n_heads}"),
+      rep.claim(f"{NAME}.authors.single.success_rate", f"1 head: fraction of runs that succeed "
+                f"(every candidate on every data order; {setting})", paper="often fails",
+                ours=rep.proportion_ci(single), tolerance=rep.Tolerance("info"),
+                figure="Section 5.2", quick=ctx.quick, note=cs.rate_text(single)),
+  ]
+  for name in authors.COMBOS:
+    if name in succeeded:
+      what = {"bad": f"{k} bad heads", "bad+good": f"{k - 1} bad heads + 1 good head",
+              "random": f"{k} random heads"}[name]
+      claims.append(rep.claim(
+          f"{NAME}.authors.{name}.success_rate", f"{what}: fraction of combinations that "
+          f"succeed ({setting})", paper="—", ours=rep.proportion_ci(succeeded[name]),
+          tolerance=rep.Tolerance("info", source=AUTHORS_SOURCE), figure="Section 5.2",
+          quick=ctx.quick, note=cs.rate_text(succeeded[name])))
+  if "random" in succeeded:
+    claims.append(rep.claim(
+        f"{NAME}.authors.gain", f"success rate of {k} random heads minus that of 1 head "
+        f"(independent groups; {setting})", paper="> 0",
+        ours=rep.proportion_difference_ci(succeeded["random"], single),
+        tolerance=rep.Tolerance("at_least", 0.1, "gain ≥ 0.1 (Newcombe)", source=SOURCE),
+        paper_ref="Snell et al. 2022, abstract", figure="Section 5.2", quick=ctx.quick,
+        comparable=not ctx.quick,
+        note=f"1 head {cs.rate_text(single)}; {k} random heads "
+             f"{cs.rate_text(succeeded['random'])}"))
+  if "bad" in succeeded and "bad+good" in succeeded:
+    claims.append(rep.claim(
+        f"{NAME}.authors.good_head_rescues", f"success rate of {k - 1} bad + 1 good head minus "
+        f"that of {k} bad heads (independent groups; {setting})", paper="—",
+        ours=rep.proportion_difference_ci(succeeded["bad+good"], succeeded["bad"]),
+        tolerance=rep.Tolerance("info", source=AUTHORS_SOURCE), figure="Section 5.2",
+        quick=ctx.quick))
+  labels_txt = ["1 head"] + [{"bad": f"{k} bad", "bad+good": f"{k - 1} bad + 1 good",
+                              "random": f"{k} random"}[n] for n in succeeded]
+  flags = [single] + list(succeeded.values())
+  fig = figs.rate_bars(labels_txt, [f.mean() for f in flags],
+                       [cs.wilson_interval(int(f.sum()), f.size) for f in flags],
+                       ctx.path("multihead_success.png"),
+                       title=f"Copying permutations: success rate (Wilson 95%), {setting}",
+                       ylabel="success rate")
+  details = {"good_heads": labels["good"].tolist(), "bad_heads": labels["bad"].tolist(),
+             "pools": res["pools"], "combinations": res["lists"], "skipped": res["skipped"],
+             "final_token_acc": {n: v.tolist() for n, v in res["finals"].items()},
+             "single_final_token_acc": res["single_final"].tolist(),
+             "notes": [f"Setting: preset {s['preset']!r}: {setting}. Model: GRU encoder and "
+                       f"decoder, separate embeddings, per-head attn_proj / enc_proj, the mean "
+                       f"of the heads' projected contexts, [c; d] readout (multihead.py). "
+                       f"{s['candidates']} candidate heads (theirs: drawn until 20 good and "
+                       f"20 bad)." + (f" Skipped for too small a pool: "
+                                      f"{', '.join(res['skipped'])}." if res["skipped"] else "")]}
+  return Outcome(claims, [fig.rsplit("/", 1)[-1]], details)
+
+
+def _run_ours(ctx, s) -> Outcome:
+  """The earlier variant ("ours: no EOS, Glorot")."""
   s["chunk"] = s["chunk"] or None
   task = common.task_config({"distribution": "permutation", "n_tokens": s["n_tokens"],
                              "length": s["n_tokens"]})

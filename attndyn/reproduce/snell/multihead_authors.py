@@ -1,0 +1,182 @@
+"""The authors' multi-head protocol (``SequenceCopying/multihead.py``), on the one engine.
+
+Their experiment, step by step, and how each step is run here:
+
+1. **One body.** One ``Seq2Seq`` (GRU encoder and decoder, separate embeddings, the
+   ``[c; d]`` readout) is initialised once and every run starts from it; only the
+   attention heads (``Attn_head``: ``attn_proj``, ``enc_proj``, each ``nn.Linear(h, h)``)
+   differ. Here: ``models.seq2seq_snell`` with ``cell="gru", shared_embedding=False,
+   context_first=True``, the body from ``PRNGKey(body_seed)``, head ``i`` from
+   ``fold_in(PRNGKey(head_seed), i)`` (PyTorch's default inits throughout).
+2. **Label single heads.** A fresh head is trained alone from the body on three data
+   orders (``random.seed(0..2)``), ``steps`` Adam updates on fresh permutation batches,
+   evaluated on one fixed validation set *before* every ``every``-th update. A run is
+   *good* when an evaluation's token accuracy exceeds ``good_above`` (0.95; their loop
+   returns there), *bad* when it never does and the last evaluation is below
+   ``bad_below`` (0.6). A head is good (bad) when all three runs are; else neither.
+   Theirs draws heads until it has 20 of each; here ``candidates`` heads are labelled in
+   one vmapped sweep and the first ``pool`` good and bad ones (in draw order) are kept.
+3. **Combinations.** For ``idx < combos``: ``K`` bad heads, ``K − 1`` bad + 1 good, and
+   ``K`` of ``random_heads`` fresh heads, chosen by their exact Python ``random`` calls
+   (``random.seed(3·idx + j)``, ``shuffle``; the lists are shuffled in place across idx,
+   as theirs are), each trained on data order 0 for all ``steps`` updates. The outcome
+   is the final evaluation's token accuracy.
+
+Deliberately different (``docs/snell-copying.md``): data and validation set come from
+JAX keys (theirs: Python's unseeded ``random``), and a fixed number of candidates is
+labelled instead of drawing until 20 of each label are found (so a pool can be smaller).
+"""
+import random
+from typing import Dict, List
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from analysis import copying_stats as cs
+from attndyn.reproduce import engine
+from attndyn.reproduce.snell import common
+from dynamics.optimizers import base_optimizer
+from models import seq2seq_snell
+from tasks.copying import CopyingConfig, sample_copying
+
+VAL_KEY, BODY_KEY, HEAD_KEY, RANDOM_HEAD_KEY, DATA_KEY = 11, 12, 13, 14, 15
+COMBOS = ("bad", "bad+good", "random")
+
+
+def model_config(task: CopyingConfig, s: dict, heads: int) -> seq2seq_snell.SnellSeq2SeqConfig:
+  """``multihead.py``'s ``Seq2Seq`` with ``heads`` attention heads."""
+  return seq2seq_snell.SnellSeq2SeqConfig(task.vocab, task.sos, hidden=s["hidden"], heads=heads,
+                                          cell="gru", shared_embedding=False,
+                                          context_first=True)
+
+
+def head(key: jax.Array, hidden: int) -> dict:
+  """One ``Attn_head``: ``{"attention": attn_proj, "project": enc_proj}`` (PyTorch inits)."""
+  ka, kp = jax.random.split(key)
+  return {"attention": seq2seq_snell.torch_linear(ka, hidden, hidden),
+          "project": seq2seq_snell.torch_linear(kp, hidden, hidden)}
+
+
+def head_key(s: dict, i):
+  """Candidate heads are ``0, 1, ...``; the random heads of step 3 are ``-1, -2, ...``."""
+  base = jnp.where(i >= 0, s["head_seed"], s["head_seed"] + RANDOM_HEAD_KEY)
+  return jax.random.fold_in(jax.random.PRNGKey(base), jnp.abs(i))
+
+
+def point(task: CopyingConfig, s: dict, heads: int):
+  """``one({"heads": [K] ids, "order": o}) -> {"token_acc": [R], "attn_acc": [R, K]}``."""
+  cfg = model_config(task, s, heads)
+  body = seq2seq_snell.init(jax.random.PRNGKey(s["body_seed"] + BODY_KEY), cfg)
+  val = sample_copying(jax.random.PRNGKey(s["body_seed"] + VAL_KEY), task, s["eval_size"])
+  gold = jnp.arange(val.tokens.shape[1] - 1)
+
+  def evaluate(params, key):
+    del key   # one fixed validation set, as theirs
+    out = seq2seq_snell.apply(params, val, cfg)
+    arg = jnp.argmax(out.attention, -1)[..., :-1]                  # [n, K, T-1]: EOS step off
+    return {"token_acc": jnp.mean(jnp.argmax(out.logits, -1) == val.labels),
+            "attn_acc": jnp.mean(arg == gold, axis=(0, 2))}        # per head, their attn_acc
+
+  train = common.authors_train(seq2seq_snell.make_loss(cfg),
+                               lambda k: sample_copying(k, task, s["batch"]), evaluate,
+                               base_optimizer("adam", s["lr"]), s["steps"], s["record_every"],
+                               record="before")
+
+  def one(inp):
+    hs = jax.vmap(lambda i: head(head_key(s, i), s["hidden"]))(inp["heads"])
+    params = {**body, "attention": hs["attention"], "project": hs["project"]}
+    data = jax.random.fold_in(jax.random.PRNGKey(s["body_seed"] + DATA_KEY), inp["order"])
+    return train(params, data)
+
+  return one
+
+
+def settings_of(task: CopyingConfig, s: dict) -> dict:
+  keys = ("hidden", "steps", "batch", "lr", "record_every", "eval_size", "body_seed", "head_seed")
+  return {"task": {"n_tokens": task.n_tokens, "length": task.length}, **{k: s[k] for k in keys}}
+
+
+def label_heads(ctx, task: CopyingConfig, s: dict) -> dict:
+  """Step 2: every candidate on ``orders`` data orders; the labels by ``multihead.py``'s rules."""
+  n, orders = s["candidates"], s["orders"]
+  inputs = {"heads": np.repeat(np.arange(n, dtype=np.int32), orders)[:, None],
+            "order": np.tile(np.arange(orders, dtype=np.int32), n)}
+  obs = engine.sweep(ctx, "multihead-authors-single", point(task, s, 1), inputs,
+                     settings_of(task, s), chunk_size=s["chunk"] or None, what="runs")
+  acc = np.asarray(obs["token_acc"], float).reshape(n, orders, -1)
+  return {"acc": acc, **labels(acc, s["good_above"], s["bad_below"])}
+
+
+def labels(acc: np.ndarray, good_above: float, bad_below: float) -> dict:
+  """``multihead.py``'s ``can_learn`` / ``is_good_single_head`` on records ``acc [heads, orders, R]``.
+
+  A run is good when any record exceeds ``good_above`` (their loop returns there), bad
+  when none does and the last is below ``bad_below``; a head is good (bad) when every
+  order's run is. Returns the per-run flags and the good and bad head indices.
+  """
+  good_run = acc.max(-1) > good_above
+  bad_run = ~good_run & (acc[..., -1] < bad_below)
+  return {"good_run": good_run, "bad_run": bad_run,
+          "good": np.flatnonzero(good_run.all(1)), "bad": np.flatnonzero(bad_run.all(1))}
+
+
+def combinations(good: List[int], bad: List[int], n_random: int, heads: int,
+                 combos: int) -> Dict[str, list]:
+  """Step 3's head lists, by ``multihead.py``'s ``run()``: the same ``random`` calls on lists of
+  the same lengths choose the same positions (random heads are ids ``-1 … -n_random``)."""
+  good, bad, rand = list(good), list(bad), [-(i + 1) for i in range(n_random)]
+  out = {name: [] for name in COMBOS}
+  for idx in range(combos):
+    random.seed(3 * idx)
+    random.shuffle(bad)
+    out["bad"].append(bad[:heads])
+    random.seed(3 * idx + 1)
+    random.shuffle(bad)
+    random.shuffle(good)
+    out["bad+good"].append(bad[:heads - 1] + good[:1])
+    random.seed(3 * idx + 2)
+    random.shuffle(rand)
+    out["random"].append(rand[:heads])
+  return out
+
+
+def run_combinations(ctx, task: CopyingConfig, s: dict, lists: Dict[str, list]) -> dict:
+  """Every list of ``lists`` trained on data order 0; ``{name: final token accuracy [n]}``."""
+  names = [name for name in COMBOS if lists.get(name)]
+  if not names:
+    return {}
+  ids = np.asarray([ids for name in names for ids in lists[name]], np.int32)
+  obs = engine.sweep(ctx, "multihead-authors-combos", point(task, s, s["heads"]),
+                     {"heads": ids, "order": np.zeros(len(ids), np.int32)},
+                     settings_of(task, s), chunk_size=s["chunk"] or None, what="runs")
+  final = np.asarray(obs["token_acc"], float)[:, -1]
+  out, start = {}, 0
+  for name in names:
+    out[name] = final[start:start + len(lists[name])]
+    start += len(lists[name])
+  return out
+
+
+def protocol(ctx, task: CopyingConfig, s: dict) -> dict:
+  """Steps 2 and 3; what the claims need."""
+  labels = label_heads(ctx, task, s)
+  good, bad = labels["good"][:s["pool"]].tolist(), labels["bad"][:s["pool"]].tolist()
+  k = s["heads"]
+  lists = combinations(good, bad, s["random_heads"], k, s["combos"])
+  if len(bad) < k:       # theirs needs K bad heads for both bad combinations
+    lists.pop("bad"), lists.pop("bad+good")
+  elif not good:
+    lists.pop("bad+good")
+  skipped = [name for name in COMBOS if name not in lists]
+  ctx.log(f"multihead: {len(labels['good'])} good, {len(labels['bad'])} bad of "
+          f"{s['candidates']} heads; combinations {', '.join(lists)}" +
+          (f" ({', '.join(skipped)} skipped: pools of {len(good)} good, {len(bad)} bad)"
+           if skipped else ""))
+  finals = run_combinations(ctx, task, s, lists)
+  single = labels["acc"][..., -1].ravel()
+  return {"labels": labels, "pools": {"good": good, "bad": bad}, "lists": lists,
+          "finals": finals, "skipped": skipped,
+          "single_success": labels["good_run"].ravel(),
+          "single_final": single,
+          "rate_text": {name: cs.rate_text(v > s["good_above"]) for name, v in finals.items()}}
