@@ -150,10 +150,14 @@ def test_a_plain_sweep_is_checkpointed_per_chunk_and_resumes_to_the_same_outputs
     np.testing.assert_array_equal(again[k], first[k])
   after = stamps()                         # chunks 0 and 1 read back, only chunk 2 computed
   assert [after[n] == before[n] for n in sorted(before)] == [True, True, False]
-  # Other inputs (or settings): the old chunks are not used; every chunk is computed afresh.
+  # Other inputs (or settings): the old chunks are not used; every chunk is computed afresh,
+  # and the old checkpoints are set aside, not deleted.
   other = engine.sweep(resumed, "demo-sweep", fn, {"a": inputs["a"] + 1}, {"k": 1}, chunk_size=2)
   np.testing.assert_array_equal(other["z"], (inputs["a"] + 1) ** 2)
   assert all(stamps()[n] != after[n] for n in after)
+  kept = sorted(folder.parent.parent.glob("checkpoints-superseded-*"))
+  assert len(kept) == 1
+  assert {p.name: p.stat().st_mtime_ns for p in sorted((kept[0] / "sweep").glob("*.npz"))} == after
 
 
 def test_a_trajectory_sweep_equals_the_vmapped_trainer_and_resumes_from_its_checkpoints(tmp_path):

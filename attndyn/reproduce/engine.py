@@ -71,9 +71,27 @@ def _store(ctx, out: Path, cfg: dict, chunk_size: Optional[int], every: int = 1)
     try:
       store.check(cfg, every)
       return store, True
-    except ConfigError as err:   # another config: start afresh
-      ctx.log(f"{out.name}: not resuming its checkpoints ({err}); starting afresh")
+    except ConfigError as err:   # another config (or backend): start afresh, keeping the old
+      kept = _set_aside(out / checkpoint.DIRNAME, store.manifest.get("run_id", "")) \
+          if writer else None
+      ctx.log(f"{out.name}: not resuming its checkpoints ({err}); starting afresh"
+              + (f" (the old ones are kept in {kept})" if kept else ""))
   return checkpoint.Checkpoints.create(out, cfg, chunk_size, every=every, writer=writer), False
+
+
+def _set_aside(folder: Path, run: str) -> Path:
+  """Rename ``folder`` to ``folder-superseded-RUN[-N]`` (a free name); return the new path.
+
+  ``--resume`` with other settings, inputs or backend recomputes a sweep; what the
+  earlier one computed is not deleted, so nothing already computed is lost.
+  """
+  stem = f"{folder.name}-superseded-{run or 'unknown'}"
+  target, n = folder.with_name(stem), 1
+  while target.exists():
+    n += 1
+    target = folder.with_name(f"{stem}-{n}")
+  folder.rename(target)
+  return target
 
 
 def run(ctx, name: str, raw: dict, *, gd: bool = True,
