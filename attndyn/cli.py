@@ -24,7 +24,7 @@ import threading
 import tomllib
 from typing import Optional
 
-from tasks.errors import ConfigError
+from tasks.errors import ConfigError, is_environment_failure
 
 _RUN_EPILOG = """examples:
   attndyn run --preset quick --out results/quick
@@ -260,11 +260,6 @@ def _run_locked(args) -> int:
   return _failed_stages(args, out, result)
 
 
-def _environment_failure(err: BaseException) -> bool:
-  """Whether ``err`` is the machine's (memory, a full disk, permissions), not a bug."""
-  return isinstance(err, (OSError, MemoryError)) or "RESOURCE_EXHAUSTED" in str(err)
-
-
 def _failed_stages(args, out, result) -> int:
   """One line per ODE stage that raised, after everything else was written; the exit code.
 
@@ -275,7 +270,7 @@ def _failed_stages(args, out, result) -> int:
   code = 0
   for stage, message in result.errors.items():
     err = result.exceptions.get(stage)
-    if err is not None and _environment_failure(err):
+    if err is not None and is_environment_failure(err):
       print(f"attndyn: error: the {stage} stage could not finish ({message}); everything else "
             f"was written to {str(out)!r}: free memory or disk (or use --chunk-size N), then "
             f"`attndyn run --out {out} --resume` solves the {stage} stage alone.",

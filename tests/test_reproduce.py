@@ -207,6 +207,32 @@ TINY = ["--set", "theorem2.run.train.steps=60", "--set", "theorem2.run.train.rec
         "--set", "theorem2.run.task.n_test=16", "--set", "theorem2.run.task.n_nontopic=5"]
 
 
+@pytest.mark.parametrize("raised,code,first", [
+    (ValueError("boom"), 1, "attndyn: internal error: experiment theorem2 failed (ValueError: boom)"),
+    (RuntimeError("RESOURCE_EXHAUSTED: 45 GB"), 2,
+     "attndyn: error: experiment theorem2 failed (RuntimeError: RESOURCE_EXHAUSTED: 45 GB)")])
+def test_a_failed_experiment_is_one_line_with_its_traceback_in_a_file(raised, code, first, tmp_path,
+                                                                      capsys, monkeypatch):
+  """A bug (exit 1) or the machine's failure (exit 2, with how to rerun it): one line on
+  stderr, never a traceback there; the traceback is kept beside the experiment's file."""
+  from attndyn.reproduce.lu2021 import theorem2
+
+  def fail(ctx, s):
+    raise raised
+
+  monkeypatch.setattr(theorem2, "run", fail)
+  out = tmp_path / "rep"
+  got = cli.main(["reproduce", "lu2021", "--out", str(out), "--quick", "--quiet",
+                  "--only", "theorem2"])
+  err = capsys.readouterr().err
+  assert got == code and "Traceback" not in err, err
+  lines = [line for line in err.splitlines() if line.startswith("attndyn:")]
+  assert len(lines) == 1 and lines[0].startswith(first), err
+  log = out / "experiments" / "theorem2.traceback.txt"
+  assert str(log) in lines[0] and "raise raised" in log.read_text()
+  assert ("--resume reruns it alone" in lines[0]) == (code == 2)
+
+
 def test_reproduce_end_to_end_writes_the_table_figures_and_rebuilds_it(tmp_path, capsys):
   out = tmp_path / "rep"
   code = cli.main(["reproduce", "lu2021", "--out", str(out), "--quick", "--quiet",

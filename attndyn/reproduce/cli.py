@@ -1,5 +1,6 @@
 """The ``attndyn reproduce`` subcommand: argument parsing and the run → report sequence."""
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -114,7 +115,16 @@ def main(args) -> int:
   doc = report.write(args.paper, out, command=command, environment=outputs.environment())
   c = doc["counts"]
   print(f"wrote {out}/{report.MARKDOWN} and {report.JSON}: {report.summary(c)}")
-  failed = [d["name"] for d in docs if d.get("error")]
-  for name in failed:
-    print(f"attndyn: error: experiment {name} failed to run; see its entry in {report.MARKDOWN}.")
-  return 1 if failed else 0
+  failed = [d for d in docs if d.get("error")]
+  for d in failed:
+    bug = d.get("error_kind") != "environment"
+    where = (f"; traceback in {out / runner.EXPERIMENTS_DIR / d['traceback']}"
+             if d.get("traceback") else "")
+    print(f"attndyn: {'internal error' if bug else 'error'}: experiment {d['name']} failed "
+          f"({' '.join(d['error'].split())[:200]}){where}; the other experiments were written "
+          f"(see {report.MARKDOWN})" + ("" if bug else "; free memory or disk, then "
+                                       "--resume reruns it alone") + ".", file=sys.stderr)
+  # exit code 1 is a bug's; a failure of the machine alone is 2
+  if any(d.get("error_kind") != "environment" for d in failed):
+    return 1
+  return 2 if failed else 0

@@ -24,7 +24,7 @@ from typing import Any, Callable, List, NamedTuple, Optional, Sequence
 from attndyn import atomic, schema
 from attndyn import overrides as override_parser
 from attndyn.reproduce import PAPERS
-from tasks.errors import ConfigError, check
+from tasks.errors import ConfigError, check, is_environment_failure
 
 EXPERIMENTS_DIR = "experiments"
 
@@ -311,8 +311,17 @@ def run_experiment(module, ctx: Context, settings: dict) -> dict:
     raise
   except Exception as err:  # one experiment's failure must not cost the others
     doc["error"] = f"{type(err).__name__}: {err}"   # claims saved by ctx.partial stay
-    ctx.log(f"{module.NAME}: FAILED: {doc['error']}")
-    traceback.print_exc(file=sys.stderr)
+    # the machine's (memory, disk) or a bug; the traceback goes to a file, not the terminal
+    doc["error_kind"] = "environment" if is_environment_failure(err) else "bug"
+    log = ctx.out / EXPERIMENTS_DIR / f"{module.NAME}.traceback.txt"
+    try:
+      log.parent.mkdir(parents=True, exist_ok=True)
+      atomic.write_text(log, traceback.format_exc())
+      doc["traceback"] = log.name
+    except OSError:
+      pass
+    ctx.log(f"{module.NAME}: FAILED: {' '.join(doc['error'].split())[:300]}"
+            + (f" (traceback in {log})" if "traceback" in doc else ""))
   finally:
     ctx.on_partial = None
     ctx.experiment = None
