@@ -9,7 +9,8 @@ TC and KF from a constructed mutual-diminution start, which moves topic word
 (:func:`analysis.ablation.diminution_init`), cannot be ``attndyn run`` configs
 (the engine draws its own initial parameters): they train from the same
 seeds' engine initialisation, moved, with :func:`dynamics.make_auto_train`
-(the same fast path) over :func:`dynamics.run_sweep`, without checkpoints.
+(the same fast path) as an :func:`attndyn.reproduce.engine.sweep` over the seeds
+(checkpoints under ``DIR/runs/ablation-tc-dim`` and ``ablation-tc-kf-dim``).
 """
 import math
 
@@ -85,9 +86,14 @@ def validate(s: dict) -> None:
     _run_config(s, freeze)
 
 
-def _from_diminution_start(s: dict, freeze: list) -> dict:
-  """GD of every seed from its diminution start, frozen groups ``freeze``: observables, Eq (8)."""
-  cfg = engine.validate(_run_config(s, freeze), f"{NAME} run")
+def _from_diminution_start(ctx, name: str, s: dict, freeze: list) -> dict:
+  """GD of every seed from its diminution start, frozen groups ``freeze``: observables, Eq (8).
+
+  Not an ``attndyn run`` config (the engine draws its own start), so an ``engine.sweep``
+  over the seeds: checkpointed under ``DIR/runs/NAME`` and read back by ``--resume``.
+  """
+  raw = _run_config(s, freeze)
+  cfg = engine.validate(raw, f"{NAME} run")
   _, data = common.topic_data({k: v for k, v in cfg.to_dict()["task"].items() if k != "kind"})
   apply = common.apply_for(cfg.model)
   loss_fn = models.make_loss(apply)
@@ -104,7 +110,8 @@ def _from_diminution_start(s: dict, freeze: list) -> dict:
             "eq8_standard": abl.eq8_projection(loss_fn, p0, data, word)}
 
   seeds = np.asarray([p["seed"] for p in cfg.sweep.points()], np.uint32)
-  return dynamics.run_sweep(one, seeds)
+  return engine.sweep(ctx, name, one, seeds, {"run": raw, "word": word, "alpha": s["alpha"]},
+                      what="seeds")
 
 
 def run(ctx, s) -> Outcome:
@@ -116,9 +123,10 @@ def run(ctx, s) -> Outcome:
     steps = np.asarray(result.config.train.record_steps(), np.float64)
     n, n_steps = result.config.sweep.n_points, result.config.train.steps
   for v, freeze in DIMINUTION.items():
-    ctx.log(f"{NAME}: {v}, {n} seeds, {n_steps} epochs (dynamics.make_auto_train, not "
-            "checkpointed: the engine draws its own start)")
-    out = _from_diminution_start(s, freeze)
+    ctx.log(f"{NAME}: {v}, {n} seeds, {n_steps} epochs (dynamics.make_auto_train from the "
+            "diminution start, as an engine.sweep)")
+    out = _from_diminution_start(ctx, f"{NAME}-{v.lower().replace(' (diminution start)', '-dim')}",
+                                 s, freeze)
     obs[v] = out["obs"]
     eq8[v], eq8["TC"] = out["eq8"], out["eq8_standard"]
   names = [*STANDARD, *DIMINUTION]
