@@ -22,7 +22,6 @@ import signal
 import sys
 import threading
 import tomllib
-from typing import Optional
 
 from tasks.errors import ConfigError, is_environment_failure
 
@@ -267,7 +266,8 @@ def _failed_stages(args, out, result) -> int:
   finish it (``--resume`` solves only what is missing); any other exception is a bug: exit
   code 1 and its traceback in ``--out``'s :data:`ERROR_LOG`.
   """
-  code = 0
+  code, log = 0, None
+  bugs = [e for e in result.exceptions.values() if not is_environment_failure(e)]
   for stage, message in result.errors.items():
     err = result.exceptions.get(stage)
     if err is not None and is_environment_failure(err):
@@ -276,10 +276,10 @@ def _failed_stages(args, out, result) -> int:
             f"`attndyn run --out {out} --resume` solves the {stage} stage alone.",
             file=sys.stderr)
       code = max(code, 2)
-    else:
+    else:   # every failed stage's traceback in one file
+      log = log or _write_traceback(args, *bugs)
       print(f"attndyn: internal error: the {stage} stage failed ({message}); everything else "
-            f"was written to {str(out)!r}; traceback in {_write_traceback(args, err)}",
-            file=sys.stderr)
+            f"was written to {str(out)!r}; traceback in {log}", file=sys.stderr)
       code = 1
   return code
 
@@ -391,13 +391,14 @@ def _reproduce(args) -> int:
 ERROR_LOG = "attndyn-error.log"
 
 
-def _write_traceback(args, err: Optional[BaseException] = None) -> str:
-  """Write ``err`` (by default the exception being handled), with its traceback, to
+def _write_traceback(args, *errs: BaseException) -> str:
+  """Write ``errs`` (by default the exception being handled), with their tracebacks, to
   ``--out``'s :data:`ERROR_LOG` (or a temporary file when there is no such directory);
   return its path."""
   import tempfile
   import traceback
-  trace = "".join(traceback.format_exception(err)) if err is not None else traceback.format_exc()
+  trace = ("\n".join("".join(traceback.format_exception(e)) for e in errs) if errs
+           else traceback.format_exc())
   text = f"attndyn {' '.join(getattr(args, 'argv', []) or [])}\n{trace}"
   out = getattr(args, "out", None)
   if out and os.path.isdir(out):
