@@ -108,11 +108,14 @@ class AtlasResult(NamedTuple):
     curves: name -> ``[row, time]`` array (curves.npz), NaN after a row's last time.
     findings: the fits, shares of variance and phase diagrams (atlas.json's ``findings``).
     seconds: wall-clock seconds of the whole atlas and per bucket.
+    failures: bucket -> ODE stage -> the exception that stage raised (its rows have no
+      ``ode_rel_dev``); empty when every stage finished.
   """
   rows: list
   curves: dict
   findings: dict
   seconds: dict
+  failures: dict = {}
 
 
 def settings(quick: bool = False, items: Sequence[str] = ()) -> dict:
@@ -323,7 +326,7 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
     engine.validate(run_config(s, b), f"atlas bucket {b.index} ({_describe(b)})")
   bar = ProgressBar("atlas", sum(counts), steps_per_point=None, enabled=progress,
                     unit="configurations")
-  rows, curves, seconds, errors = [], [], {}, {}
+  rows, curves, seconds, errors, failures = [], [], {}, {}, {}
   start = time.perf_counter()
   try:
     for i, b in enumerate(todo):
@@ -331,6 +334,7 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
       result = engine.run(ctx, f"bucket-{b.index:04d}", run_config(s, b), figures=False)
       if result.errors:   # a failed ODE stage: its rows have no ode_rel_dev; say so
         errors[f"bucket-{b.index:04d}"] = result.errors
+        failures[f"bucket-{b.index:04d}"] = dict(result.exceptions)
         if progress:
           print(f"atlas: bucket {b.index} ({_describe(b)}): " + "; ".join(
               f"the {k} stage failed: {v}" for k, v in result.errors.items()), file=sys.stderr)
@@ -352,7 +356,7 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
                                          "n_configurations": sum(counts),
                                          "n_rows": len(rows), "seconds": seconds, "errors": errors,
                                          "tolerances": TOLERANCES, "findings": found}))
-  return AtlasResult(rows, stacked, found, seconds)
+  return AtlasResult(rows, stacked, found, seconds, failures)
 
 
 def write_findings(out: Path, rows: list, s: dict, n_buckets: int, seconds: float) -> dict:

@@ -374,7 +374,22 @@ def _atlas(args) -> int:
                              progress=not args.no_progress, command=["attndyn"] + args.argv)
   print(f"wrote {args.out}/: atlas.csv ({len(result.rows)} rows), atlas.md, curves.npz, "
         f"{', '.join(result.findings.get('figures', []))} in {result.seconds['total']:.0f} s")
-  return 0
+  # a failed ODE stage leaves its bucket's rows without ode_rel_dev: the exit code says so
+  # (2: the machine's failure, --resume solves it again; 1: a bug, its traceback in a file)
+  errs = [e for stages in result.failures.values() for e in stages.values()]
+  if not errs:
+    return 0
+  buckets = ", ".join(sorted(result.failures))
+  bugs = [e for e in errs if not is_environment_failure(e)]
+  if bugs:
+    print(f"attndyn: internal error: an ODE stage failed in {buckets} (their rows have no "
+          f"ode_rel_dev; see atlas.json's errors); traceback in "
+          f"{_write_traceback(args, *bugs)}", file=sys.stderr)
+    return 1
+  print(f"attndyn: error: an ODE stage could not finish in {buckets} ({errs[0]}); their rows "
+        f"have no ode_rel_dev: free memory or disk, then `attndyn atlas --out {args.out} "
+        f"--resume` (same options) solves them again.", file=sys.stderr)
+  return 2
 
 
 def _reproduce(args) -> int:

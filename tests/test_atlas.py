@@ -116,6 +116,23 @@ def test_a_non_empty_out_needs_force_and_an_interrupt_names_the_resume(tmp_path,
                                     "finished buckets and continues from the last checkpoint")
 
 
+@pytest.mark.parametrize("raised, code, first", [
+    (RuntimeError("reduced solver exploded"), 1, "attndyn: internal error: an ODE stage failed"),
+    (MemoryError(), 2, "attndyn: error: an ODE stage could not finish")])
+def test_a_failed_ode_stage_is_not_exit_0(raised, code, first, tmp_path, capsys):
+  """Rows without ode_rel_dev are said, with exit 1 (a bug, traceback in a file) or 2."""
+  from unittest import mock
+
+  from attndyn import atlas
+  done = atlas.AtlasResult([], {}, {}, {"total": 1.0}, {"bucket-0003": {"reduced": raised}})
+  with mock.patch.object(atlas, "run_atlas", return_value=done):
+    got = cli.main(["atlas", "--out", str(tmp_path / "a"), "--quick", "--no-progress"])
+  err = capsys.readouterr().err
+  assert got == code and err.count("\n") == 1 and err.startswith(first), err
+  assert "bucket-0003" in err and "Traceback" not in err
+  assert ("traceback in " in err) == (code == 1) and ("--resume" in err) == (code == 2)
+
+
 @pytest.mark.parametrize("item, names", [
     ("tau=-1", "tau"), ("colour=3", "colour"), ("axes={m=[2]}", "axes.m"),
     ("run_lengths=[7]", "run_lengths"), ("classifiers=[\"cnn\"]", "classifiers"),
