@@ -33,7 +33,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from analysis import copying_stats as cs
 from attndyn.reproduce import engine
 from attndyn.reproduce.snell import common
 from dynamics.optimizers import base_optimizer
@@ -159,9 +158,10 @@ def run_combinations(ctx, task: CopyingConfig, s: dict, lists: Dict[str, list]) 
 
 
 def protocol(ctx, task: CopyingConfig, s: dict) -> dict:
-  """Steps 2 and 3; what the claims need."""
-  labels = label_heads(ctx, task, s)
-  good, bad = labels["good"][:s["pool"]].tolist(), labels["bad"][:s["pool"]].tolist()
+  """Steps 2 and 3: the labels, the pools, the head lists run, the final token accuracy of
+  every combination (``finals``) and of every single-head run (``single_final``)."""
+  found = label_heads(ctx, task, s)
+  good, bad = found["good"][:s["pool"]].tolist(), found["bad"][:s["pool"]].tolist()
   k = s["heads"]
   lists = combinations(good, bad, s["random_heads"], k, s["combos"])
   if len(bad) < k:       # theirs needs K bad heads for both bad combinations
@@ -169,14 +169,11 @@ def protocol(ctx, task: CopyingConfig, s: dict) -> dict:
   elif not good:
     lists.pop("bad+good")
   skipped = [name for name in COMBOS if name not in lists]
-  ctx.log(f"multihead: {len(labels['good'])} good, {len(labels['bad'])} bad of "
+  ctx.log(f"multihead: {len(found['good'])} good, {len(found['bad'])} bad of "
           f"{s['candidates']} heads; combinations {', '.join(lists)}" +
           (f" ({', '.join(skipped)} skipped: pools of {len(good)} good, {len(bad)} bad)"
            if skipped else ""))
   finals = run_combinations(ctx, task, s, lists)
-  single = labels["acc"][..., -1].ravel()
-  return {"labels": labels, "pools": {"good": good, "bad": bad}, "lists": lists,
+  return {"labels": found, "pools": {"good": good, "bad": bad}, "lists": lists,
           "finals": finals, "skipped": skipped,
-          "single_success": labels["good_run"].ravel(),
-          "single_final": single,
-          "rate_text": {name: cs.rate_text(v > s["good_above"]) for name, v in finals.items()}}
+          "single_final": found["acc"][..., -1].ravel()}   # every candidate × order, last record
