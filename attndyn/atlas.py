@@ -60,8 +60,8 @@ BASE = {"n_nontopic": 20, "vocab_size": 5000, "n_topics": 4, "words_per_topic": 
         "embed_dim": 15, "n_train": 800, "n_test": 200, "normaliser": "softmax",
         "train_query": False}
 DISCRETE = tuple(BASE)     # the discrete axes (classifier besides)
-# Full grid: 57 fast-path buckets × 16 σ × 12 lr and 6 autodiff buckets (sparsemax, trainable
-# query) × 4 σ × 3 lr = 11,016 configurations. Each bucket compiles its own programs
+# Full grid: 57 fast-path buckets × 16 σ × 12 lr and 9 autodiff buckets (sparsemax, 1.5-entmax,
+# trainable query) × 4 σ × 3 lr = 11,052 configurations. Each bucket compiles its own programs
 # (benchmarks/atlas.py counts them), so the grid has few buckets with many vmapped points each;
 # autodiff GD costs far more per point, so its buckets take every `autodiff_thin`-th σ and lr.
 FULL = {
@@ -73,7 +73,7 @@ FULL = {
     "seeds": 4, "classifiers": ["fc", "tc", "tl"], "base": dict(BASE),
     "axes": {"n_nontopic": [2, 5, 20, 50, 100], "vocab_size": [300, 1000, 5000],
              "n_topics": [4, 8], "words_per_topic": [1, 2], "embed_dim": [15, 30],
-             "n_train": [200, 800], "normaliser": ["softmax", "sparsemax"],
+             "n_train": [200, 800], "normaliser": ["softmax", "sparsemax", "entmax15"],
              "train_query": [False, True]},
     "crosses": [["n_nontopic", "vocab_size"]],
     "precision": "float32",
