@@ -69,7 +69,7 @@ class ProgressBar:
     with self._lock:
       if self._tty:
         self.stream.write("\r\033[K" + self._line() + ("\n" if final else ""))
-      elif final or self.done:
+      elif final or self.done > self.initial:   # a log: a line when something new finished
         self.stream.write(self._line() + "\n")
       self.stream.flush()
 

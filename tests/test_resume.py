@@ -173,3 +173,24 @@ def test_a_damaged_checkpoint_is_named_on_resume(runs, tmp_path, capsys):
   err = capsys.readouterr().err
   assert code == 2 and err.count("\n") == 1
   assert "chunk_00000.npz" in err and "truncated or corrupt" in err
+
+
+def test_a_resumed_progress_bar_logs_what_it_read_back_once():
+  """Not on a terminal, a bar whose points all came from checkpoints writes one line (it wrote
+  two identical ones), and a partly resumed bar a line per newly finished chunk."""
+  import io
+
+  from attndyn.progress import ProgressBar
+
+  log = io.StringIO()
+  bar = ProgressBar("gd", 2, initial=2, stream=log)
+  bar.update(2)
+  bar.close()
+  assert log.getvalue().count("\n") == 1 and "(2 from checkpoints)" in log.getvalue()
+  log = io.StringIO()
+  bar = ProgressBar("gd", 3, initial=1, stream=log)
+  bar.update(2)
+  bar.update(3)
+  bar.close()
+  lines = log.getvalue().splitlines()
+  assert [line.split("]")[1].split()[0] for line in lines] == ["2/3", "3/3"]
