@@ -527,7 +527,7 @@ def main(argv=None) -> int:
           file=sys.stderr)
     return 2
   except Exception as err:
-    if isinstance(err, MemoryError) or "RESOURCE_EXHAUSTED" in str(err):
+    if is_environment_failure(err):   # out of memory (OSError is answered above)
       print("attndyn: error: out of memory; run the sweep in smaller chunks (--chunk-size N) "
             "or with fewer points, or, if one point alone does not fit, make it smaller "
             "(task.vocab_size, task.n_train, model.embed_dim, or fewer recorded steps: "

@@ -1,6 +1,7 @@
 """Nothing lost, nothing mixed (issue 26): one command per output directory, files tied to one
 run, damaged results refused, interrupts and write failures as one line. Mocks and tiny files
 only: nothing here trains."""
+import contextlib
 import errno
 import json
 import os
@@ -277,10 +278,30 @@ def test_sigterm_stops_like_ctrl_c_with_exit_143_and_restores_the_handler(tmp_pa
   assert signal.getsignal(signal.SIGTERM) is before
 
 
+class _Alarm(Exception):
+  """Raised by SIGALRM inside :func:`_alarm`."""
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float):
+  """SIGALRM ``seconds`` after entering raises :class:`_Alarm`; timer and handler restored after."""
+  import signal
+
+  def on_alarm(signum, frame):
+    raise _Alarm
+
+  previous = signal.signal(signal.SIGALRM, on_alarm)
+  try:
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    yield
+  finally:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, previous)
+
+
 def test_a_signal_stops_a_sweep_inside_a_chunk_that_xla_runs_to_the_end():
   """A chunk with a host callback (diffrax's checks) is dispatched synchronously; the
   signal must still stop the sweep while the chunk is running, not when it ends."""
-  import signal
   import threading
 
   import jax
@@ -301,21 +322,11 @@ def test_a_signal_stops_a_sweep_inside_a_chunk_that_xla_runs_to_the_end():
                                vmap_method="broadcast_all") + 1.0
     return jax.lax.fori_loop(0, 200, step, x)
 
-  class Alarm(Exception):
-    pass
-
-  def on_alarm(signum, frame):
-    raise Alarm
-
-  previous = signal.signal(signal.SIGALRM, on_alarm)
   try:
-    signal.setitimer(signal.ITIMER_REAL, 1.0)
-    with pytest.raises(Alarm):
+    with _alarm(1.0), pytest.raises(_Alarm):
       run_sweep(slow, jnp.zeros((2,)))
     done_at_signal = len(calls)
   finally:
-    signal.setitimer(signal.ITIMER_REAL, 0)
-    signal.signal(signal.SIGALRM, previous)
     release.set()
   assert done_at_signal < 200, done_at_signal   # stopped while the chunk was still running
   np.testing.assert_array_equal(run_sweep(slow, jnp.zeros((2,))), [200.0, 200.0])
@@ -325,8 +336,6 @@ def test_a_signal_is_not_held_by_an_asynchronous_call():
   """``dynamics.wait_ready`` (used between ``run_segments``' segments, e.g. SST's) waits for a
   compiled call JAX dispatched asynchronously in short sleeps: a signal raises at once while
   the result is still being computed (a fetch would hold it to the end)."""
-  import signal
-
   import jax
   import jax.numpy as jnp
   import numpy as np
@@ -336,22 +345,10 @@ def test_a_signal_is_not_held_by_an_asynchronous_call():
   x = jnp.ones((100_000,))
   busy(x).block_until_ready()   # compiled: the call below only dispatches
 
-  class Alarm(Exception):
-    pass
-
-  def on_alarm(signum, frame):
-    raise Alarm
-
-  previous = signal.signal(signal.SIGALRM, on_alarm)
-  try:
-    y = busy(x)
-    signal.setitimer(signal.ITIMER_REAL, 0.01)
-    with pytest.raises(Alarm):
-      wait_ready(y)
-    still_running = not y.is_ready()
-  finally:
-    signal.setitimer(signal.ITIMER_REAL, 0)
-    signal.signal(signal.SIGALRM, previous)
+  y = busy(x)
+  with _alarm(0.01), pytest.raises(_Alarm):
+    wait_ready(y)
+  still_running = not y.is_ready()
   assert still_running
   assert np.isfinite(np.asarray(wait_ready(y))).all()
 
