@@ -152,7 +152,10 @@ def markdown(doc: dict, note: str = "") -> str:
             f"- Machine: {machine.get('cpus', '?')} CPU cores, "
             f"{machine.get('memory_gb', '?')} GB memory, no accelerator"
             if (doc.get("environment") or {}).get("backend") == "cpu"
-            else f"- Machine: {machine} ({(doc.get('environment') or {}).get('backend')})",
+            else f"- Machine: {machine.get('cpus', '?')} CPU cores, "
+            f"{machine.get('memory_gb', '?')} GB memory, "
+            f"{', '.join((doc.get('environment') or {}).get('devices') or ['?'])} "
+            f"({(doc.get('environment') or {}).get('backend')})",
             f"- Mode: {', '.join(doc['modes'])}", ""]
   if note:
     lines += [note, ""]
