@@ -10,10 +10,11 @@ the init seeds: one compiled GD program and one reduced-ODE solve serve every
 point of the bucket. A configuration is one (bucket, σ, lr); a row is a
 configuration × seed.
 
-Flow time: every run of a bucket takes ``steps`` steps; the learning rates are
-``tau / n`` for run lengths ``n`` that are multiples of ``record_every``, and the
-run of learning rate ``lr`` is read up to step ``tau / lr`` (flow time
-``τ = lr · step = tau`` for every lr; :func:`analysis.atlas.until`). The
+Flow time: the learning rates are ``tau / n`` for run lengths ``n`` that are
+multiples of ``record_every``, and the run of learning rate ``lr`` stops at step
+``n = tau / lr`` (``train.flow_time = tau``: flow time ``τ = lr · step = tau`` for
+every lr), where it is read (:func:`analysis.atlas.until`); one chunk of a bucket
+holds one lr's points, so it computes ``n`` steps, not the bucket's ``steps``. The
 measures are computed from those trajectories by :func:`analysis.atlas.run_rows`,
 i.e. by the functions ``attndyn run``'s summary uses, and judged against the
 tolerances of the Section 5.1 reproduction (:data:`TOLERANCES`).
@@ -65,8 +66,8 @@ DISCRETE = tuple(BASE)     # the discrete axes (classifier besides)
 # (benchmarks/atlas.py counts them), so the grid has few buckets with many vmapped points each;
 # autodiff GD costs far more per point, so its buckets take every `autodiff_thin`-th σ and lr.
 FULL = {
-    # lr = τ/n from 0.25 up, not the paper's 0.1: a bucket runs every point for the steps of its
-    # smallest lr, and 5000 would cost 2.5× these 2000 (docs/atlas.md compares the two lr).
+    # lr = τ/n from 0.25 up, not the paper's 0.1: the runs of lr 0.1 would take 5000 steps,
+    # 2.5× these 2000 (docs/atlas.md compares the two lr).
     "tau": 500.0, "steps": 2000, "record_every": 25,
     "run_lengths": [2000, 1600, 1300, 1000, 800, 650, 500, 400, 300, 250, 200, 150],
     "sigma": [float(f"{s:.3g}") for s in np.logspace(-4, 0, 16)],
@@ -236,9 +237,12 @@ def run_config(s: dict, bucket: Bucket) -> dict:
                        "embed_std": s["sigma"][0]})
   sigmas, _ = continuous(s, bucket)
   lrs = learning_rates(s, bucket)
-  raw["train"].update({"lr": lrs[0], "steps": s["steps"], "record_every": s["record_every"]})
-  n_points = len(lrs) * len(sigmas) * s["seeds"]
-  raw["sweep"] = {"seeds": s["seeds"], "data_seeds": [0], "chunk_size": n_points,
+  # Every run stops at flow time τ (train.flow_time), and a chunk holds one lr's points (lr
+  # is the grid's outer axis), so each chunk computes only its own run length, with the
+  # one compiled program that serves every chunk.
+  raw["train"].update({"lr": lrs[0], "steps": s["steps"], "record_every": s["record_every"],
+                       "flow_time": s["tau"]})
+  raw["sweep"] = {"seeds": s["seeds"], "data_seeds": [0], "chunk_size": len(sigmas) * s["seeds"],
                   "grid": {"train.lr": lrs, "model.embed_std": sigmas}}
   # Lemma 2's reduced ODE is derived for softmax attention and a fixed query.
   ode = fast(bucket) and v["classifier"] in s["ode_classifiers"]

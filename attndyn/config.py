@@ -193,6 +193,7 @@ class RunConfig:
       check(self.train.batch_size <= self.task.n_train, "train.batch_size",
             self.train.batch_size, f"at most task.n_train = {self.task.n_train}")
     self._check_grid()
+    self._check_flow_time()
     self._check_ode()
     self._check_range()
     if self.gd_path == "fast":
@@ -214,6 +215,19 @@ class RunConfig:
           dataclasses.replace(getattr(self, section), **{key: value})
         except ConfigError as err:
           raise ConfigError(f'sweep.grid["{name}"] holds {value!r}: {err}') from None
+
+  def _check_flow_time(self):
+    """With ``train.flow_time``, ``train.steps`` holds the run of the sweep's smallest lr."""
+    if self.train.flow_time is None:
+      return
+    grid = dict(self.sweep.grid)
+    lrs = grid.get("train.lr", (self.train.lr,))
+    lr = min(lrs)
+    need = self.train.run_steps(lr)
+    check(need <= self.train.steps, "train.steps", self.train.steps,
+          f"at least {need} = train.flow_time / lr = {self.train.flow_time:g} / {lr:g} (the "
+          f"{'sweep' if 'train.lr' in grid else 'run'}'s smallest lr), rounded up to a multiple "
+          f"of train.record_every")
 
   def _check_range(self):
     """Every number fits the run's precision (1e308 becomes inf in float32, silently)."""

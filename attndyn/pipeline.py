@@ -113,12 +113,32 @@ def gd_fn(cfg: RunConfig, setup):
   loss = models.make_loss(models.lu.apply_for(cfg.model))
   trainable = cfg.model.trainable()
 
-  def fn(inp):
+  def fn(inp, bound=None):
     p = setup(inp)
     train = dynamics.make_train(loss, p.dataset.train, p.record, cfg.train, trainable)
-    return train(p.params0, jax.random.fold_in(p.key, _MINIBATCH_STREAM), lr=p.lr)
+    return train(p.params0, jax.random.fold_in(p.key, _MINIBATCH_STREAM), lr=p.lr, bound=bound)
 
   return fn
+
+
+def _bounded(fn, cfg: RunConfig, setup):
+  """A whole chunk of ``gd_fn``'s points that stops computing with its longest run
+  (``train.flow_time``): the bound is unbatched, so the skipped intervals cost nothing,
+  where each run's own end, under ``vmap``, only freezes it."""
+  def chunk(inputs):
+    lr = jax.vmap(lambda inp: jnp.asarray(setup(inp).lr))(inputs)
+    bound = jnp.max(cfg.train.run_records(lr))
+    return jax.vmap(lambda inp: fn(inp, bound))(inputs)
+
+  return chunk
+
+
+def _t_end(cfg: RunConfig, lr):
+  """Where an ODE stops (in steps) to end with GD's run of learning rate ``lr``
+  (``train.flow_time``), or ``None``: at ``train.steps``."""
+  if cfg.train.flow_time is None:
+    return None
+  return (cfg.train.run_records(lr) * cfg.train.record_every).astype(jnp.asarray(lr).dtype)
 
 
 def _one_after_another(fn):
@@ -160,7 +180,7 @@ def reduced_fn(cfg: RunConfig, setup):
         p.params0, p.dataset.train, p.dataset.train_topic_word,
         np.arange(cfg.task.n_topic_words), p.record, lr=p.lr, ts=cfg.train.record_steps(),
         trainable=trainable, form=ode.form, solver=ode.solver, rtol=ode.rtol, atol=ode.atol,
-        max_steps=ode.max_steps, dtmin=ode.dtmin)
+        max_steps=ode.max_steps, dtmin=ode.dtmin, t_end=_t_end(cfg, p.lr))
 
   return fn
 
@@ -177,7 +197,7 @@ def reduced_sweep_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset):
         params0, dataset.train, dataset.train_topic_word, np.arange(cfg.task.n_topic_words),
         record, lr=lr, ts=cfg.train.record_steps(), trainable=trainable, form=ode.form,
         solver=ode.solver, rtol=ode.rtol, atol=ode.atol, max_steps=ode.max_steps,
-        dtmin=ode.dtmin)
+        dtmin=ode.dtmin, t_end=_t_end(cfg, lr))
 
   return fn
 
@@ -192,7 +212,7 @@ def flow_fn(cfg: RunConfig, setup):
     return dynamics.gradient_flow(
         loss, p.params0, p.dataset.train, p.record, lr=p.lr, ts=cfg.train.record_steps(),
         trainable=trainable, solver=ode.solver, rtol=ode.rtol, atol=ode.atol,
-        max_steps=ode.max_steps, dtmin=ode.dtmin)
+        max_steps=ode.max_steps, dtmin=ode.dtmin, t_end=_t_end(cfg, p.lr))
 
   return fn
 
@@ -295,8 +315,11 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
     if gd:
       fast = gd_path["path"] == "fast"
       fn = fast_gd_fn(cfg, setup, dataset) if fast else gd_fn(cfg, setup)
+      bounded = not fast and cfg.train.flow_time is not None
+      if bounded:
+        fn = _bounded(fn, cfg, setup)
       trajectory = _stage("gd", fn, inputs, cfg, chunk, progress, devices, checkpoints,
-                          batched=fast,
+                          batched=fast or bounded,
                           compiler_options=dynamics._FAST_COMPILER_OPTIONS if fast else None)
       seconds["gd"] = time.perf_counter() - start
     for kind in cfg.ode.kinds:

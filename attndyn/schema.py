@@ -22,7 +22,7 @@ SECTIONS = {
               "query_norm": "?float", "train_query": "bool", "freeze": "strs",
               "normaliser": "str"},
     "train": {"optimizer": "str", "lr": "float", "steps": "int", "record_every": "int",
-              "batch_size": "?int", "sampling": "str"},
+              "batch_size": "?int", "sampling": "str", "flow_time": "?float"},
     "sweep": {"seeds": "seeds", "data_seeds": "seeds", "grid": "grid", "chunk_size": "?int",
               "checkpoint_every": "int"},
     "ode": {"kind": "str", "form": "str", "solver": "str", "rtol": "float", "atol": "float",

@@ -1,6 +1,6 @@
 """Throughput of ``attndyn atlas``: configurations/s, compiles per configuration, full-grid estimate.
 
-``python -m benchmarks.atlas --out DIR [--quick] [--buckets I,J,...]``
+``python -m benchmarks.atlas --out DIR [--quick] [--buckets I,J,...] [--baseline]``
 
 Runs a sample of the full grid's buckets (default: the base bucket of each classifier, Attn-TC's
 largest m × M bucket, its sparsemax and its trainable-query bucket; ``--quick``: the whole quick
@@ -11,7 +11,13 @@ over the sample, and an estimate of the full grid's wall time: each full-grid bu
 mean time of the sampled buckets of its kind (classifier × GD path: fast path + reduced ODE,
 or autodiff GD without an ODE). The numbers depend on how loaded the machine is; say so
 when quoting them. Writes ``DIR/atlas_bench.json``.
+
+``--baseline`` also runs each sampled bucket the way the atlas ran before
+``train.flow_time``: every point to the bucket's ``steps`` in one chunk, each lr's rows cut at
+``τ/lr`` afterwards; it prints both wall times per bucket (GD and ODE stages apart) and their
+ratio, measured in the same process.
 """
+import contextlib
 import argparse
 import json
 import sys
@@ -40,6 +46,35 @@ def default_sample(s: dict) -> list:
   return chosen
 
 
+def _stages(out: Path, index: int) -> dict:
+  """Seconds per stage (gd, reduced, ...) of the bucket's run_info.json."""
+  info = out / "runs" / f"bucket-{index:04d}" / "run_info.json"
+  return json.loads(info.read_text()).get("seconds", {}) if info.is_file() else {}
+
+
+def _fmt(stages: dict) -> str:
+  return ", ".join(f"{k} {v:.1f} s" for k, v in stages.items())
+
+
+@contextlib.contextmanager
+def _without_flow_time(atlas):
+  """The atlas's bucket configs as before ``train.flow_time``: one chunk, every point to
+  ``steps`` (the rows are still cut at ``τ/lr``, so they are the same measures)."""
+  original = atlas.run_config
+
+  def run_config(s, bucket):
+    raw = original(s, bucket)
+    raw["train"].pop("flow_time")
+    raw["sweep"]["chunk_size"] = atlas.n_configurations(s, bucket) * s["seeds"]
+    return raw
+
+  atlas.run_config = run_config
+  try:
+    yield
+  finally:
+    atlas.run_config = original
+
+
 def main(argv=None) -> int:
   import jax
   from attndyn import atlas
@@ -47,6 +82,9 @@ def main(argv=None) -> int:
   parser.add_argument("--out", required=True)
   parser.add_argument("--quick", action="store_true", help="time the whole quick grid")
   parser.add_argument("--buckets", help="comma-separated bucket indices of the full grid")
+  parser.add_argument("--baseline", action="store_true",
+                      help="also time each bucket without train.flow_time (one chunk, every "
+                           "point to the bucket's steps) and print the ratio")
   args = parser.parse_args(argv)
   compiles = []
   jax.monitoring.register_event_duration_secs_listener(
@@ -59,17 +97,29 @@ def main(argv=None) -> int:
   rows = []
   for index in sample:
     n_before, t0 = len(compiles), time.perf_counter()
-    atlas.run_atlas(Path(args.out) / f"bucket-{index:04d}", quick=args.quick, only=[index],
-                    progress=False, findings=False)
+    out = Path(args.out) / f"bucket-{index:04d}"
+    atlas.run_atlas(out, quick=args.quick, only=[index], progress=False, findings=False)
     b = everything[index]
     per_bucket = atlas.n_configurations(s, b)
     rows.append({"bucket": index, "kind": _kind(b.values), "values": b.values,
                  "seconds": time.perf_counter() - t0, "configurations": per_bucket,
                  "compiles": len(compiles) - n_before,
-                 "compile_seconds": sum(compiles[n_before:])})
+                 "compile_seconds": sum(compiles[n_before:]), "stages": _stages(out, index)})
     r = rows[-1]
     print(f"bucket {index:4d} {r['kind']:<16} {r['seconds']:7.1f} s  {per_bucket} configurations  "
-          f"{r['compiles']} compiles ({r['compile_seconds']:.1f} s)", flush=True)
+          f"{r['compiles']} compiles ({r['compile_seconds']:.1f} s)  {_fmt(r['stages'])}",
+          flush=True)
+    if args.baseline:
+      t0 = time.perf_counter()
+      base_out = Path(args.out) / f"baseline-{index:04d}"
+      with _without_flow_time(atlas):
+        atlas.run_atlas(base_out, quick=args.quick, only=[index], progress=False,
+                        findings=False)
+      r["baseline_seconds"] = time.perf_counter() - t0
+      r["baseline_stages"] = _stages(base_out, index)
+      print(f"  baseline (no flow_time, one chunk) {r['baseline_seconds']:7.1f} s  "
+            f"{_fmt(r['baseline_stages'])}  ratio {r['baseline_seconds'] / r['seconds']:.2f}x",
+            flush=True)
   total = sum(r["seconds"] for r in rows)
   configs = sum(r["configurations"] for r in rows)
   by_kind = {}

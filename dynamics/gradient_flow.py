@@ -50,6 +50,24 @@ def time_grid(ts) -> jax.Array:
   return ts
 
 
+def stopped_lr(lr, t, t_end):
+  """``lr`` before ``t_end`` and 0 from there (``t_end=None``: ``lr``): a run that stops at
+  step ``t_end`` (``train.flow_time``). Every velocity here is linear in lr, so a zero lr
+  holds the state where it is."""
+  if t_end is None:
+    return lr
+  return jnp.where(t < t_end, lr, jnp.zeros_like(lr))
+
+
+def stopping_controller(controller, t_end):
+  """``controller``, made to step to just before and after each ``t_end`` (diffrax's
+  ``jump_ts``) where a run stops, rather than reject steps to find the jump of
+  :func:`stopped_lr`; unchanged when ``t_end`` is ``None``."""
+  if t_end is None:
+    return controller
+  return diffrax.ClipStepSizeController(controller, jump_ts=jnp.sort(jnp.ravel(t_end)))
+
+
 def failure_time(ts: jax.Array, observables: Any, result) -> jax.Array:
   """``failed_at`` of an ODE solve: ``-1`` if fine, else when it went wrong.
 
@@ -128,7 +146,7 @@ def gradient_flow(loss_fn: Callable, params0: Any, batch: Batch, record: Callabl
                   lr, ts, trainable: Mapping[str, bool], solver="tsit5",
                   rtol: float = RTOL, atol: float = ATOL, max_steps: int = 100_000,
                   dt0: Optional[float] = None, dtmin: Optional[float] = None,
-                  force_dtmin: bool = True) -> Trajectory:
+                  force_dtmin: bool = True, t_end=None) -> Trajectory:
   """Solve the gradient flow of the full model and record observables.
 
   .. math:: \\frac{d\\theta}{dt} = -\\mathrm{lr}\\, \\nabla_\\theta L(\\theta),
@@ -163,6 +181,8 @@ def gradient_flow(loss_fn: Callable, params0: Any, batch: Batch, record: Callabl
       optimiser step) lets it chatter through the way GD does.
     force_dtmin: whether a step at ``dtmin`` is forced (the default, above); if
       false, the solve stops there instead, reported as "step_size_underflow".
+    t_end: if set, the time (in steps) at which the run stops: the learning rate is 0
+      from there (its state stays put, as GD's does with ``train.flow_time``).
 
   Returns:
     A :class:`Trajectory` with ``t = ts``, observables ``[K, ...]``,
@@ -184,8 +204,8 @@ def gradient_flow(loss_fn: Callable, params0: Any, batch: Batch, record: Callabl
   order = tuple(params0)
 
   def vector_field(t, y, args):
-    del t
     lr_, fixed_, batch_, _ = args
+    lr_ = stopped_lr(lr_, t, t_end)
     grads = jax.grad(lambda m: loss_fn(_merge(m, fixed_, order), batch_)[0])(y)
     return jax.tree.map(lambda g: (-lr_ * g).astype(g.dtype), grads)
 
@@ -198,8 +218,9 @@ def gradient_flow(loss_fn: Callable, params0: Any, batch: Batch, record: Callabl
   sol = diffrax.diffeqsolve(
       diffrax.ODETerm(vector_field), make_solver(solver), ts[0], ts[-1], dt0, moving0,
       args=(lr, fixed, batch, params0), saveat=saveat,
-      stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol, dtmin=dtmin,
-                                                force_dtmin=force_dtmin),
+      stepsize_controller=stopping_controller(
+          diffrax.PIDController(rtol=rtol, atol=atol, dtmin=dtmin, force_dtmin=force_dtmin),
+          t_end),
       max_steps=max_steps, throw=False)
   observables, final = sol.ys
   final_params = _merge(jax.tree.map(lambda x: x[-1], final), fixed, order)

@@ -52,7 +52,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dynamics.gradient_flow import ATOL, RTOL, failure_time, make_solver, ode_stats, time_grid
+from dynamics.gradient_flow import (ATOL, RTOL, failure_time, make_solver, ode_stats,
+                                    stopped_lr, stopping_controller, time_grid)
 from dynamics.trajectory import Trajectory
 from models.channel_major import apply_classifier_channels, channel_mix, cross_entropy_channels
 from models.lu import word_scores
@@ -345,7 +346,8 @@ def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
                     record: Callable, *, lr, ts, trainable: Mapping[str, bool],
                     form: str = "lemma2", solver="tsit5", rtol: float = RTOL,
                     atol: float = ATOL, max_steps: int = 100_000,
-                    dt0: Optional[float] = None, dtmin: Optional[float] = None) -> Trajectory:
+                    dt0: Optional[float] = None, dtmin: Optional[float] = None,
+                    t_end=None) -> Trajectory:
   """Solve the reduced SEN dynamics (Lemma 2) and record observables of the full model.
 
   Only the topic words (and a trainable classifier) move; every other word
@@ -381,6 +383,8 @@ def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
       flow can slide along a kink (Filippov), which stalls adaptive step
       control: pass e.g. ``0.1`` (a tenth of an optimiser step) for TL (see
       :func:`dynamics.gradient_flow.gradient_flow`).
+    t_end: if set, the time (in steps) at which the run stops: the learning rate is 0
+      from there (its state stays put, as GD's does with ``train.flow_time``).
 
   Returns:
     A :class:`Trajectory`: ``t = ts``, observables ``[K, ...]``, the
@@ -402,9 +406,9 @@ def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
       classifier=params0["classifier"] if trainable["classifier"] else None)
 
   def vector_field(t, y, args):
-    del t
     lr_, consts_, params0_ = args
-    return seed_velocity(y, consts_, params0_, lr_, form=form, trainable=trainable)
+    return seed_velocity(y, consts_, params0_, stopped_lr(lr_, t, t_end), form=form,
+                         trainable=trainable)
 
   # The reduced state is tiny ([T, d] + [T] + classifier), so it is saved at
   # ``ts`` and the observables are computed afterwards: reconstructing the full
@@ -412,6 +416,7 @@ def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
   sol = diffrax.diffeqsolve(
       diffrax.ODETerm(vector_field), make_solver(solver), ts[0], ts[-1], dt0, state0,
       args=(lr, consts, params0), saveat=save_at(ts),
-      stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol, dtmin=dtmin),
+      stepsize_controller=stopping_controller(
+          diffrax.PIDController(rtol=rtol, atol=atol, dtmin=dtmin), t_end),
       max_steps=max_steps, throw=False)
   return reduced_trajectory(sol, ts, params0, topic_words, record)

@@ -47,7 +47,8 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from dynamics.gradient_flow import ATOL, RTOL, failure_time, make_solver, ode_stats
+from dynamics.gradient_flow import (ATOL, RTOL, failure_time, make_solver, ode_stats,
+                                    stopped_lr, stopping_controller)
 from dynamics.reduced_ode import (NonTopic, ReducedState, check_solve_inputs, full_params,
                                   nontopic_constants, seed_velocity)
 from dynamics.trajectory import Trajectory
@@ -76,7 +77,7 @@ def reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
                           trainable: Mapping[str, bool], form: str = "lemma2", solver="tsit5",
                           rtol: float = RTOL, atol: float = ATOL, max_steps: int = 100_000,
                           dt0: Optional[float] = None,
-                          dtmin: Optional[float] = None) -> Trajectory:
+                          dtmin: Optional[float] = None, t_end=None) -> Trajectory:
   """:func:`dynamics.reduced_sen_ode` for ``S`` seeds sharing one dataset, solved together.
 
   Args:
@@ -90,6 +91,8 @@ def reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
     ts: ``[K]`` increasing recorded times in steps.
     trainable, form, solver, rtol, atol, max_steps, dt0, dtmin: as for
       :func:`dynamics.reduced_sen_ode`; the tolerances hold for every seed.
+    t_end: ``None``, a scalar or ``[S]``: as for :func:`dynamics.reduced_sen_ode`, per seed
+      (a stopped seed's zero velocity costs the shared step nothing).
 
   Returns:
     A :class:`Trajectory` with a leading ``S`` axis, as ``vmap`` of
@@ -116,15 +119,17 @@ def reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
   one_seed = functools.partial(seed_velocity, form=form, trainable=trainable)
 
   def vector_field(t, y, args):
-    del t
-    return jax.vmap(one_seed, (0, _CONSTANT_AXES, 0, 0))(y, *args)
+    consts_, params0_, lr_ = args
+    return jax.vmap(one_seed, (0, _CONSTANT_AXES, 0, 0))(y, consts_, params0_,
+                                                         stopped_lr(lr_, t, t_end))
 
   # Saved at ts only (ts[-1] is t1); observables are computed afterwards, per seed.
   sol = diffrax.diffeqsolve(
       diffrax.ODETerm(vector_field), make_solver(solver), ts[0], ts[-1], dt0, state0,
       args=(consts, params0, lr), saveat=diffrax.SaveAt(ts=ts),
-      stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol, dtmin=dtmin,
-                                                norm=seed_max_rms_norm),
+      stepsize_controller=stopping_controller(
+          diffrax.PIDController(rtol=rtol, atol=atol, dtmin=dtmin, norm=seed_max_rms_norm),
+          t_end),
       max_steps=max_steps, throw=False)
 
   def trajectory(states, p0):  # one seed: states [K, ...]

@@ -5,6 +5,7 @@ only the caller's observables are stored, never the parameter trajectory unless
 ``record_params=True``.
 """
 import dataclasses
+import math
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax
@@ -36,6 +37,13 @@ class TrainConfig:
     sampling: minibatches drawn by reshuffling every epoch (``shuffle``,
       without replacement; a final partial batch is dropped) or independently
       each step (``replacement``).
+    flow_time: if set (> 0), every run stops at the same flow time τ = lr·step: a run
+      of learning rate lr takes ⌈flow_time / lr⌉ steps, rounded up to a multiple of
+      ``record_every`` (to within a relative 1e-5), and its parameters (and records) stay at that step's values
+      up to ``steps``, which must be at least the longest run's (the sweep's smallest
+      lr). Unset: every run takes ``steps``. A sweep over lr then compares runs at
+      one time of the gradient flow (eqs 5-6), and a chunk of runs stops computing
+      once its longest run is done.
   """
   optimizer: str = "gd"
   lr: float = 0.1
@@ -43,6 +51,7 @@ class TrainConfig:
   record_every: int = 50
   batch_size: Optional[int] = None
   sampling: str = "shuffle"
+  flow_time: Optional[float] = None
 
   def __post_init__(self):
     check(self.optimizer in OPTIMIZERS, "train.optimizer", self.optimizer,
@@ -63,6 +72,9 @@ class TrainConfig:
     if self.optimizer == "gd":
       check(not self.batch_size, "train.batch_size", self.batch_size,
             "0 or unset with optimizer 'gd' (full batch); use optimizer 'sgd' for minibatches")
+    if self.flow_time is not None:
+      check(is_concrete_number(self.flow_time) and 0 < self.flow_time < float("inf"),
+            "train.flow_time", self.flow_time, "a finite number > 0, or unset")
 
   @property
   def n_records(self) -> int:
@@ -71,6 +83,30 @@ class TrainConfig:
   def record_steps(self):
     """The recorded step numbers ``0, k, 2k, ..., steps``."""
     return jnp.arange(self.n_records) * self.record_every
+
+  def run_steps(self, lr: float) -> int:
+    """Steps a run of learning rate ``lr`` (a number) takes: ``steps``, or with
+    ``flow_time`` set, ⌈flow_time / lr⌉ rounded up to a multiple of ``record_every``."""
+    if self.flow_time is None:
+      return self.steps
+    return int(math.ceil(_records_float(self.flow_time, lr, self.record_every))) * self.record_every
+
+  def run_records(self, lr) -> jax.Array:
+    """Recorded intervals a run of learning rate ``lr`` (traced or not, any shape) takes
+    after step 0, as int32: :meth:`run_steps` / ``record_every``, at most
+    ``n_records - 1``."""
+    last = self.n_records - 1
+    if self.flow_time is None:
+      return jnp.full(jnp.shape(lr), last, jnp.int32)
+    n = jnp.ceil(_records_float(self.flow_time, jnp.asarray(lr), self.record_every))
+    return jnp.minimum(n, last).astype(jnp.int32)
+
+
+def _records_float(flow_time, lr, record_every):
+  # flow_time / lr / record_every, less a relative 1e-5 (float32 rounding of a traced lr
+  # is ~1e-7), so that lr = flow_time / n, rounded to a float, gives n steps, not
+  # n + record_every.
+  return flow_time / lr / record_every * (1 - 1e-5)
 
 
 class TrainState(NamedTuple):
@@ -137,14 +173,19 @@ def make_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: TrainConf
     record_params: also store the full parameters at every recorded step.
 
   Returns:
-    ``train(params0, key, lr=None)``: ``key`` drives minibatch order only;
-    ``lr`` (traced or not) overrides ``cfg.lr``.
+    ``train(params0, key, lr=None, bound=None)``: ``key`` drives minibatch order only;
+    ``lr`` (traced or not) overrides ``cfg.lr``. With ``cfg.flow_time`` set, the run
+    stops after ``cfg.run_records(lr)`` recorded intervals and its later records repeat
+    its final state; ``bound`` (an unbatched int, e.g. the largest ``run_records`` of a
+    vmapped chunk) skips the intervals after it for every run, so a chunk's compute
+    ends with its longest run (under ``vmap`` a run's own end alone cannot skip work).
   """
   grad_fn = jax.value_and_grad(lambda p, b: loss_fn(p, b)[0])
   full = not cfg.batch_size or cfg.batch_size >= batch.tokens.shape[0]
 
-  def train(params0, key, lr=None):
+  def train(params0, key, lr=None, bound=None):
     lr = cfg.lr if lr is None else lr
+    records = None if cfg.flow_time is None else cfg.run_records(lr)
     opt = masked_optimizer(base_optimizer(cfg.optimizer, lr), trainable)
 
     def step_fn(state: TrainState, _):
@@ -157,15 +198,29 @@ def make_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: TrainConf
     def observe(params):
       return (record(params, params0), params if record_params else None)
 
-    def record_fn(state: TrainState, _):
-      state, _ = jax.lax.scan(step_fn, state, None, length=cfg.record_every)
-      return state, observe(state.params)
+    def advance(state: TrainState) -> TrainState:
+      return jax.lax.scan(step_fn, state, None, length=cfg.record_every)[0]
+
+    def record_fn(carry, r):
+      state, seen = carry
+      if bound is None:
+        new = advance(state)
+      else:
+        new = jax.lax.cond(r < bound, advance, lambda s_: s_, state)
+      if records is not None:   # flow_time: the run stops after its own intervals
+        new = jax.tree.map(lambda a, b: jnp.where(r < records, a, b), new, state)
+      if bound is None or record_params:
+        seen = observe(new.params)
+      else:   # past the bound nothing moves, so the records repeat
+        seen = jax.lax.cond(r < bound, lambda p: observe(p), lambda _: seen, new.params)
+      return (new, seen), seen
 
     state0 = TrainState(params0, opt.init(params0), jnp.zeros((), jnp.int32),
                         -jnp.ones((), jnp.int32))
-    state, recs = jax.lax.scan(record_fn, state0, None, length=cfg.n_records - 1)
+    first = observe(params0)
+    (state, _), recs = jax.lax.scan(record_fn, (state0, first), jnp.arange(cfg.n_records - 1))
     obs, params_t = jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]),
-                                 observe(params0), recs)
+                                 first, recs)
     t = cfg.record_steps().astype(jax.dtypes.canonicalize_dtype(jnp.float64))
     return Trajectory(t=t, observables=obs, final_params=state.params,
                       failed_at=state.failed_at.astype(t.dtype), params=params_t)

@@ -127,6 +127,8 @@ BAD = [
     (["train.lr=-inf"], ["train.lr = -inf", FIN_POS]),
     (['train.lr="0.1"'], ["train.lr = '0.1'", "a number"]),
     (["train.lr=true"], ["train.lr = True", "a number"]),
+    (["train.flow_time=0"], ["train.flow_time = 0.0", "a finite number > 0, or unset"]),
+    (["train.flow_time=500"], ["train.steps = 1500", "at least 5000 = train.flow_time / lr"]),
     (["train.steps=0"], ["train.steps = 0", POS]),
     (["train.steps=-10"], ["train.steps = -10", POS]),
     (["train.steps=10.5"], ["train.steps = 10.5", INT]),
@@ -142,7 +144,7 @@ BAD = [
      ["train.batch_size = 9999", "at most task.n_train = 200"]),
     (["train.sampling=bootstrap"], ["train.sampling = 'bootstrap'", "one of shuffle, replacement"]),
     (["train.sampling=1"], ["train.sampling = 1", "a string"]),
-    (["train.learning_rate=0.1"], ['"train.learning_rate"', "Allowed: batch_size, lr"]),
+    (["train.learning_rate=0.1"], ['"train.learning_rate"', "Allowed: batch_size, flow_time, lr"]),
     # [sweep]
     (["sweep=1"], ["[sweep] = 1", "a table of key = value pairs"]),
     (["sweep.seeds=0"], ["sweep.seeds = 0", SEEDS]),

@@ -44,3 +44,50 @@ def test_point_by_point_is_each_points_own_output_in_order():
   np.testing.assert_allclose(one_by_one["y"], [1 / 8, 2.0, 3 / 128], rtol=1e-6)
   for a, b in zip(jax.tree.leaves(one_by_one), jax.tree.leaves(jax.vmap(fn)(inputs))):
     np.testing.assert_array_equal(a, b)
+
+
+def _flow_cfg(lrs, steps, flow_time=None, ode="reduced", gd_path="auto"):
+  sets = ["precision=float64", "task.n_topics=2", "task.words_per_topic=1",
+          "task.vocab_size=30", "task.n_nontopic=4", "task.n_train=24", "task.n_test=8",
+          "model.classifier=tc", "model.embed_dim=4", "model.key_dim=4",
+          "model.embed_std=0.01", f"train.steps={steps}", "train.record_every=5",
+          "sweep.seeds=2", f"sweep.grid={{\"train.lr\" = {list(lrs)}}}", f"ode.kind={ode}",
+          f"gd_path={gd_path}"]
+  if flow_time is not None:
+    sets.append(f"train.flow_time={flow_time}")
+  return config.RunConfig.from_dict(overrides.apply(presets.preset("quick"), sets))
+
+
+def test_a_flow_time_sweep_stops_each_lr_at_the_same_flow_time():
+  """``train.flow_time``: the run of lr 1 in a sweep over lr 0.5 and 1 is the run of lr 1
+  alone for flow_time / lr = 20 steps, on the fast path and the generic one (GD to float64
+  rounding) and along the reduced ODE (to its tolerance: its solve is shared with other
+  points), then stays put up to ``steps``; the run of lr 0.5 takes every step."""
+  alone = pipeline.run(_flow_cfg([1.0], 20), progress=False)
+  fast = pipeline.run(_flow_cfg([0.5, 1.0], 40, flow_time=20.0), progress=False)
+  generic = pipeline.run(_flow_cfg([0.5, 1.0], 40, flow_time=20.0, ode="none",
+                                   gd_path="generic"), progress=False)
+  assert (fast.gd_path["path"], generic.gd_path["path"]) == ("fast", "generic")
+  short = [i for i, p in enumerate(fast.points) if p["train.lr"] == 1.0]
+  full = [i for i, p in enumerate(fast.points) if p["train.lr"] == 0.5]
+  assert generic.points == fast.points and len(short) == len(full) == 2
+  k = 20 // 5 + 1
+  for name, a, b, rtol in [("fast", fast.gd, alone.gd, 1e-12),
+                           ("generic", generic.gd, alone.gd, 1e-9),
+                           ("reduced", fast.odes["reduced"], alone.odes["reduced"], 1e-5)]:
+    for x, y in zip(jax.tree.leaves(a.observables), jax.tree.leaves(b.observables)):
+      x = np.asarray(x)
+      np.testing.assert_allclose(x[short, :k], np.asarray(y), rtol=rtol, atol=1e-12,
+                                 err_msg=name)
+      np.testing.assert_array_equal(x[short, k:], np.repeat(x[short, k - 1:k], x.shape[1] - k, 1))
+    scores = np.asarray(a.observables["score"])
+    assert np.all(np.abs(scores[full, -1] - scores[full, k - 1]) > 1e-6), name   # lr 0.5 goes on
+  for x, y in zip(jax.tree.leaves(fast.gd.final_params), jax.tree.leaves(alone.gd.final_params)):
+    np.testing.assert_allclose(np.asarray(x)[short], y, rtol=1e-12, atol=1e-15)
+
+
+def test_flow_time_needs_the_steps_of_the_smallest_lr():
+  with pytest.raises(config.ConfigError, match=r"train.steps = 30 .*at least 40 = train.flow_time / lr = 20 / 0.5"):
+    _flow_cfg([0.5, 1.0], 30, flow_time=20.0)
+  with pytest.raises(config.ConfigError, match=r"train.flow_time = -1.0 .*a finite number > 0"):
+    _flow_cfg([1.0], 30, flow_time=-1.0)

@@ -82,6 +82,8 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
   t = cfg.record_steps().astype(jax.dtypes.canonicalize_dtype(jnp.float64))
 
   def run_tile(params0, lr):
+    records = cfg.run_records(lr)                                      # [S]
+    last = jnp.max(records)      # the tile's compute stops with its longest run
     dtype = params0["embeddings"].dtype
     step = _make_step(plan, lay, onehot, trainable, dtype, projected)
     qq = jnp.sum(params0["query"] ** 2, axis=-1)                      # [S]
@@ -91,19 +93,32 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
       return jax.lax.scan(lambda s_, _: (step(s_, lr, qq), None), state, None,
                           length=cfg.record_every, unroll=unroll)[0]
 
+    def look(state):
+      params = _to_params(plan, state, unpack, trainable)
+      return params, jax.vmap(record)(params, params0)
+
     def block(carry, r):
       # Observe the current state, then advance to the next recorded step (not
       # after the last record): record and the unpacking are traced once, and
       # the last observed parameters are the final ones.
-      state, _ = carry
-      params = _to_params(plan, state, unpack, trainable)
-      obs = jax.vmap(record)(params, params0)
-      state = jax.lax.cond(r < cfg.n_records - 1, advance, lambda s_: s_, state)
-      return (state, params), (obs, params if record_params else None)
+      state, params, obs = carry
+      if cfg.flow_time is None or record_params:
+        params, obs = look(state)
+      else:   # past the tile's longest run nothing moves, so its records repeat
+        params, obs = jax.lax.cond(r <= last, look, lambda _: (params, obs), state)
+      new = jax.lax.cond(r < last, advance, lambda s_: s_, state)
+      if cfg.flow_time is not None:   # a seed stops after its own intervals (seeds last)
+        new = jax.tree.map(lambda a, b: jnp.where(r < records, a, b) if jnp.ndim(a) else a,
+                           new, state)
+      state = new
+      return (state, params, obs), (obs, params if record_params else None)
 
     state0 = _to_state(plan, params0, dtype)
     unpack = _unpacker(plan, params0)
-    (state, final), (obs, params_t) = jax.lax.scan(block, (state0, params0), jnp.arange(cfg.n_records))
+    obs0 = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype),
+                        jax.eval_shape(lambda p: jax.vmap(record)(p, params0), params0))
+    (state, final, _), (obs, params_t) = jax.lax.scan(block, (state0, params0, obs0),
+                                                      jnp.arange(cfg.n_records))
     seeds_first = lambda x: jnp.moveaxis(x, 0, 1)                     # [T, S, ...] -> [S, T, ...]
     return (jax.tree.map(seeds_first, obs), jax.tree.map(seeds_first, params_t), final,
             state.failed_at.astype(t.dtype))
