@@ -121,16 +121,34 @@ def gd_fn(cfg: RunConfig, setup):
   return fn
 
 
-def _bounded(fn, cfg: RunConfig, setup):
-  """A whole chunk of ``gd_fn``'s points that stops computing with its longest run
-  (``train.flow_time``): the bound is unbatched, so the skipped intervals cost nothing,
-  where each run's own end, under ``vmap``, only freezes it."""
+def generic_gd_chunk(fn, cfg: RunConfig, setup, serial: bool):
+  """A whole chunk of :func:`gd_fn`'s points (``run_sweep(batched=True)``).
+
+  ``serial``: the points one after another (``lax.map``), each stopping its compute with
+  its own run (``train.flow_time``). XLA:CPU runs a vmapped autodiff step of per-point
+  parameter tables (batched gathers and scatters) slower than the points in turn
+  (``python -m benchmarks.run``: ``attndyn_generic`` against ``attndyn_generic_serial``).
+  Otherwise (accelerators) ``vmap``, stopping with the chunk's longest run: the bound is
+  unbatched, so the skipped intervals cost nothing, where each run's own end, under
+  ``vmap``, only freezes it.
+  """
+  flow = cfg.train.flow_time is not None
+
+  def records(inp):
+    return cfg.train.run_records(jnp.asarray(setup(inp).lr))
+
   def chunk(inputs):
-    lr = jax.vmap(lambda inp: jnp.asarray(setup(inp).lr))(inputs)
-    bound = jnp.max(cfg.train.run_records(lr))
+    if serial:
+      return jax.lax.map(lambda inp: fn(inp, records(inp) if flow else None), inputs)
+    bound = jnp.max(jax.vmap(records)(inputs)) if flow else None
     return jax.vmap(lambda inp: fn(inp, bound))(inputs)
 
   return chunk
+
+
+def _serial_on(devices) -> bool:
+  """Whether the generic GD stage maps points one after another: on CPU devices."""
+  return (jax.devices() if devices is None else list(devices))[0].platform == "cpu"
 
 
 def _t_end(cfg: RunConfig, lr):
@@ -314,12 +332,10 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
     trajectory = None
     if gd:
       fast = gd_path["path"] == "fast"
-      fn = fast_gd_fn(cfg, setup, dataset) if fast else gd_fn(cfg, setup)
-      bounded = not fast and cfg.train.flow_time is not None
-      if bounded:
-        fn = _bounded(fn, cfg, setup)
+      fn = (fast_gd_fn(cfg, setup, dataset) if fast
+            else generic_gd_chunk(gd_fn(cfg, setup), cfg, setup, _serial_on(devices)))
       trajectory = _stage("gd", fn, inputs, cfg, chunk, progress, devices, checkpoints,
-                          batched=fast or bounded,
+                          batched=True,
                           compiler_options=dynamics._FAST_COMPILER_OPTIONS if fast else None)
       seconds["gd"] = time.perf_counter() - start
     for kind in cfg.ode.kinds:

@@ -6,7 +6,10 @@
   over seeds with gathered embeddings, written out here without project code.
 * ``attndyn``: the project's fast path (:func:`dynamics.make_fast_train`)
   under ``jit(vmap(...))``, exactly as ``dynamics.run_sweep`` calls it.
-* ``attndyn_generic``: the project's generic autodiff path (:func:`dynamics.make_train`).
+* ``attndyn_generic``: the project's generic autodiff path (:func:`dynamics.make_train`),
+  vmapped over seeds;
+* ``attndyn_generic_serial``: the same, the seeds one after another (``lax.map``), as
+  ``attndyn run`` maps a chunk on CPU (:func:`attndyn.pipeline.generic_gd_chunk`).
 
 Every JAX implementation is compiled ahead of time (``jit(f).lower(...).compile()``)
 so compile time is measured apart from run time.
@@ -119,6 +122,17 @@ def attndyn_generic(w: Workload, epochs: int) -> Impl:
   return Impl(lambda: jax.block_until_ready(compiled(w.params0, w.keys)), seconds, mem, w.seeds)
 
 
+def attndyn_generic_serial(w: Workload, epochs: int) -> Impl:
+  """The generic autodiff path (:func:`dynamics.make_train`), ``jit(lax.map(train))``."""
+  cfg = dynamics.TrainConfig(lr=w.lr, steps=epochs, record_every=min(RECORD_EVERY, epochs))
+  record = _record(w.task.n_topic_words)
+  train = dynamics.make_train(models.make_loss(models.lu.apply), w.data.train, record, cfg,
+                              w.model_cfg.trainable())
+  fn = lambda p, k: jax.lax.map(lambda a: train(*a).observables["score"][-1], (p, k))
+  compiled, seconds, mem = _aot(fn, w.params0, w.keys)
+  return Impl(lambda: jax.block_until_ready(compiled(w.params0, w.keys)), seconds, mem, w.seeds)
+
+
 def torch_available() -> bool:
   try:
     import torch  # noqa: F401
@@ -162,4 +176,4 @@ def torch_loop(w: Workload, epochs: int, max_seeds: int = 4) -> Impl:
 
 
 IMPLS = {"torch_loop": torch_loop, "jax_naive": jax_naive, "attndyn": attndyn,
-         "attndyn_generic": attndyn_generic}
+         "attndyn_generic": attndyn_generic, "attndyn_generic_serial": attndyn_generic_serial}

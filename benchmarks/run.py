@@ -5,7 +5,8 @@ TC, full-batch GD, float32, S seeds sharing one dataset. For each
 S ∈ {1, 8, 64, 256} ({1, 8, 64} with ``--quick``) it times, in this one process:
 the PyTorch per-seed loop (``torch_loop``, when ``torch`` is importable), the
 obvious JAX version (``jax_naive``), the fast path (``attndyn``) and the
-generic autodiff path (``attndyn_generic``, S ≤ 64).
+generic autodiff path vmapped over seeds (``attndyn_generic``, S ≤ 64) and with the seeds
+one after another (``attndyn_generic_serial``, what ``attndyn run`` does on CPU).
 
 Method:
   * throughput: seed·epochs/s from the median of ``--reps`` (≥ 3) timed calls
@@ -58,10 +59,12 @@ EPOCHS = {
     "full": {"torch_loop": {1: 50, 8: 50, 64: 50, 256: 50},
              "jax_naive": {1: 200, 8: 100, 64: 50, 256: 50},
              "attndyn_generic": {1: 200, 8: 100, 64: 50},
+             "attndyn_generic_serial": {1: 200, 8: 100, 64: 50},
              "attndyn": {1: 1000, 8: 500, 64: 200, 256: 100}},
     "quick": {"torch_loop": {1: 20, 8: 20, 64: 20},
               "jax_naive": {1: 50, 8: 50, 64: 50},
               "attndyn_generic": {1: 50, 8: 50},
+              "attndyn_generic_serial": {1: 50, 8: 50},
               "attndyn": {1: 200, 8: 100, 64: 100}},
 }
 
@@ -381,7 +384,7 @@ def _bench(args, out: Path, mode: str, reps: int) -> int:
       epochs = EPOCHS[mode][name].get(n_seeds)
       if epochs is None:
         epochs = EPOCHS[mode][name][max(EPOCHS[mode][name])]
-        if name == "attndyn_generic":
+        if name.startswith("attndyn_generic"):
           continue
       r = time_impl(name, impls.IMPLS[name], w, epochs, reps)
       r["model_bytes_per_seed_epoch"] = bytes_per
