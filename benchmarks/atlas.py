@@ -81,7 +81,7 @@ def main(argv=None) -> int:
   parser = argparse.ArgumentParser(prog="python -m benchmarks.atlas", description=__doc__.split("\n")[0])
   parser.add_argument("--out", required=True)
   parser.add_argument("--quick", action="store_true", help="time the whole quick grid")
-  parser.add_argument("--buckets", help="comma-separated bucket indices of the full grid")
+  parser.add_argument("--buckets", help="comma-separated bucket indices of the grid")
   parser.add_argument("--baseline", action="store_true",
                       help="also time each bucket without train.flow_time (one chunk, every "
                            "point to the bucket's steps) and print the ratio")
@@ -92,8 +92,10 @@ def main(argv=None) -> int:
       if event == "/jax/core/compile/backend_compile_duration" else None)
   s = atlas.settings(quick=args.quick)
   everything = atlas.buckets(s)
-  sample = [b.index for b in everything] if args.quick else (
-      [int(i) for i in args.buckets.split(",")] if args.buckets else default_sample(s))
+  if args.buckets:
+    sample = [int(i) for i in args.buckets.split(",")]
+  else:
+    sample = [b.index for b in everything] if args.quick else default_sample(s)
   rows = []
   for index in sample:
     n_before, t0 = len(compiles), time.perf_counter()

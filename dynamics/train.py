@@ -39,11 +39,11 @@ class TrainConfig:
       each step (``replacement``).
     flow_time: if set (> 0), every run stops at the same flow time τ = lr·step: a run
       of learning rate lr takes ⌈flow_time / lr⌉ steps, rounded up to a multiple of
-      ``record_every`` (to within a relative 1e-5), and its parameters (and records) stay at that step's values
-      up to ``steps``, which must be at least the longest run's (the sweep's smallest
-      lr). Unset: every run takes ``steps``. A sweep over lr then compares runs at
-      one time of the gradient flow (eqs 5-6), and a chunk of runs stops computing
-      once its longest run is done.
+      ``record_every`` (to within a relative 1e-5), and its parameters (and records)
+      stay at that step's values up to ``steps``, which must be at least the longest
+      run's (the sweep's smallest lr). Unset: every run takes ``steps``. A sweep over
+      lr then compares runs at one time of the gradient flow (eqs 5-6), and a chunk of
+      runs stops computing once its longest run is done.
   """
   optimizer: str = "gd"
   lr: float = 0.1
