@@ -139,7 +139,7 @@ def generic_gd_chunk(fn, cfg: RunConfig, setup, serial: bool):
 
   def chunk(inputs):
     if serial:
-      return jax.lax.map(lambda inp: fn(inp, records(inp) if flow else None), inputs)
+      return _one_after_another(lambda inp: fn(inp, records(inp) if flow else None))(inputs)
     bound = jnp.max(jax.vmap(records)(inputs)) if flow else None
     return jax.vmap(lambda inp: fn(inp, bound))(inputs)
 

@@ -144,18 +144,16 @@ def markdown(doc: dict, note: str = "") -> str:
   paper = doc["paper"]
   finished = sorted(e["finished"] for e in doc["experiments"] if e.get("finished"))
   machine = next((e.get("machine") for e in doc["experiments"] if e.get("machine")), None) or {}
+  env = doc.get("environment") or {}
+  accelerator = ("no accelerator" if env.get("backend") == "cpu"
+                 else f"{', '.join(env.get('devices') or ['?'])} ({env.get('backend')})")
   lines = [f"# {paper}: replication table", ""]
   lines += [f"- Ran: {finished[0][:10] if finished else 'unknown'}"
             + (f" to {finished[-1][:10]}" if finished and finished[-1][:10] != finished[0][:10]
                else ""),
             f"- Code: commit {', '.join(_revisions(doc))}",
             f"- Machine: {machine.get('cpus', '?')} CPU cores, "
-            f"{machine.get('memory_gb', '?')} GB memory, no accelerator"
-            if (doc.get("environment") or {}).get("backend") == "cpu"
-            else f"- Machine: {machine.get('cpus', '?')} CPU cores, "
-            f"{machine.get('memory_gb', '?')} GB memory, "
-            f"{', '.join((doc.get('environment') or {}).get('devices') or ['?'])} "
-            f"({(doc.get('environment') or {}).get('backend')})",
+            f"{machine.get('memory_gb', '?')} GB memory, {accelerator}",
             f"- Mode: {', '.join(doc['modes'])}", ""]
   if note:
     lines += [note, ""]
