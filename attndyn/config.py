@@ -254,6 +254,10 @@ class RunConfig:
             f'"softmax" with ode.kind = "{self.ode.kind}": Lemma 2\'s reduced ODE (eqs 7-8) is '
             f'derived for softmax attention; use ode.kind = "gradient_flow" or "none" '
             f'(the sparsemax ODE: `attndyn reproduce flavours`)')
+      if self.model.train_query:
+        raise ConfigError(f'ode.kind = "{self.ode.kind}" (reduced ODE): the reduced SEN ODE '
+                          f"needs a fixed query (Lemma 1; every score moves when q trains): set "
+                          f'model.train_query = false, or use ode.kind = "gradient_flow".')
       try:
         check_reduced_config(self.ode.form, self.model.trainable())
       except ConfigError as err:
@@ -302,16 +306,14 @@ class RunConfig:
     check(kind in TASK_KINDS, "task.kind", kind, f"one of {', '.join(TASK_KINDS)}")
     precision = schema.coerce("precision", raw.get("precision", "float32"), "str")
     gd_path = schema.coerce("gd_path", raw.get("gd_path", "auto"), "str")
-    task = TopicTaskConfig(**sections["task"])
-    return cls(
-        task=task,
-        model=LuModelConfig(n_words=task.n_words, n_classes=task.n_topics, **sections["model"]),
-        train=TrainConfig(**sections["train"]),
-        sweep=SweepConfig(**sections["sweep"]),
-        ode=ODEConfig(**sections["ode"]),
-        precision=precision,
-        gd_path=gd_path,
-    )
+    with schema.at("task"):
+      task = TopicTaskConfig(**sections["task"])
+    with schema.at("model"):
+      model = LuModelConfig(n_words=task.n_words, n_classes=task.n_topics, **sections["model"])
+    with schema.at("train"):
+      train = TrainConfig(**sections["train"])
+    return cls(task=task, model=model, train=train, sweep=SweepConfig(**sections["sweep"]),
+               ode=ODEConfig(**sections["ode"]), precision=precision, gd_path=gd_path)
 
 
 def read_toml(path) -> dict:

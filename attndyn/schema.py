@@ -5,11 +5,12 @@ string, a list); the dataclasses' ``__post_init__`` then check their *range*.
 Every failure is one :class:`tasks.ConfigError` naming the field, the value and
 what is allowed; an unknown key gets a "did you mean" suggestion.
 """
+import contextlib
 import difflib
 import math
 from typing import Any, Mapping
 
-from tasks.errors import ConfigError, check
+from tasks.errors import ConfigError, check, renamed
 
 # Section -> key -> kind. Kinds: int, float, bool, str, ?int / ?float (may be
 # unset), strs (list of strings), seeds (an int n for 0..n-1, or a list of
@@ -46,6 +47,24 @@ _KIND_TEXT = {
     "seeds": "an integer n >= 1 (seeds 0..n-1) or a list of distinct integers in 0..2**32-1",
     "grid": "a table of field name -> list of numbers, e.g. {\"train.lr\" = [0.05, 0.1]}",
 }
+
+
+@contextlib.contextmanager
+def at(path: str):
+  """Within it, a lower layer's error about one of its arguments names the TOML path instead.
+
+  The layers below the config speak of their own arguments (``TrainConfig(lr=-1)``:
+  ``lr = -1 is not allowed``); the config layer builds them under the path the values
+  came from (``with at("train"): TrainConfig(**table)``: ``train.lr = -1 is not
+  allowed``), so this is the one place TOML paths are attached.
+  """
+  try:
+    yield
+  except ConfigError as err:
+    new = renamed(err, path)
+    if new is err:
+      raise
+    raise new from None
 
 
 def suggest(name: str, allowed) -> str:

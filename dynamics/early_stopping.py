@@ -108,11 +108,11 @@ def make_train_early_stopping(loss_fn: Callable, train_batch: Batch, dev_batch: 
   if patience is None:
     patience = math.inf
   check((isinstance(patience, int) and not isinstance(patience, bool) and patience >= 1)
-        or patience == math.inf, "train.patience", patience,
+        or patience == math.inf, "patience", patience,
         "an integer >= 1, or inf / unset for no early stopping")
   check(isinstance(eval_every, int) and not isinstance(eval_every, bool) and eval_every >= 1,
-        "train.eval_every", eval_every, "a positive integer")
-  check(monitor in MONITORS, "train.monitor", monitor, f"one of {', '.join(MONITORS)}")
+        "eval_every", eval_every, "a positive integer")
+  check(monitor in MONITORS, "monitor", monitor, f"one of {', '.join(MONITORS)}")
   grad_fn = jax.value_and_grad(lambda p, b: loss_fn(p, b)[0])
   full = not cfg.batch_size or cfg.batch_size >= train_batch.tokens.shape[0]
   sign = 1.0 if monitor == "dev_loss" else -1.0

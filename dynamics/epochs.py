@@ -49,8 +49,8 @@ def make_epoch_train(loss_fn: Callable, train_batch: Any, evaluate: Callable, *,
   """
   buckets = (train_batch,) if hasattr(train_batch, "tokens") else tuple(train_batch)
   sizes = [b.tokens.shape[0] for b in buckets]
-  check(isinstance(epochs, int) and epochs >= 1, "train.epochs", epochs, "a positive integer")
-  check(isinstance(batch_size, int) and 1 <= batch_size <= min(sizes), "train.batch_size",
+  check(isinstance(epochs, int) and epochs >= 1, "epochs", epochs, "a positive integer")
+  check(isinstance(batch_size, int) and 1 <= batch_size <= min(sizes), "batch_size",
         batch_size, f"an integer in [1, {min(sizes)}] (the smallest training bucket)")
   per_bucket = [n // batch_size for n in sizes]
   per_epoch = sum(per_bucket)

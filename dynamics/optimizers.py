@@ -12,7 +12,7 @@ OPTIMIZERS = ("gd", "sgd", "momentum", "nesterov", "adam", "adamw", "adagrad", "
 
 def base_optimizer(name: str, lr, **kwargs) -> optax.GradientTransformation:
   """The optax transformation called ``name`` with learning rate ``lr`` (may be traced)."""
-  check(name in OPTIMIZERS, "train.optimizer", name, f"one of {', '.join(OPTIMIZERS)}")
+  check(name in OPTIMIZERS, "optimizer", name, f"one of {', '.join(OPTIMIZERS)}")
   if name in ("gd", "sgd"):
     return optax.sgd(lr, **kwargs)
   if name == "momentum":

@@ -310,7 +310,7 @@ def check_reduced_config(form: str, trainable: Mapping[str, bool]) -> None:
     raise ConfigError(f"trainable = {dict(trainable)!r} lacks flags for {missing}.")
   if trainable["query"]:
     raise ConfigError("The reduced SEN ODE needs a fixed query (Lemma 1; every score moves when "
-                      "q trains): set model.train_query = false, or use dynamics.gradient_flow.")
+                      "q trains): trainable['query'] must be False; or use dynamics.gradient_flow.")
   if form == "lemma2" and not (trainable["embeddings"] and trainable["keys"]):
     frozen = [g for g in ("embeddings", "keys") if not trainable[g]]
     raise ConfigError(f"form='lemma2' (eqs 7-8) assumes trainable embeddings and keys, but "

@@ -197,7 +197,7 @@ def sparse_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wor
   check(normaliser in NAMED_NORMALISERS, "normaliser", normaliser,
         f"one of {', '.join(NAMED_NORMALISERS)}")
   if trainable.get("query", False):
-    raise ConfigError("The reduced ODE needs a fixed query: set model.train_query = false.")
+    raise ConfigError("The reduced ODE needs a fixed query: trainable['query'] must be False.")
   if form == "sen" and not (trainable["embeddings"] and trainable["keys"]):
     raise ConfigError("form='sen' assumes trainable embeddings and keys; use form='exact'.")
   ts = time_grid(ts)

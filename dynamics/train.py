@@ -54,27 +54,27 @@ class TrainConfig:
   flow_time: Optional[float] = None
 
   def __post_init__(self):
-    check(self.optimizer in OPTIMIZERS, "train.optimizer", self.optimizer,
+    check(self.optimizer in OPTIMIZERS, "optimizer", self.optimizer,
           f"one of {', '.join(OPTIMIZERS)}")
     if is_concrete_number(self.lr):
-      check(self.lr > 0 and self.lr < float("inf"), "train.lr", self.lr, "a finite number > 0")
+      check(self.lr > 0 and self.lr < float("inf"), "lr", self.lr, "a finite number > 0")
     for name in ("steps", "record_every"):
       value = getattr(self, name)
       check(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
-            f"train.{name}", value, "a positive integer")
-    check(self.steps % self.record_every == 0, "train.steps", self.steps,
-          f"a multiple of train.record_every = {self.record_every}")
+            name, value, "a positive integer")
+    check(self.steps % self.record_every == 0, "steps", self.steps,
+          f"a multiple of record_every = {self.record_every}", related=("record_every",))
     if self.batch_size is not None:
       check(isinstance(self.batch_size, int) and not isinstance(self.batch_size, bool)
-            and self.batch_size >= 0, "train.batch_size", self.batch_size,
+            and self.batch_size >= 0, "batch_size", self.batch_size,
             "a positive integer, or 0 / unset for the full batch")
-    check(self.sampling in SAMPLING, "train.sampling", self.sampling, f"one of {', '.join(SAMPLING)}")
+    check(self.sampling in SAMPLING, "sampling", self.sampling, f"one of {', '.join(SAMPLING)}")
     if self.optimizer == "gd":
-      check(not self.batch_size, "train.batch_size", self.batch_size,
+      check(not self.batch_size, "batch_size", self.batch_size,
             "0 or unset with optimizer 'gd' (full batch); use optimizer 'sgd' for minibatches")
     if self.flow_time is not None:
       check(is_concrete_number(self.flow_time) and 0 < self.flow_time < float("inf"),
-            "train.flow_time", self.flow_time, "a finite number > 0, or unset")
+            "flow_time", self.flow_time, "a finite number > 0, or unset")
 
   @property
   def n_records(self) -> int:

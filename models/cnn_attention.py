@@ -79,8 +79,8 @@ class CNNAttentionConfig:
 
   def __post_init__(self):
     check(isinstance(self.freeze, tuple) and all(g in CNN_PARAM_GROUPS for g in self.freeze),
-          "model.freeze", self.freeze, f"a list drawn from {', '.join(CNN_PARAM_GROUPS)}")
-    check(isinstance(self.conv_bias, bool), "model.conv_bias", self.conv_bias, "true or false")
+          "freeze", self.freeze, f"a list drawn from {', '.join(CNN_PARAM_GROUPS)}")
+    check(isinstance(self.conv_bias, bool), "conv_bias", self.conv_bias, "true or false")
     shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(LuModelConfig)
               if hasattr(self, f.name)}   # the CNN attends with softmax (no normaliser field)
     shared["freeze"] = tuple(g for g in self.freeze if g != "conv")

@@ -75,29 +75,29 @@ class LuModelConfig:
     for name in ("n_words", "n_classes", "embed_dim", "key_dim", "hidden_dim"):
       value = getattr(self, name)
       check(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
-            f"model.{name}", value, "a positive integer")
-    check(self.classifier in CLASSIFIERS, "model.classifier", self.classifier,
+            name, value, "a positive integer")
+    check(self.classifier in CLASSIFIERS, "classifier", self.classifier,
           f"one of {', '.join(CLASSIFIERS)}")
-    check(self.fc_init in FC_INITS, "model.fc_init", self.fc_init, f"one of {', '.join(FC_INITS)}")
+    check(self.fc_init in FC_INITS, "fc_init", self.fc_init, f"one of {', '.join(FC_INITS)}")
     if self.classifier == "fc" and self.fc_init == "orthonormal":
-      check(self.n_classes <= self.embed_dim, "model.embed_dim", self.embed_dim,
+      check(self.n_classes <= self.embed_dim, "embed_dim", self.embed_dim,
             f"at least n_classes = {self.n_classes} for an FC classifier with orthonormal columns")
     for name in ("embed_std", "key_std"):
       value = getattr(self, name)
       if is_concrete_number(value):
-        check(value == value and value >= 0 and value != float("inf"), f"model.{name}", value,
+        check(value == value and value >= 0 and value != float("inf"), name, value,
               "a finite number >= 0")
     if is_concrete_number(self.query_norm):
-      check(0 < self.query_norm < float("inf"), "model.query_norm", self.query_norm,
+      check(0 < self.query_norm < float("inf"), "query_norm", self.query_norm,
             "a finite number > 0, or unset")
     if is_concrete_number(self.query_std):
-      check(0 < self.query_std < float("inf"), "model.query_std", self.query_std,
+      check(0 < self.query_std < float("inf"), "query_std", self.query_std,
             "a finite number > 0 (a zero query gives every word score 0 forever; Lemma 1 "
             "needs q ≠ 0)")
-    check(isinstance(self.train_query, bool), "model.train_query", self.train_query, "true or false")
+    check(isinstance(self.train_query, bool), "train_query", self.train_query, "true or false")
     check(isinstance(self.freeze, tuple) and all(g in PARAM_GROUPS for g in self.freeze),
-          "model.freeze", self.freeze, f"a list drawn from {', '.join(PARAM_GROUPS)}")
-    check(self.normaliser in NAMED_NORMALISERS, "model.normaliser", self.normaliser,
+          "freeze", self.freeze, f"a list drawn from {', '.join(PARAM_GROUPS)}")
+    check(self.normaliser in NAMED_NORMALISERS, "normaliser", self.normaliser,
           f"one of {', '.join(NAMED_NORMALISERS)}")
 
   def trainable(self) -> dict:

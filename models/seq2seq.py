@@ -82,22 +82,22 @@ class Seq2SeqConfig:
     for name in ("src_vocab", "tgt_vocab", "hidden", "heads"):
       value = getattr(self, name)
       check(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
-            f"model.{name}", value, "a positive integer")
-    check(self.src_vocab >= 2 and self.tgt_vocab >= 2, "model.src_vocab/tgt_vocab",
+            name, value, "a positive integer")
+    check(self.src_vocab >= 2 and self.tgt_vocab >= 2, "src_vocab/tgt_vocab",
           (self.src_vocab, self.tgt_vocab), "at least 2 (id 0 is padding)")
-    check(self.attention in ATTENTIONS, "model.attention", self.attention,
+    check(self.attention in ATTENTIONS, "attention", self.attention,
           f"one of {', '.join(ATTENTIONS)}")
-    check(self.normaliser in NAMED_NORMALISERS, "model.normaliser", self.normaliser,
+    check(self.normaliser in NAMED_NORMALISERS, "normaliser", self.normaliser,
           f"one of {', '.join(NAMED_NORMALISERS)}")
-    check(isinstance(self.shared_embedding, bool), "model.shared_embedding",
+    check(isinstance(self.shared_embedding, bool), "shared_embedding",
           self.shared_embedding, "true or false")
     if self.shared_embedding:
-      check(self.src_vocab == self.tgt_vocab, "model.shared_embedding", self.shared_embedding,
+      check(self.src_vocab == self.tgt_vocab, "shared_embedding", self.shared_embedding,
             f"false unless src_vocab == tgt_vocab (got {self.src_vocab} and {self.tgt_vocab})")
     for name in ("attn_std", "embed_std"):
       value = getattr(self, name)
       check(isinstance(value, (int, float)) and not isinstance(value, bool)
-            and 0 < value < float("inf"), f"model.{name}", value, "a finite number > 0")
+            and 0 < value < float("inf"), name, value, "a finite number > 0")
 
   def trainable(self) -> dict:
     """Parameter groups gradient descent updates (uniform attention has no trained W_a)."""

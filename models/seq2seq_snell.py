@@ -76,14 +76,14 @@ class SnellSeq2SeqConfig:
     for name in ("vocab", "hidden", "heads"):
       value = getattr(self, name)
       check(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
-            f"model.{name}", value, "a positive integer")
-    check(isinstance(self.sos, int) and 0 <= self.sos < self.vocab, "model.sos", self.sos,
+            name, value, "a positive integer")
+    check(isinstance(self.sos, int) and 0 <= self.sos < self.vocab, "sos", self.sos,
           f"an id in 0..{self.vocab - 1}")
-    check(self.cell in CELLS, "model.cell", self.cell, f"one of {', '.join(CELLS)}")
+    check(self.cell in CELLS, "cell", self.cell, f"one of {', '.join(CELLS)}")
     for name in ("shared_embedding", "context_first"):
-      check(isinstance(getattr(self, name), bool), f"model.{name}", getattr(self, name),
+      check(isinstance(getattr(self, name), bool), name, getattr(self, name),
             "true or false")
-    check(self.normaliser in NAMED_NORMALISERS, "model.normaliser", self.normaliser,
+    check(self.normaliser in NAMED_NORMALISERS, "normaliser", self.normaliser,
           f"one of {', '.join(NAMED_NORMALISERS)}")
 
 

@@ -73,15 +73,15 @@ class TaggerConfig:
     for name in ("n_words", "n_pos", "n_tags", "d_model", "n_heads", "d_ff"):
       value = getattr(self, name)
       check(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
-            f"model.{name}", value, "a positive integer")
-    check(self.d_model % self.n_heads == 0, "model.d_model", self.d_model,
+            name, value, "a positive integer")
+    check(self.d_model % self.n_heads == 0, "d_model", self.d_model,
           f"a multiple of model.n_heads = {self.n_heads}")
-    check(self.features in FEATURES, "model.features", self.features, f"one of {', '.join(FEATURES)}")
-    check(self.block in BLOCKS, "model.block", self.block, f"one of {', '.join(BLOCKS)}")
-    check(self.attention in ATTENTIONS, "model.attention", self.attention,
+    check(self.features in FEATURES, "features", self.features, f"one of {', '.join(FEATURES)}")
+    check(self.block in BLOCKS, "block", self.block, f"one of {', '.join(BLOCKS)}")
+    check(self.attention in ATTENTIONS, "attention", self.attention,
           f"one of {', '.join(ATTENTIONS)}")
     if is_concrete_number(self.dropout):
-      check(0 <= self.dropout < 1, "model.dropout", self.dropout, "a number in [0, 1)")
+      check(0 <= self.dropout < 1, "dropout", self.dropout, "a number in [0, 1)")
 
 
 class TaggerOutput(NamedTuple):

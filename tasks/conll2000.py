@@ -168,7 +168,7 @@ def to_tagged_batch(sentences, vocab: Sequence[str], pos_vocab: Sequence[str],
   """
   longest = max(len(s) for s in sentences)
   max_len = longest if max_len is None else max_len
-  check(isinstance(max_len, int) and max_len >= longest, "conll2000.max_len", max_len,
+  check(isinstance(max_len, int) and max_len >= longest, "max_len", max_len,
         f"an integer >= the longest sentence ({longest} tokens), or unset")
   w_index = {w: i for i, w in enumerate(vocab)}
   p_index = {p: i for i, p in enumerate(pos_vocab)}
@@ -198,7 +198,7 @@ def length_buckets(batch: TaggedBatch, n_buckets: int) -> Tuple[TaggedBatch, ...
   programming over the sorted lengths). Sentence order inside a bucket follows
   the batch. Buckets are returned from short to long; empty ones are dropped.
   """
-  check(isinstance(n_buckets, int) and n_buckets >= 1, "conll2000.buckets", n_buckets,
+  check(isinstance(n_buckets, int) and n_buckets >= 1, "buckets", n_buckets,
         "a positive integer")
   lengths = np.asarray(batch.mask).sum(-1)
   values = np.unique(lengths)                         # distinct lengths, sorted
@@ -248,18 +248,18 @@ def load_conll2000(root: Union[str, pathlib.Path, None] = None, *, dev_fraction:
   Raises:
     ConfigError: a bad option or a malformed file.
   """
-  check(isinstance(dev_fraction, float) and 0 < dev_fraction <= 0.5, "conll2000.dev_fraction",
+  check(isinstance(dev_fraction, float) and 0 < dev_fraction <= 0.5, "dev_fraction",
         dev_fraction, "a number in (0, 0.5]")
-  check(isinstance(min_count, int) and min_count >= 1, "conll2000.min_count", min_count,
+  check(isinstance(min_count, int) and min_count >= 1, "min_count", min_count,
         "an integer >= 1")
   for name, value in (("limit", limit), ("test_limit", test_limit)):
-    check(value is None or (isinstance(value, int) and value >= 2), f"conll2000.{name}", value,
+    check(value is None or (isinstance(value, int) and value >= 2), name, value,
           "an integer >= 2, or unset")
   root = DEFAULT_ROOT if root is None else pathlib.Path(root)
   full = read_conll(root / "train.txt", limit)
   test = read_conll(root / "test.txt", test_limit)
   train_idx, dev_idx = split_dev(len(full), dev_fraction, dev_seed)
-  check(len(dev_idx) >= 1 and len(train_idx) >= 1, "conll2000.limit", limit,
+  check(len(dev_idx) >= 1 and len(train_idx) >= 1, "limit", limit,
         "enough sentences for a non-empty train and dev split")
   sentences = {"train": tuple(full[i] for i in train_idx), "dev": tuple(full[i] for i in dev_idx),
                "test": test}

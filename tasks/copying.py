@@ -48,19 +48,19 @@ class CopyingConfig:
   encoding: str = "ours"
 
   def __post_init__(self):
-    check(self.distribution in DISTRIBUTIONS, "task.distribution", self.distribution,
+    check(self.distribution in DISTRIBUTIONS, "distribution", self.distribution,
           f"one of {', '.join(DISTRIBUTIONS)}")
-    check(self.encoding in ENCODINGS, "task.encoding", self.encoding,
+    check(self.encoding in ENCODINGS, "encoding", self.encoding,
           f"one of {', '.join(ENCODINGS)}")
     for name in ("n_tokens", "length"):
       v = getattr(self, name)
-      check(isinstance(v, int) and not isinstance(v, bool) and v >= 1, f"task.{name}", v,
+      check(isinstance(v, int) and not isinstance(v, bool) and v >= 1, name, v,
             "a positive integer")
     if self.distribution == "permutation":
-      check(self.length == self.n_tokens, "task.length", self.length,
+      check(self.length == self.n_tokens, "length", self.length,
             f"equal to n_tokens = {self.n_tokens} for permutations of [1, n_tokens]")
     if self.distribution == "subset":
-      check(self.length <= self.n_tokens, "task.length", self.length,
+      check(self.length <= self.n_tokens, "length", self.length,
             f"at most n_tokens = {self.n_tokens} (the words of a subset sentence are distinct)")
 
   @property

@@ -49,20 +49,20 @@ class MarkovPairsConfig:
   def __post_init__(self):
     for name in ("n_words", "n_topics", "pairs_per_topic", "sentence_length", "n_train", "n_test"):
       value = getattr(self, name)
-      check(isinstance(value, int) and not isinstance(value, bool), f"task.{name}", value,
+      check(isinstance(value, int) and not isinstance(value, bool), name, value,
             "an integer")
-    check(self.n_words >= 2, "task.n_words", self.n_words, "an integer >= 2 (a pair needs two words)")
-    check(self.n_topics >= 2, "task.n_topics", self.n_topics, "an integer >= 2")
-    check(self.pairs_per_topic >= 1, "task.pairs_per_topic", self.pairs_per_topic, "an integer >= 1")
+    check(self.n_words >= 2, "n_words", self.n_words, "an integer >= 2 (a pair needs two words)")
+    check(self.n_topics >= 2, "n_topics", self.n_topics, "an integer >= 2")
+    check(self.pairs_per_topic >= 1, "pairs_per_topic", self.pairs_per_topic, "an integer >= 1")
     n_pairs = self.n_words * (self.n_words - 1)
-    check(self.n_topics * self.pairs_per_topic <= n_pairs, "task.pairs_per_topic",
+    check(self.n_topics * self.pairs_per_topic <= n_pairs, "pairs_per_topic",
           self.pairs_per_topic,
           f"at most {n_pairs // self.n_topics}: the {self.n_topics} topics' pairs are distinct "
           f"ordered pairs of different words, and {self.n_words} words make {n_pairs}")
-    check(self.sentence_length >= 2, "task.sentence_length", self.sentence_length,
+    check(self.sentence_length >= 2, "sentence_length", self.sentence_length,
           "an integer >= 2 (m + 1 with m >= 1)")
-    check(self.n_train >= 1, "task.n_train", self.n_train, "an integer >= 1")
-    check(self.n_test >= 1, "task.n_test", self.n_test, "an integer >= 1")
+    check(self.n_train >= 1, "n_train", self.n_train, "an integer >= 1")
+    check(self.n_test >= 1, "n_test", self.n_test, "an integer >= 1")
 
   @property
   def n_steps(self) -> int:

@@ -15,7 +15,7 @@ from typing import Tuple, Union
 import numpy as np
 
 from tasks.batch import Batch
-from tasks.errors import ConfigError, check
+from tasks.errors import ConfigError, check, value_error
 
 DEFAULT_ROOT = pathlib.Path(__file__).resolve().parents[1] / "data" / "multi30k"
 DEFAULT_STEM = "train"
@@ -89,7 +89,7 @@ def load_multi30k(root: Union[str, pathlib.Path, None] = None, *, stem: str = DE
       different line counts, or no pair short enough.
   """
   for name, v, low in (("max_len", max_len, 1), ("min_count", min_count, 1), ("n_pairs", n_pairs, 0)):
-    check(isinstance(v, int) and not isinstance(v, bool) and v >= low, f"multi30k.{name}", v,
+    check(isinstance(v, int) and not isinstance(v, bool) and v >= low, name, v,
           f"an integer >= {low}")
   root = DEFAULT_ROOT if root is None else pathlib.Path(root)
   en, de = _read(root / f"{stem}.en"), _read(root / f"{stem}.de")
@@ -101,8 +101,8 @@ def load_multi30k(root: Union[str, pathlib.Path, None] = None, *, stem: str = DE
   if n_pairs:
     pairs = pairs[:n_pairs]
   if not pairs:
-    raise ConfigError(f"multi30k.max_len = {max_len} keeps no pair of {root}/{stem}; allow "
-                      "longer sentences")
+    raise value_error("max_len", max_len, f"longer sentences: {max_len} keeps no pair of "
+                                          f"{root}/{stem}")
   src_words = _vocab([a for a, _ in pairs], min_count)
   tgt_words = _vocab([b for _, b in pairs], min_count)
   src = _ids([a for a, _ in pairs], src_words, max_len)

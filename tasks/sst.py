@@ -286,15 +286,15 @@ def to_batch(sentences: Sequence[Sentence], vocab: Sequence[str], max_len: Optio
     ConfigError: bad ``padding`` or ``max_len``, or a word missing from ``vocab``
       with no ``<unk>``.
   """
-  check(padding in PADDINGS, "sst.padding", padding, f"one of {', '.join(PADDINGS)}")
-  check(len(sentences) >= 1, "sst.sentences", len(sentences), "at least one sentence")
+  check(padding in PADDINGS, "padding", padding, f"one of {', '.join(PADDINGS)}")
+  check(len(sentences) >= 1, "sentences", len(sentences), "at least one sentence")
   index = {w: i for i, w in enumerate(vocab)}
-  check(PAD in index, "sst.vocab", f"{len(vocab)} words without {PAD}", f"a vocabulary containing {PAD}")
+  check(PAD in index, "vocab", f"{len(vocab)} words without {PAD}", f"a vocabulary containing {PAD}")
   longest = max(len(s.words) for s in sentences)
   if max_len is None:
     max_len = longest
   check(isinstance(max_len, int) and not isinstance(max_len, bool) and max_len >= longest,
-        "sst.max_len", max_len, f"an integer >= the longest sentence ({longest} words), or unset")
+        "max_len", max_len, f"an integer >= the longest sentence ({longest} words), or unset")
   tokens = np.full((len(sentences), max_len), index[PAD], np.int32)
   mask = np.zeros((len(sentences), max_len), bool)
   unk = index.get(UNK)
@@ -356,10 +356,10 @@ def load_sst(root: Union[str, pathlib.Path, None] = None, *, fine_grained: bool,
   Raises:
     ConfigError: a bad option or a malformed file (naming file and line).
   """
-  check(isinstance(fine_grained, bool), "sst.fine_grained", fine_grained, "true or false")
-  check(isinstance(lowercase, bool), "sst.lowercase", lowercase, "true or false")
-  check(vocab_from in VOCAB_FROM, "sst.vocab_from", vocab_from, f"one of {', '.join(VOCAB_FROM)}")
-  check(padding in PADDINGS, "sst.padding", padding, f"one of {', '.join(PADDINGS)}")
+  check(isinstance(fine_grained, bool), "fine_grained", fine_grained, "true or false")
+  check(isinstance(lowercase, bool), "lowercase", lowercase, "true or false")
+  check(vocab_from in VOCAB_FROM, "vocab_from", vocab_from, f"one of {', '.join(VOCAB_FROM)}")
+  check(padding in PADDINGS, "padding", padding, f"one of {', '.join(PADDINGS)}")
   root = DEFAULT_ROOT if root is None else pathlib.Path(root)
   sentences = {split: read_trees(root / f"{split}.txt", lowercase=lowercase) for split in SPLITS}
   if not fine_grained:

@@ -45,15 +45,15 @@ class TopicTaskConfig:
   def __post_init__(self):
     for name in ("n_topics", "words_per_topic", "vocab_size", "n_nontopic", "n_train", "n_test"):
       value = getattr(self, name)
-      check(isinstance(value, int) and not isinstance(value, bool), f"task.{name}", value,
+      check(isinstance(value, int) and not isinstance(value, bool), name, value,
             "an integer")
-    check(self.n_topics >= 2, "task.n_topics", self.n_topics, "an integer >= 2")
-    check(self.words_per_topic >= 1, "task.words_per_topic", self.words_per_topic, "an integer >= 1")
-    check(self.vocab_size >= 1, "task.vocab_size", self.vocab_size, "an integer >= 1")
-    check(self.n_nontopic >= 1, "task.n_nontopic", self.n_nontopic, "an integer m >= 1")
-    check(self.n_train >= 1, "task.n_train", self.n_train, "an integer >= 1")
-    check(self.n_test >= 1, "task.n_test", self.n_test, "an integer >= 1")
-    check(self.n_words <= MAX_WORDS, "task.n_topics*words_per_topic + vocab_size", self.n_words,
+    check(self.n_topics >= 2, "n_topics", self.n_topics, "an integer >= 2")
+    check(self.words_per_topic >= 1, "words_per_topic", self.words_per_topic, "an integer >= 1")
+    check(self.vocab_size >= 1, "vocab_size", self.vocab_size, "an integer >= 1")
+    check(self.n_nontopic >= 1, "n_nontopic", self.n_nontopic, "an integer m >= 1")
+    check(self.n_train >= 1, "n_train", self.n_train, "an integer >= 1")
+    check(self.n_test >= 1, "n_test", self.n_test, "an integer >= 1")
+    check(self.n_words <= MAX_WORDS, "n_topics*words_per_topic + vocab_size", self.n_words,
           f"at most {MAX_WORDS} words in all (word ids are int32)")
 
   @property

@@ -91,9 +91,9 @@ def test_freezing_conv_masks_its_updates(setup):
 
 def test_bad_config_and_too_short_sentences_are_one_clear_error(setup):
   _, model, params, _ = setup
-  with pytest.raises(tasks.ConfigError, match="model.freeze"):
+  with pytest.raises(tasks.ConfigError, match="^freeze = "):
     models.CNNAttentionConfig(n_words=4, n_classes=2, freeze=("kernels",))
-  with pytest.raises(tasks.ConfigError, match="model.embed_dim"):
+  with pytest.raises(tasks.ConfigError, match="^embed_dim = "):
     models.CNNAttentionConfig(n_words=4, n_classes=2, embed_dim=0)
   with pytest.raises(tasks.ConfigError, match="at least 2 words"):
     model.apply(params, tasks.Batch(jnp.zeros((2, 1), jnp.int32), jnp.ones((2, 1), bool),

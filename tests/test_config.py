@@ -169,3 +169,57 @@ def test_bad_toml_and_missing_files_are_config_errors(tmp_path):
     config.load(bad)
   with pytest.raises(ConfigError, match="does not exist"):
     config.load(tmp_path / "missing.toml")
+
+
+# A bad argument of each layer's own configs: (constructor, kwargs, the argument it names).
+def _lower_layer_cases():
+  import dynamics
+  import models
+  import tasks
+  from models import seq2seq, transformer_tagger
+  from tasks.copying import CopyingConfig
+  lu = {"n_words": 10, "n_classes": 2}
+  return [
+      (tasks.TopicTaskConfig, {"n_topics": 1}, "n_topics"),
+      (tasks.MarkovPairsConfig, {"sentence_length": 1}, "sentence_length"),
+      (CopyingConfig, {"distribution": "perm"}, "distribution"),
+      (models.LuModelConfig, {**lu, "classifier": "cnn"}, "classifier"),
+      (models.LuModelConfig, {**lu, "query_std": 0.0}, "query_std"),
+      (models.CNNAttentionConfig, {**lu, "conv_bias": 1}, "conv_bias"),
+      (seq2seq.Seq2SeqConfig, {"src_vocab": 5, "tgt_vocab": 5, "attention": "x"}, "attention"),
+      (transformer_tagger.TaggerConfig, {"n_words": 5, "n_pos": 3, "n_tags": 3, "block": "x"},
+       "block"),
+      (dynamics.TrainConfig, {"lr": -1.0}, "lr"),
+      (dynamics.TrainConfig, {"steps": 101, "record_every": 25}, "steps"),
+  ]
+
+
+@pytest.mark.parametrize("make, kwargs, field", _lower_layer_cases(),
+                         ids=lambda x: getattr(x, "__name__", None))
+def test_lower_layers_name_their_own_arguments_not_toml_paths(make, kwargs, field):
+  with pytest.raises(ConfigError) as err:
+    make(**kwargs)
+  assert err.value.field == field
+  assert str(err.value).startswith(f"{field} = "), str(err.value)
+  assert not any(f"{s}." in str(err.value) for s in ("task", "model", "train", "ode", "sweep"))
+
+
+def test_the_config_layer_names_the_toml_path_and_the_related_fields():
+  with pytest.raises(ConfigError) as err:
+    _quick("train.steps=101", "train.record_every=25")
+  assert str(err.value) == ("train.steps = 101 is not allowed: a multiple of "
+                            "train.record_every = 25.")
+  assert err.value.field == "train.steps"
+
+
+@pytest.mark.parametrize("item, expected", [
+    ("cnn.task.n_topics=1", "cnn.task.n_topics = 1 is not allowed: an integer >= 2."),
+    ("cnn.model.query_std=0", "cnn.model.query_std = 0"),
+    ("cnn.steps=110", "cnn.steps = 110 is not allowed: a multiple of cnn.record_every = 20."),
+])
+def test_a_reproduction_setting_is_named_by_its_own_path_before_anything_runs(item, expected):
+  from attndyn.reproduce import runner
+  from attndyn.reproduce.lu2021 import cnn
+  with pytest.raises(ConfigError) as err:
+    runner.settings_for(cnn, quick=True, items=[item])
+  assert str(err.value).startswith(expected), str(err.value)

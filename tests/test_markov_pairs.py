@@ -77,9 +77,9 @@ def test_transitions_follow_mc_i(data):
 
 
 def test_bad_config_is_one_clear_error():
-  with pytest.raises(tasks.ConfigError, match="task.sentence_length"):
+  with pytest.raises(tasks.ConfigError, match="^sentence_length = "):
     tasks.MarkovPairsConfig(sentence_length=1)
-  with pytest.raises(tasks.ConfigError, match="task.pairs_per_topic"):
+  with pytest.raises(tasks.ConfigError, match="^pairs_per_topic = "):
     tasks.MarkovPairsConfig(n_words=2, pairs_per_topic=2)
-  with pytest.raises(tasks.ConfigError, match="task.n_words"):
+  with pytest.raises(tasks.ConfigError, match="^n_words = "):
     tasks.MarkovPairsConfig(n_words=2.5)

@@ -118,7 +118,7 @@ def test_bad_normaliser_names_and_alpha_raise_config_errors():
     entmax(jnp.zeros(3), alpha=1.0)
   with pytest.raises(ConfigError, match="alpha"):
     normalise("entmax", jnp.zeros(3))
-  with pytest.raises(ConfigError, match="model.normaliser = 'hard'.*softmax, sparsemax, entmax15"):
+  with pytest.raises(ConfigError, match="^normaliser = 'hard'.*softmax, sparsemax, entmax15"):
     models.LuModelConfig(n_words=5, n_classes=2, normaliser="hard")
 
 

@@ -80,7 +80,7 @@ def test_heads_from_single_head_seeds(key):
 def test_bad_config():
   with pytest.raises(ConfigError, match="shared_embedding"):
     seq2seq.Seq2SeqConfig(7, 8, shared_embedding=True)
-  with pytest.raises(ConfigError, match="model.attention"):
+  with pytest.raises(ConfigError, match="^attention = "):
     seq2seq.Seq2SeqConfig(7, 7, attention="dot")
-  with pytest.raises(ConfigError, match="model.heads"):
+  with pytest.raises(ConfigError, match="^heads = "):
     seq2seq.Seq2SeqConfig(7, 7, heads=0)

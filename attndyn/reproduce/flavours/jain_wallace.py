@@ -54,7 +54,7 @@ def validate(s: dict) -> None:
 
 
 def run(ctx, s) -> Outcome:
-  _, data = common.topic_data(s["task"])
+  _, data = common.topic_data(s["task"], path=f"{NAME}.task")
   claims, results, details = [], {}, {}
   for norm in s["normalisers"]:
     result = engine.run(ctx, f"{NAME}-{norm}", _run_config(norm, s), figures=False)

@@ -52,13 +52,15 @@ SOURCES = {
 
 
 def run(ctx, s) -> Outcome:
-  task_cfg, data = common.topic_data(s["task"])
+  task_cfg, data = common.topic_data(s["task"], path=f"{NAME}.task")
   m = task_cfg.n_nontopic
   topic_words = jnp.arange(task_cfg.n_topic_words)
-  train_cfg = dynamics.TrainConfig(lr=s["lr"], steps=s["steps"], record_every=s["record_every"])
+  with schema.at(NAME):
+    train_cfg = dynamics.TrainConfig(lr=s["lr"], steps=s["steps"], record_every=s["record_every"])
   claims, panels, details = [], {}, {}
   for norm in s["normalisers"]:
-    cfg = common.lu_config(task_cfg, s["classifier"], s["model"], normaliser=norm)
+    cfg = common.lu_config(task_cfg, s["classifier"], s["model"], normaliser=norm,
+                            path=f"{NAME}.model")
     apply = models.lu.apply_for(cfg)
     record = ss.flavour_observables(apply, data, norm)
     train = dynamics.make_train(models.make_loss(apply), data.train, record, train_cfg,

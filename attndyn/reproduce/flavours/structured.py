@@ -108,7 +108,7 @@ def steps_to_level(dev_f1: np.ndarray, level: float, steps_per_epoch: int) -> np
 def train_normaliser(ctx, s, data, train_b, dev_b, norm: str) -> dict:
   """Train ``s["seeds"]`` taggers with ``norm`` attention (one checkpointed vmapped sweep,
   ``DIR/runs/structured-NORM``)."""
-  cfg = common.tagger_config(data, s["model"], attention=norm)
+  cfg = common.tagger_config(data, s["model"], attention=norm, path=f"{NAME}.model")
   pred_dev = common.predictor(cfg, dev_b)
 
   def loss_fn(params, b, dropout_key, aux):
@@ -178,7 +178,7 @@ def attention_figure(maps: dict, words, seg, path, title: str) -> str:
 
 def run(ctx, s) -> Outcome:
   _check(s)
-  data = common.load_data(s["data"])
+  data = common.load_data(s["data"], path=f"{NAME}.data")
   train, dev, test = (cap_length(getattr(data, k), s["max_len"]) for k in ("train", "dev", "test"))
   train_b = conll2000.length_buckets(train, s["buckets"])
   dev_b = conll2000.length_buckets(dev, 1)

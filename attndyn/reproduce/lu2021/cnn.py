@@ -89,13 +89,28 @@ def sen_kendall_tau(score: np.ndarray, norm: np.ndarray) -> np.ndarray:
   return out
 
 
+def _configs(s: dict):
+  """``(task, model, train)`` configs of the settings; a bad value names its setting."""
+  with schema.at(f"{NAME}.task"):
+    task_cfg = tasks.MarkovPairsConfig(**s["task"])
+  with schema.at(f"{NAME}.model"):
+    cfg = models.CNNAttentionConfig(n_words=task_cfg.n_words, n_classes=task_cfg.n_topics,
+                                    classifier="tc", **s["model"])
+  with schema.at(NAME):
+    train_cfg = dynamics.TrainConfig(lr=s["lr"], steps=s["steps"],
+                                     record_every=s["record_every"])
+  return task_cfg, cfg, train_cfg
+
+
+def validate(s: dict) -> None:
+  """The settings make valid configs (called before anything runs)."""
+  _configs(s)
+
+
 def run(ctx, s) -> Outcome:
-  task_cfg = tasks.MarkovPairsConfig(**s["task"])
-  cfg = models.CNNAttentionConfig(n_words=task_cfg.n_words, n_classes=task_cfg.n_topics,
-                                  classifier="tc", **s["model"])
+  task_cfg, cfg, train_cfg = _configs(s)
   model = models.cnn_attention(cfg)
   loss_fn = models.make_loss(model.apply)
-  train_cfg = dynamics.TrainConfig(lr=s["lr"], steps=s["steps"], record_every=s["record_every"])
 
   def one(inp):
     key = jax.random.PRNGKey(inp["seed"])

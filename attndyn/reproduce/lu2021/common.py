@@ -14,7 +14,7 @@ import numpy as np
 import analysis
 import models
 import tasks
-from attndyn import presets
+from attndyn import presets, schema
 from dynamics import xla_options
 from models.lu_linear import apply_linear
 
@@ -28,9 +28,11 @@ NAMES = {"fc": "Attn-FC", "tc": "Attn-TC", "tl": "Attn-TL"}
 _DATA = {}
 
 
-def topic_data(task: Dict, data_seed: int = 0):
-  """``(TopicTaskConfig, TopicDataset)`` of a task dict (generated once per process)."""
-  cfg = tasks.TopicTaskConfig(**task)
+def topic_data(task: Dict, data_seed: int = 0, *, path: str = "task"):
+  """``(TopicTaskConfig, TopicDataset)`` of a task dict (generated once per process);
+  ``path``: the settings table it came from, named by a bad value's error."""
+  with schema.at(path):
+    cfg = tasks.TopicTaskConfig(**task)
   if (cfg, data_seed) not in _DATA:
     options = xla_options.supported(tasks.TOPIC_COMPILER_OPTIONS)
     _DATA[cfg, data_seed] = jax.jit(tasks.make_topic_dataset, static_argnums=1,
@@ -44,12 +46,14 @@ def text_run(classifier: str, changes: Dict) -> Dict:
   return engine.deep_update(presets.preset(f"lu2021-text-{classifier}"), changes)
 
 
-def lu_config(task_cfg: tasks.TopicTaskConfig, classifier: str, model: Dict,
-              **extra) -> models.LuModelConfig:
-  """The Lu model for a topic task (vocabulary and classes from the task)."""
+def lu_config(task_cfg: tasks.TopicTaskConfig, classifier: str, model: Dict, *,
+              path: str = "model", **extra) -> models.LuModelConfig:
+  """The Lu model for a topic task (vocabulary and classes from the task); ``path``: the
+  settings table ``model`` came from, named by a bad value's error."""
   fields = {**model, **extra}
-  return models.LuModelConfig(n_words=task_cfg.n_words, n_classes=task_cfg.n_topics,
-                              classifier=classifier, **fields)
+  with schema.at(path):
+    return models.LuModelConfig(n_words=task_cfg.n_words, n_classes=task_cfg.n_topics,
+                                classifier=classifier, **fields)
 
 
 def apply_for(cfg: models.LuModelConfig) -> Callable:

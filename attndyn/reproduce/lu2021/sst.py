@@ -33,6 +33,7 @@ from analysis import lu2021_figures as figs
 from analysis import replication as rep
 from analysis import sst_words
 from analysis.sen_checks import relative_error
+from attndyn import schema
 from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
@@ -104,8 +105,9 @@ def _group(ctx, s: dict, data, b: dict, variants, steps: int, label: str) -> dic
   """
   fc = VARIANTS[variants[0]][0] is not None
   base = dict(n_words=data.n_words, n_classes=data.n_classes, **s["model"])
-  cfgs = [models.LuModelConfig(classifier="fc" if fc else "tc",
-                               fc_init=VARIANTS[v][0] or "orthonormal", **base) for v in variants]
+  with schema.at(f"{NAME}.model"):
+    cfgs = [models.LuModelConfig(classifier="fc" if fc else "tc",
+                                 fc_init=VARIANTS[v][0] or "orthonormal", **base) for v in variants]
   seed = np.tile(common.seeds(s["seeds"]), len(variants))
   which = np.repeat(np.arange(len(variants)), s["seeds"])
   full0 = [jax.vmap(lambda k, c=c: models.lu.init(jax.random.PRNGKey(k), c))(jnp.asarray(seed))

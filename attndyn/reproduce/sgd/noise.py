@@ -114,8 +114,8 @@ def _drift(obs):
 
 
 def run(ctx, s) -> Outcome:
-  task_cfg, data = common.topic_data(s["task"])
-  cfg = common.lu_config(task_cfg, s["classifier"], s["model"])
+  task_cfg, data = common.topic_data(s["task"], path=f"{NAME}.task")
+  cfg = common.lu_config(task_cfg, s["classifier"], s["model"], path=f"{NAME}.model")
   apply = common.apply_for(cfg)
   loss_fn = models.make_loss(apply)
   record = analysis.topic_observables(apply, data)

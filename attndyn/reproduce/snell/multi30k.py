@@ -20,6 +20,7 @@ import dynamics
 from analysis import agreement, ibm1, ktiw
 from analysis import replication as rep
 from analysis import snell_figures as figs
+from attndyn import schema
 from attndyn.reproduce import engine
 from attndyn.reproduce.runner import Outcome
 from models import bow_proxy, seq2seq
@@ -74,8 +75,9 @@ def _train(ctx, name, cfg, data, s, seeds):
 
 
 def run(ctx, s) -> Outcome:
-  d = load_multi30k(stem=s["stem"], max_len=s["max_len"], min_count=s["min_count"],
-                    n_pairs=s["n_pairs"])
+  with schema.at(NAME):
+    d = load_multi30k(stem=s["stem"], max_len=s["max_len"], min_count=s["min_count"],
+                      n_pairs=s["n_pairs"])
   n = d.batch.tokens.shape[0]
   h = s["held_out"]
   train = jax.tree.map(lambda x: jnp.asarray(x[: n - h]), d.batch)

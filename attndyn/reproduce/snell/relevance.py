@@ -51,14 +51,17 @@ SOURCES = {
 
 
 def run(ctx, s) -> Outcome:
-  tcfg = tasks.TopicTaskConfig(**s["task"])
+  with schema.at(f"{NAME}.task"):
+    tcfg = tasks.TopicTaskConfig(**s["task"])
   n_topic = tcfg.n_topic_words
   seeds = np.arange(s["seeds"])
-  tc = dynamics.TrainConfig(lr=s["lr"], steps=s["steps"], record_every=s["record_every"])
+  with schema.at(NAME):
+    tc = dynamics.TrainConfig(lr=s["lr"], steps=s["steps"], record_every=s["record_every"])
   runs = {}
   for kind, freeze in (("uniform", ("keys",)), ("standard", ())):
-    cfg = models.LuModelConfig(n_words=tcfg.n_words, n_classes=tcfg.n_topics, freeze=freeze,
-                               **s["model"])
+    with schema.at(f"{NAME}.model"):
+      cfg = models.LuModelConfig(n_words=tcfg.n_words, n_classes=tcfg.n_topics, freeze=freeze,
+                                 **s["model"])
 
     def one(seed, cfg=cfg):
       key = jax.random.PRNGKey(seed)

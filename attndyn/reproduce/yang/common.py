@@ -12,6 +12,7 @@ import optax
 
 from analysis import divergences
 from analysis.conlleval import conlleval_ids
+from attndyn import schema
 from models import transformer_tagger as tt
 from tasks import conll2000
 
@@ -19,17 +20,23 @@ _DATA = {}
 MAXLEN = 128   # longest sentence the host-side scorer pads to (CoNLL-2000: 78)
 
 
-def load_data(d: Dict) -> conll2000.ConllData:
-  """CoNLL-2000 with the settings ``d`` (``limit``, ``test_limit``, ``min_count``), loaded once per process."""
+def load_data(d: Dict, *, path: str = "data") -> conll2000.ConllData:
+  """CoNLL-2000 with the settings ``d`` (``limit``, ``test_limit``, ``min_count``), loaded once
+  per process; ``path``: the settings table ``d`` came from, named by a bad value's error."""
   key = tuple(sorted(d.items()))
   if key not in _DATA:
-    _DATA[key] = conll2000.load_conll2000(**d)
+    with schema.at(path):
+      _DATA[key] = conll2000.load_conll2000(**d)
   return _DATA[key]
 
 
-def tagger_config(data: conll2000.ConllData, model: Dict, **extra) -> tt.TaggerConfig:
-  return tt.TaggerConfig(n_words=len(data.vocab), n_pos=len(data.pos_vocab),
-                         n_tags=len(data.tags), **{**model, **extra})
+def tagger_config(data: conll2000.ConllData, model: Dict, *, path: str = "model",
+                  **extra) -> tt.TaggerConfig:
+  """The tagger for ``data``'s vocabularies; ``path``: the settings table ``model`` came from,
+  named by a bad value's error."""
+  with schema.at(path):
+    return tt.TaggerConfig(n_words=len(data.vocab), n_pos=len(data.pos_vocab),
+                           n_tags=len(data.tags), **{**model, **extra})
 
 
 def _chunks(batch, chunk: int):

@@ -82,8 +82,8 @@ def train_originals(ctx, s) -> dict:
   key = json.dumps(s, sort_keys=True)
   if key in cache:
     return cache[key]
-  data = common.load_data(s["data"])
-  cfg = common.tagger_config(data, s["model"])
+  data = common.load_data(s["data"], path=f"{NAME}.data")
+  cfg = common.tagger_config(data, s["model"], path=f"{NAME}.model")
   train_b = conll2000.length_buckets(data.train, s["buckets"])
   dev_b = conll2000.length_buckets(data.dev, 2)
   test_b = conll2000.length_buckets(data.test, 3)
