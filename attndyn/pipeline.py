@@ -188,36 +188,94 @@ def fast_gd_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset):
   return fn
 
 
-def reduced_fn(cfg: RunConfig, setup):
-  """Lemma 2's reduced SEN ODE of one sweep point."""
+def _reduced_times(cfg: RunConfig, lr, taus):
+  """``(lr, ts, t_end, dtmin)`` of a reduced solve: in steps for ``lr`` (``taus=None``), or
+  in flow time (``lr = 1``, saved at ``taus``, the floor on the step that of the smallest
+  learning rate of the grid; :func:`solve_lrs_together`)."""
+  ode = cfg.ode
+  if taus is None:
+    return lr, cfg.train.record_steps(), _t_end(cfg, lr), ode.dtmin
+  dtmin = None if ode.dtmin is None else ode.dtmin * min(dict(cfg.sweep.grid)["train.lr"])
+  return jnp.ones_like(lr), taus, None, dtmin
+
+
+def reduced_fn(cfg: RunConfig, setup, taus=None):
+  """Lemma 2's reduced SEN ODE of one sweep point (``taus``: see :func:`_reduced_times`)."""
   trainable, ode = cfg.model.trainable(), cfg.ode
 
   def fn(inp):
     p = setup(inp)
+    lr, ts, t_end, dtmin = _reduced_times(cfg, jnp.asarray(p.lr), taus)
     return dynamics.reduced_sen_ode(
         p.params0, p.dataset.train, p.dataset.train_topic_word,
-        np.arange(cfg.task.n_topic_words), p.record, lr=p.lr, ts=cfg.train.record_steps(),
+        np.arange(cfg.task.n_topic_words), p.record, lr=lr, ts=ts,
         trainable=trainable, form=ode.form, solver=ode.solver, rtol=ode.rtol, atol=ode.atol,
-        max_steps=ode.max_steps, dtmin=ode.dtmin, t_end=_t_end(cfg, p.lr))
+        max_steps=ode.max_steps, dtmin=dtmin, t_end=t_end)
 
   return fn
 
 
-def reduced_sweep_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset):
+def reduced_sweep_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset, taus=None):
   """Lemma 2's reduced SEN ODE of a whole chunk of sweep points sharing ``dataset``, as one
-  solve (:func:`dynamics.reduced_sen_ode_sweep`; ``run_sweep(batched=True)``)."""
+  solve (:func:`dynamics.reduced_sen_ode_sweep`; ``run_sweep(batched=True)``; ``taus``:
+  see :func:`_reduced_times`)."""
   trainable, ode = cfg.model.trainable(), cfg.ode
   record = analysis.topic_observables(models.lu.apply_for(cfg.model), dataset)
 
   def fn(inputs):
     params0, lr = jax.vmap(_start(setup))(inputs)
+    lr, ts, t_end, dtmin = _reduced_times(cfg, lr, taus)
     return dynamics.reduced_sen_ode_sweep(
         params0, dataset.train, dataset.train_topic_word, np.arange(cfg.task.n_topic_words),
-        record, lr=lr, ts=cfg.train.record_steps(), trainable=trainable, form=ode.form,
+        record, lr=lr, ts=ts, trainable=trainable, form=ode.form,
         solver=ode.solver, rtol=ode.rtol, atol=ode.atol, max_steps=ode.max_steps,
-        dtmin=ode.dtmin, t_end=_t_end(cfg, lr))
+        dtmin=dtmin, t_end=t_end)
 
   return fn
+
+
+def solve_lrs_together(cfg: RunConfig) -> bool:
+  """Whether the reduced ODE is solved once for every learning rate of the grid.
+
+  Its velocity is ``lr`` times a function of the state (eqs 7-8), so in flow time
+  ``τ = lr·t`` the points that differ only in ``lr`` follow one trajectory
+  (:mod:`dynamics.flow_time`). With ``train.flow_time`` set and every learning rate's
+  run ending at the same flow time (``lr`` × its run steps, as the atlas chooses them),
+  one solve to that time, saved at every learning rate's recorded flow times, is each
+  run's solve, and its final parameters are each run's: ``n_lr`` solves become one.
+  """
+  lrs = dict(cfg.sweep.grid).get("train.lr")
+  if cfg.train.flow_time is None or lrs is None or len(lrs) < 2:
+    return False
+  ends = [lr * cfg.train.run_steps(lr) for lr in lrs]
+  return max(ends) - min(ends) <= 1e-9 * max(ends)
+
+
+def _reduced_over_lrs(cfg: RunConfig, setup, dataset, inputs: dict, together: bool, stage):
+  """The reduced stage of :func:`solve_lrs_together`: one solve in flow time per point
+  without its learning rate (checkpointed as the stage's chunks), read as each point's run.
+
+  ``stage(fn, inputs, batched, n_points, times)`` runs ``fn`` over ``inputs`` (:func:`_stage`).
+  """
+  lrs = dict(cfg.sweep.grid)["train.lr"]
+  others = [name for name in inputs if name != "train.lr"]
+  rows = np.stack([np.asarray(inputs[name], np.float64) for name in others], axis=1)
+  _, first, group = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+  order = np.argsort(first)                      # the points without lr, in sweep order
+  rank = np.empty_like(order)
+  rank[order] = np.arange(order.size)
+  group = rank[np.ravel(group)]
+  base = {name: np.asarray(x)[first[order]] for name, x in inputs.items()}
+  records = [int(cfg.train.run_records(lr)) for lr in lrs]
+  taus = np.asarray(dynamics.flow_time_grid(lrs, records, cfg.train.record_every), cfg.precision)
+  fn = (reduced_sweep_fn(cfg, setup, dataset, taus) if together
+        else reduced_fn(cfg, setup, taus))
+  flow = stage(fn, base, together, order.size, taus)
+  lr = jnp.asarray(inputs["train.lr"])
+  runs = jax.vmap(dynamics.at_learning_rate, (0, None, 0, 0, None, None))(
+      jax.tree.map(lambda x: x[group], flow), taus, lr, cfg.train.run_records(lr),
+      cfg.train.record_every, cfg.train.n_records)
+  return jax.tree.map(np.asarray, runs)
 
 
 def flow_fn(cfg: RunConfig, setup):
@@ -260,21 +318,26 @@ def plan_chunk_size(cfg: RunConfig, devices=None) -> Optional[int]:
 
 
 def _stage(label: str, fn, inputs, cfg: RunConfig, chunk_size, progress: bool, devices,
-           checkpoints=None, batched: bool = False, compiler_options=None):
+           checkpoints=None, batched: bool = False, compiler_options=None, n_points=None,
+           times=None):
   """One stage over the sweep; with ``checkpoints``, read back finished chunks and save new ones.
 
-  ``batched``: ``fn`` maps a whole chunk itself (see ``dynamics.run_sweep``).
+  ``batched``: ``fn`` maps a whole chunk itself (see ``dynamics.run_sweep``). ``n_points``
+  and ``times``: the points in ``inputs`` and the times each records, when not the sweep's
+  (the sweep's points and recorded steps).
   """
+  n_points = cfg.sweep.n_points if n_points is None else n_points
+  times = np.asarray(cfg.train.record_steps()) if times is None else times
   n_dev = len(jax.devices() if devices is None else devices)
-  bounds = dynamics.chunk_bounds(cfg.sweep.n_points, chunk_size, n_dev)
+  bounds = dynamics.chunk_bounds(n_points, chunk_size, n_dev)
   done, save = [], None
   if checkpoints is not None:
     one = jax.tree.map(lambda x: x[:1], inputs)
     done = checkpoints.completed(
         label, bounds, lambda: jax.eval_shape(fn if batched else jax.vmap(fn), one),
-        times=np.asarray(cfg.train.record_steps()))
+        times=times)
     save = checkpoints.saver(label, bounds)
-  bar = ProgressBar(label, cfg.sweep.n_points, steps_per_point=cfg.train.steps,
+  bar = ProgressBar(label, n_points, steps_per_point=cfg.train.steps,
                     initial=bounds[len(done) - 1][1] if done else 0,
                     enabled=progress and jax.process_index() == 0)
 
@@ -344,6 +407,20 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
       # except with TL, whose ReLU kinks cut each seed's steps at its own times: shared steps
       # would take them all, more steps than vmapped per-seed solves take together.
       together = kind == "reduced" and dataset is not None and cfg.model.classifier != "tl"
+      if kind == "reduced" and solve_lrs_together(cfg):
+        def stage(fn, base, batched, n_points, times):
+          return _stage(kind, fn, base, cfg, chunk, progress, devices, checkpoints,
+                        batched=batched, n_points=n_points, times=times,
+                        compiler_options=ode_compiler_options(kind, cfg.model.classifier))
+        try:
+          odes[kind] = _reduced_over_lrs(cfg, setup, dataset, inputs, together, stage)
+        except ConfigError:
+          raise
+        except Exception as err:  # as below: keep what is computed, report the stage
+          errors[kind] = f"{type(err).__name__}: {err}"
+          exceptions[kind] = err
+        seconds[kind] = time.perf_counter() - start
+        continue
       fn = reduced_sweep_fn(cfg, setup, dataset) if together else ODE_FNS[kind](cfg, setup)
       # TL's gradient flow: one point after another, so each takes its own number of steps.
       # Vmapped, every point steps until the slowest is done (the seeds' step counts differ

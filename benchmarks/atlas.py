@@ -1,6 +1,6 @@
 """Throughput of ``attndyn atlas``: configurations/s, compiles per configuration, full-grid estimate.
 
-``python -m benchmarks.atlas --out DIR [--quick] [--buckets I,J,...] [--baseline]``
+``python -m benchmarks.atlas --out DIR [--quick] [--buckets I,J,...] [--baseline] [--baseline-ode]``
 
 Runs a sample of the full grid's buckets (default: the base bucket of each classifier, Attn-TC's
 largest m × M bucket, its sparsemax and its trainable-query bucket; ``--quick``: the whole quick
@@ -16,6 +16,11 @@ when quoting them. Writes ``DIR/atlas_bench.json``.
 ``train.flow_time``: every point to the bucket's ``steps`` in one chunk, each lr's rows cut at
 ``τ/lr`` afterwards; it prints both wall times per bucket (GD and ODE stages apart) and their
 ratio, measured in the same process.
+
+``--baseline-ode`` also runs each sampled bucket with the reduced ODE solved once per
+learning rate, as before :func:`attndyn.pipeline.solve_lrs_together` solved it once for all
+of them in flow time; it prints both wall times per bucket and their ratio, in the same
+process.
 """
 import contextlib
 import argparse
@@ -75,6 +80,25 @@ def _without_flow_time(atlas):
     atlas.run_config = original
 
 
+@contextlib.contextmanager
+def _ode_per_lr():
+  """The reduced ODE solved once per learning rate (each lr's chunk its own solve)."""
+  from attndyn import pipeline
+  original = pipeline.solve_lrs_together
+  pipeline.solve_lrs_together = lambda cfg: False
+  try:
+    yield
+  finally:
+    pipeline.solve_lrs_together = original
+
+
+def _timed(atlas, out: Path, index: int, quick: bool) -> tuple:
+  """``(seconds, stages)`` of one bucket run into ``out``."""
+  t0 = time.perf_counter()
+  atlas.run_atlas(out, quick=quick, only=[index], progress=False, findings=False)
+  return time.perf_counter() - t0, _stages(out, index)
+
+
 def main(argv=None) -> int:
   import jax
   from attndyn import atlas
@@ -85,6 +109,9 @@ def main(argv=None) -> int:
   parser.add_argument("--baseline", action="store_true",
                       help="also time each bucket without train.flow_time (one chunk, every "
                            "point to the bucket's steps) and print the ratio")
+  parser.add_argument("--baseline-ode", action="store_true",
+                      help="also time each bucket with the reduced ODE solved once per learning "
+                           "rate and print the ratio")
   args = parser.parse_args(argv)
   compiles = []
   jax.monitoring.register_event_duration_secs_listener(
@@ -112,16 +139,19 @@ def main(argv=None) -> int:
           f"{r['compiles']} compiles ({r['compile_seconds']:.1f} s)  {_fmt(r['stages'])}",
           flush=True)
     if args.baseline:
-      t0 = time.perf_counter()
-      base_out = Path(args.out) / f"baseline-{index:04d}"
       with _without_flow_time(atlas):
-        atlas.run_atlas(base_out, quick=args.quick, only=[index], progress=False,
-                        findings=False)
-      r["baseline_seconds"] = time.perf_counter() - t0
-      r["baseline_stages"] = _stages(base_out, index)
+        r["baseline_seconds"], r["baseline_stages"] = _timed(
+            atlas, Path(args.out) / f"baseline-{index:04d}", index, args.quick)
       print(f"  baseline (no flow_time, one chunk) {r['baseline_seconds']:7.1f} s  "
             f"{_fmt(r['baseline_stages'])}  ratio {r['baseline_seconds'] / r['seconds']:.2f}x",
             flush=True)
+    if args.baseline_ode:
+      with _ode_per_lr():
+        r["baseline_ode_seconds"], r["baseline_ode_stages"] = _timed(
+            atlas, Path(args.out) / f"baseline-ode-{index:04d}", index, args.quick)
+      print(f"  baseline (reduced ODE per lr) {r['baseline_ode_seconds']:7.1f} s  "
+            f"{_fmt(r['baseline_ode_stages'])}  "
+            f"ratio {r['baseline_ode_seconds'] / r['seconds']:.2f}x", flush=True)
   total = sum(r["seconds"] for r in rows)
   configs = sum(r["configurations"] for r in rows)
   by_kind = {}

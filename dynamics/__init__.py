@@ -12,6 +12,8 @@ from dynamics.trajectory import Trajectory as Trajectory
 from dynamics.gradient_flow import gradient_flow as gradient_flow
 from dynamics.reduced_ode import reduced_sen_ode as reduced_sen_ode
 from dynamics.reduced_ode_sweep import reduced_sen_ode_sweep as reduced_sen_ode_sweep
+from dynamics.flow_time import at_learning_rate as at_learning_rate
+from dynamics.flow_time import flow_time_grid as flow_time_grid
 from dynamics.early_stopping import EarlyStopped as EarlyStopped
 from dynamics.early_stopping import make_train_early_stopping as make_train_early_stopping
 from dynamics.fast_lu import FastPathCheck as FastPathCheck
