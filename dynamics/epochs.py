@@ -12,8 +12,8 @@ and over ``aux`` to run a sweep in one call.
 The training set may come as length buckets (a tuple of batches, each padded
 to its own longest sentence, e.g. :func:`tasks.conll2000.length_buckets`): each
 epoch then runs the minibatches of bucket 0, then bucket 1, ..., each
-bucket reshuffled every epoch. This costs ~2x fewer padded tokens on CoNLL-2000
-than one length-78 batch; the order within an epoch is short-to-long.
+bucket reshuffled every epoch. Fewer padded tokens are computed than with one batch
+padded to the longest sentence; the order within an epoch is short-to-long.
 """
 from typing import Any, Callable
 

@@ -15,21 +15,15 @@ scalar. The step sequence is shared, so a seed's result depends, within the
 tolerance, on which seeds share its solve.
 
 Against ``vmap`` of :func:`dynamics.reduced_sen_ode` this trades steps for
-program size: the shared step follows the most demanding seed at each time (text
-preset TC, 64 seeds, rtol 1e-6: 149 steps against 82 for the slowest seed
-alone), but a vmapped ``diffeqsolve`` turns every scalar of the step-size logic
-into a per-seed select and is slower to trace. Measured by
-``benchmarks.run``'s reduced-ODE timing on its 2-core CPU (64 seeds, parameters
-given, topic scores and norms recorded, FC/TC's class-space velocity compiled
-with :data:`dynamics.reduced_ode.LINEAR_COMPILER_OPTIONS`, four processes each
-way, alternated, on a busy box): trace 1.04-1.45 s, compile 1.26-1.92 s, solve
-1.25-2.06 s, against 1.72-2.33 s, 1.55-1.70 s and 0.77-1.04 s vmapped; cold
-totals 3.92-4.77 s against 4.28-6.37 s.
+program size: the shared step follows the most demanding seed at each time, so
+it takes more steps than the slowest seed alone, but a vmapped ``diffeqsolve``
+turns every scalar of the step-size logic into a per-seed select and is slower
+to trace and compile; for a smooth field (FC/TC) the shared solve is the faster
+from cold (``benchmarks.run``'s reduced-ODE timing measures both).
 
 A discontinuous field is the exception: TL's ReLU kinks shorten each seed's
-steps at its own times, and the shared step takes them all (text-preset TL, 5
-seeds: 78,322 steps in 151 s, against 9,071-44,314 per seed and 94 s vmapped),
-so ``attndyn run`` solves TL's seeds separately.
+steps at its own times, and the shared step takes them all, many times the steps
+of any one seed, so ``attndyn run`` solves TL's seeds separately.
 
 A seed whose error is not finite (a diverged run) is left out of the norm, so
 it cannot stall the others: its observables turn non-finite and its own
