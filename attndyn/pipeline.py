@@ -188,8 +188,8 @@ def fast_gd_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset):
   return fn
 
 
-def _reduced_times(cfg: RunConfig, lr, taus):
-  """``(lr, ts, t_end, dtmin)`` of a reduced solve: in steps for ``lr`` (``taus=None``), or
+def _ode_times(cfg: RunConfig, lr, taus):
+  """``(lr, ts, t_end, dtmin)`` of an ODE solve: in steps for ``lr`` (``taus=None``), or
   in flow time (``lr = 1``, saved at ``taus``, the floor on the step that of the smallest
   learning rate of the grid; :func:`solve_lrs_together`)."""
   ode = cfg.ode
@@ -200,12 +200,12 @@ def _reduced_times(cfg: RunConfig, lr, taus):
 
 
 def reduced_fn(cfg: RunConfig, setup, taus=None):
-  """Lemma 2's reduced SEN ODE of one sweep point (``taus``: see :func:`_reduced_times`)."""
+  """Lemma 2's reduced SEN ODE of one sweep point (``taus``: see :func:`_ode_times`)."""
   trainable, ode = cfg.model.trainable(), cfg.ode
 
   def fn(inp):
     p = setup(inp)
-    lr, ts, t_end, dtmin = _reduced_times(cfg, jnp.asarray(p.lr), taus)
+    lr, ts, t_end, dtmin = _ode_times(cfg, jnp.asarray(p.lr), taus)
     return dynamics.reduced_sen_ode(
         p.params0, p.dataset.train, p.dataset.train_topic_word,
         np.arange(cfg.task.n_topic_words), p.record, lr=lr, ts=ts,
@@ -218,13 +218,13 @@ def reduced_fn(cfg: RunConfig, setup, taus=None):
 def reduced_sweep_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset, taus=None):
   """Lemma 2's reduced SEN ODE of a whole chunk of sweep points sharing ``dataset``, as one
   solve (:func:`dynamics.reduced_sen_ode_sweep`; ``run_sweep(batched=True)``; ``taus``:
-  see :func:`_reduced_times`)."""
+  see :func:`_ode_times`)."""
   trainable, ode = cfg.model.trainable(), cfg.ode
   record = analysis.topic_observables(models.lu.apply_for(cfg.model), dataset)
 
   def fn(inputs):
     params0, lr = jax.vmap(_start(setup))(inputs)
-    lr, ts, t_end, dtmin = _reduced_times(cfg, lr, taus)
+    lr, ts, t_end, dtmin = _ode_times(cfg, lr, taus)
     return dynamics.reduced_sen_ode_sweep(
         params0, dataset.train, dataset.train_topic_word, np.arange(cfg.task.n_topic_words),
         record, lr=lr, ts=ts, trainable=trainable, form=ode.form,
@@ -235,14 +235,15 @@ def reduced_sweep_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset, taus=No
 
 
 def solve_lrs_together(cfg: RunConfig) -> bool:
-  """Whether the reduced ODE is solved once for every learning rate of the grid.
+  """Whether the ODEs are solved once for every learning rate of the grid.
 
-  Its velocity is ``lr`` times a function of the state (eqs 7-8), so in flow time
-  ``τ = lr·t`` the points that differ only in ``lr`` follow one trajectory
-  (:mod:`dynamics.flow_time`). With ``train.flow_time`` set and every learning rate's
-  run ending at the same flow time (``lr`` × its run steps, as the atlas chooses them),
-  one solve to that time, saved at every learning rate's recorded flow times, is each
-  run's solve, and its final parameters are each run's: ``n_lr`` solves become one.
+  Their velocity is ``lr`` times a function of the state (the gradient flow, eqs 5-6;
+  the reduced ODE, eqs 7-8), so in flow time ``τ = lr·t`` the points that differ only
+  in ``lr`` follow one trajectory (:mod:`dynamics.flow_time`). With ``train.flow_time``
+  set and every learning rate's run ending at the same flow time (``lr`` × its run
+  steps, as the atlas chooses them), one solve to that time, saved at every learning
+  rate's recorded flow times, is each run's solve, and its final parameters are each
+  run's: ``n_lr`` solves become one.
   """
   lrs = dict(cfg.sweep.grid).get("train.lr")
   if cfg.train.flow_time is None or lrs is None or len(lrs) < 2:
@@ -251,11 +252,12 @@ def solve_lrs_together(cfg: RunConfig) -> bool:
   return max(ends) - min(ends) <= 1e-9 * max(ends)
 
 
-def _reduced_over_lrs(cfg: RunConfig, setup, dataset, inputs: dict, together: bool, stage):
-  """The reduced stage of :func:`solve_lrs_together`: one solve in flow time per point
+def _solved_over_lrs(cfg: RunConfig, inputs: dict, make, stage):
+  """An ODE stage under :func:`solve_lrs_together`: one solve in flow time per point
   without its learning rate (checkpointed as the stage's chunks), read as each point's run.
 
-  ``stage(fn, inputs, batched, n_points, times)`` runs ``fn`` over ``inputs`` (:func:`_stage`).
+  ``make(taus)`` is the stage's function solving in flow time, saved at ``taus``;
+  ``stage(fn, points, n_points, times)`` runs it over ``points`` (:func:`_stage`).
   """
   lrs = dict(cfg.sweep.grid)["train.lr"]
   others = [name for name in inputs if name != "train.lr"]
@@ -268,9 +270,7 @@ def _reduced_over_lrs(cfg: RunConfig, setup, dataset, inputs: dict, together: bo
   base = {name: np.asarray(x)[first[order]] for name, x in inputs.items()}
   records = [int(cfg.train.run_records(lr)) for lr in lrs]
   taus = np.asarray(dynamics.flow_time_grid(lrs, records, cfg.train.record_every), cfg.precision)
-  fn = (reduced_sweep_fn(cfg, setup, dataset, taus) if together
-        else reduced_fn(cfg, setup, taus))
-  flow = stage(fn, base, together, order.size, taus)
+  flow = stage(make(taus), base, order.size, taus)
   lr = jnp.asarray(inputs["train.lr"])
   runs = jax.vmap(dynamics.at_learning_rate, (0, None, 0, 0, None, None))(
       jax.tree.map(lambda x: x[group], flow), taus, lr, cfg.train.run_records(lr),
@@ -278,17 +278,18 @@ def _reduced_over_lrs(cfg: RunConfig, setup, dataset, inputs: dict, together: bo
   return jax.tree.map(np.asarray, runs)
 
 
-def flow_fn(cfg: RunConfig, setup):
-  """The full model's gradient flow of one sweep point."""
+def flow_fn(cfg: RunConfig, setup, taus=None):
+  """The full model's gradient flow of one sweep point (``taus``: see :func:`_ode_times`)."""
   loss = models.make_loss(models.lu.apply_for(cfg.model))
   trainable, ode = cfg.model.trainable(), cfg.ode
 
   def fn(inp):
     p = setup(inp)
+    lr, ts, t_end, dtmin = _ode_times(cfg, jnp.asarray(p.lr), taus)
     return dynamics.gradient_flow(
-        loss, p.params0, p.dataset.train, p.record, lr=p.lr, ts=cfg.train.record_steps(),
+        loss, p.params0, p.dataset.train, p.record, lr=lr, ts=ts,
         trainable=trainable, solver=ode.solver, rtol=ode.rtol, atol=ode.atol,
-        max_steps=ode.max_steps, dtmin=ode.dtmin, t_end=_t_end(cfg, p.lr))
+        max_steps=ode.max_steps, dtmin=dtmin, t_end=t_end)
 
   return fn
 
@@ -407,31 +408,25 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
       # except with TL, whose ReLU kinks cut each seed's steps at its own times: shared steps
       # would take them all, more steps than vmapped per-seed solves take together.
       together = kind == "reduced" and dataset is not None and cfg.model.classifier != "tl"
-      if kind == "reduced" and solve_lrs_together(cfg):
-        def stage(fn, base, batched, n_points, times):
-          return _stage(kind, fn, base, cfg, chunk, progress, devices, checkpoints,
-                        batched=batched, n_points=n_points, times=times,
-                        compiler_options=ode_compiler_options(kind, cfg.model.classifier))
-        try:
-          odes[kind] = _reduced_over_lrs(cfg, setup, dataset, inputs, together, stage)
-        except ConfigError:
-          raise
-        except Exception as err:  # as below: keep what is computed, report the stage
-          errors[kind] = f"{type(err).__name__}: {err}"
-          exceptions[kind] = err
-        seconds[kind] = time.perf_counter() - start
-        continue
-      fn = reduced_sweep_fn(cfg, setup, dataset) if together else ODE_FNS[kind](cfg, setup)
       # TL's gradient flow: one point after another, so each takes its own number of steps.
       # Vmapped, every point steps until the slowest is done (the seeds' step counts differ
       # several-fold), and a vmapped gradient costs no less than the points' own.
       one_by_one = kind == "gradient_flow" and cfg.model.classifier == "tl"
-      if one_by_one:
-        fn = _one_after_another(fn)
+
+      def make(taus=None, kind=kind, together=together, one_by_one=one_by_one):
+        fn = (reduced_sweep_fn(cfg, setup, dataset, taus) if together
+              else ODE_FNS[kind](cfg, setup, taus))
+        return _one_after_another(fn) if one_by_one else fn
+
+      def stage(fn, points, n_points=None, times=None, kind=kind,
+                batched=together or one_by_one):
+        return _stage(kind, fn, points, cfg, chunk, progress, devices, checkpoints,
+                      batched=batched, n_points=n_points, times=times,
+                      compiler_options=ode_compiler_options(kind, cfg.model.classifier))
+
       try:
-        odes[kind] = _stage(kind, fn, inputs, cfg, chunk, progress, devices, checkpoints,
-                            batched=together or one_by_one,
-                            compiler_options=ode_compiler_options(kind, cfg.model.classifier))
+        odes[kind] = (_solved_over_lrs(cfg, inputs, make, stage) if solve_lrs_together(cfg)
+                      else stage(make(), inputs))
       except ConfigError:  # a damaged checkpoint: bad input, not a failed stage
         raise
       except Exception as err:  # keep what is computed; report the stage that failed

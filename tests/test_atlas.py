@@ -43,9 +43,10 @@ def test_rows_equal_attndyn_run_of_the_same_config(tiny_atlas):
   """The truncated (τ-matched) atlas row of lr = tau/5 equals `attndyn run` for 5 steps.
 
   Tolerance: float64. GD measures rtol 1e-9: the same programs' operations, only vmapped over
-  8 points instead of 2. The ODE measure rtol 1e-5: the atlas solves its 8 points as one system
-  to t = 10 with one shared adaptive step (rtol 1e-6, the preset's), the run its 2 points to
-  t = 5, so the two solutions agree to the solver's tolerance, not to rounding.
+  8 points instead of 2. The ODE measure rtol 1e-5: the atlas solves its 4 points without lr
+  once, in flow time to τ = 5, as one system with one shared adaptive step (rtol 1e-6, the
+  preset's), and reads both lr off it; the run solves its 2 points to t = 5 in steps; so the
+  two solutions agree to the solver's tolerance, not to rounding.
   """
   _, result = tiny_atlas
   s = atlas.settings(items=TINY)

@@ -61,12 +61,14 @@ def _flow_cfg(lrs, steps, flow_time=None, ode="reduced", gd_path="auto"):
 def test_a_flow_time_sweep_stops_each_lr_at_the_same_flow_time():
   """``train.flow_time``: the run of lr 1 in a sweep over lr 0.5 and 1 is the run of lr 1
   alone for flow_time / lr = 20 steps, on the fast path and the generic one (GD to float64
-  rounding) and along the reduced ODE (to its tolerance: its solve is shared with other
-  points), then stays put up to ``steps``; the run of lr 0.5 takes every step."""
+  rounding) and along the reduced ODE (to its tolerance: one solve in flow time serves both
+  lr), then stays put up to ``steps``; the run of lr 0.5 takes every step. Both ODEs read
+  as lr 0.5 off that one solve equal their solves of lr 0.5 alone, and every run ends with
+  the parameters its solve alone ends with (lr 1 and lr 0.5 stop at the same flow time)."""
   alone = pipeline.run(_flow_cfg([1.0], 20), progress=False)
-  half = pipeline.run(_flow_cfg([0.5], 40), progress=False, gd=False)
+  half = pipeline.run(_flow_cfg([0.5], 40, ode="both"), progress=False, gd=False)
   assert pipeline.solve_lrs_together(_flow_cfg([0.5, 1.0], 40, flow_time=20.0))
-  fast = pipeline.run(_flow_cfg([0.5, 1.0], 40, flow_time=20.0), progress=False)
+  fast = pipeline.run(_flow_cfg([0.5, 1.0], 40, flow_time=20.0, ode="both"), progress=False)
   generic = pipeline.run(_flow_cfg([0.5, 1.0], 40, flow_time=20.0, ode="none",
                                    gd_path="generic"), progress=False)
   assert (fast.gd_path["path"], generic.gd_path["path"]) == ("fast", "generic")
@@ -86,17 +88,21 @@ def test_a_flow_time_sweep_stops_each_lr_at_the_same_flow_time():
     assert np.all(np.abs(scores[full, -1] - scores[full, k - 1]) > 1e-6), name   # lr 0.5 goes on
   for x, y in zip(jax.tree.leaves(fast.gd.final_params), jax.tree.leaves(alone.gd.final_params)):
     np.testing.assert_allclose(np.asarray(x)[short], y, rtol=1e-12, atol=1e-15)
-  # The reduced ODE is solved once for both lr, in flow time: read as lr 0.5 it is the solve
-  # of lr 0.5 alone, and both runs end with the parameters of their solves alone.
-  reduced = fast.odes["reduced"]
-  for x, y in zip(jax.tree.leaves(reduced.observables), jax.tree.leaves(half.odes["reduced"].observables)):
-    np.testing.assert_allclose(np.asarray(x)[full], np.asarray(y), rtol=1e-5, atol=1e-12)
-  for rows, other in ((short, alone), (full, half)):
-    for x, y in zip(jax.tree.leaves(reduced.final_params),
-                    jax.tree.leaves(other.odes["reduced"].final_params)):
-      np.testing.assert_allclose(np.asarray(x)[rows], y, rtol=1e-5, atol=1e-12)
-  np.testing.assert_array_equal(reduced.failed_at, -1)
-  np.testing.assert_array_equal(reduced.t, np.broadcast_to(np.arange(0, 41, 5.0), reduced.t.shape))
+  # Each ODE is solved once for both lr, in flow time. Read as lr 0.5 it is the solve of lr
+  # 0.5 alone; both lr end at flow time 20, so every run ends with that solve's parameters.
+  for kind, ode in fast.odes.items():
+    for x, y in zip(jax.tree.leaves(ode.observables), jax.tree.leaves(half.odes[kind].observables)):
+      np.testing.assert_allclose(np.asarray(x)[full], np.asarray(y), rtol=1e-5, atol=1e-12,
+                                 err_msg=kind)
+    for x, y in zip(jax.tree.leaves(ode.final_params),
+                    jax.tree.leaves(half.odes[kind].final_params)):
+      for rows in (full, short):
+        np.testing.assert_allclose(np.asarray(x)[rows], y, rtol=1e-5, atol=1e-12, err_msg=kind)
+    np.testing.assert_array_equal(ode.failed_at, -1)
+    np.testing.assert_array_equal(ode.t, np.broadcast_to(np.arange(0, 41, 5.0), ode.t.shape))
+  for x, y in zip(jax.tree.leaves(fast.odes["reduced"].final_params),
+                  jax.tree.leaves(alone.odes["reduced"].final_params)):
+    np.testing.assert_allclose(np.asarray(x)[short], y, rtol=1e-5, atol=1e-12)
 
 
 def test_flow_time_needs_the_steps_of_the_smallest_lr():
