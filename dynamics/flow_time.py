@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dynamics.gradient_flow import _non_finite_times
+from dynamics.gradient_flow import first_failure
 from dynamics.trajectory import Trajectory
 
 
@@ -63,8 +63,6 @@ def at_learning_rate(flow: Trajectory, taus: jax.Array, lr, records, record_ever
   idx = jnp.where(nearer_below, above - 1, above)
   observables = jax.tree.map(lambda x: jnp.asarray(x)[idx], flow.observables)
   steps = (k * record_every).astype(flow.t.dtype)
-  bad = _non_finite_times(steps, observables)
-  failed = jnp.where(bad.any(), steps[jnp.argmax(bad)],
-                     jnp.where(flow.ode.result != 0, steps[-1], -jnp.ones((), steps.dtype)))
   return Trajectory(t=steps, observables=observables, final_params=flow.final_params,
-                    failed_at=failed.astype(steps.dtype), params=None, ode=flow.ode)
+                    failed_at=first_failure(steps, observables, flow.ode.result != 0),
+                    params=None, ode=flow.ode)

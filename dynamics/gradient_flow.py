@@ -82,8 +82,13 @@ def failure_time(ts: jax.Array, observables: Any, result) -> jax.Array:
     finite; ``ts[-1]`` if they all are but the solver reported a failure; ``-1``
     if neither.
   """
+  return first_failure(ts, observables, result != diffrax.RESULTS.successful)
+
+
+def first_failure(ts: jax.Array, observables: Any, solver_failed) -> jax.Array:
+  """:func:`failure_time` with the solver's failure given as a bool (e.g. from
+  ``ODEStats.result != 0``, when the diffrax result itself is gone)."""
   bad = _non_finite_times(ts, observables)
-  solver_failed = result != diffrax.RESULTS.successful
   first_bad = ts[jnp.argmax(bad)]
   return jnp.where(bad.any(), first_bad,
                    jnp.where(solver_failed, ts[-1], -jnp.ones((), ts.dtype))).astype(ts.dtype)
