@@ -1,16 +1,28 @@
 """Shared test setup: float64, the hypothesis profiles ("ci", "deep"), a PRNG key fixture,
 and one tiny task and sweep compiled once per session."""
+import os
 from typing import Any, Callable, NamedTuple
 
-import jax
-import jax.numpy as jnp
-import pytest
-from hypothesis import HealthCheck, Phase, settings
+# XLA's compile is most of the suite's time (many small programs, most compiled once). The
+# tests check what the programs compute, not how XLA:CPU generates code for them, so they
+# compile with LLVM at -O0 and XLA:CPU's loop emitters instead of its MLIR fusion emitters,
+# which compile faster. Programs that pass their own compiler options (the fast path, the
+# reduced ODE, the topic dataset) keep those. Set before jax starts its backend; test
+# subprocesses inherit it; a user's own XLA_FLAGS are kept, after these.
+# ATTNDYN_TEST_XLA_DEFAULTS=1 runs the suite with XLA's defaults (it passes both ways).
+TEST_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+if os.environ.get("ATTNDYN_TEST_XLA_DEFAULTS") != "1":
+  os.environ["XLA_FLAGS"] = f"{TEST_XLA_FLAGS} {os.environ.get('XLA_FLAGS', '')}".strip()
 
-import analysis
-import dynamics
-import models
-import tasks
+import jax  # noqa: E402  (after XLA_FLAGS)
+import jax.numpy as jnp  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, Phase, settings  # noqa: E402
+
+import analysis  # noqa: E402
+import dynamics  # noqa: E402
+import models  # noqa: E402
+import tasks  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
