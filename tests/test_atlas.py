@@ -4,6 +4,7 @@ Budget: these tests together ≤ 20 s on a loaded 2-core box (one tiny bucket: 4
 """
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -120,11 +121,15 @@ def test_a_non_empty_out_needs_force_and_an_interrupt_names_the_resume(tmp_path,
 @pytest.mark.parametrize("raised, code, first", [
     (RuntimeError("reduced solver exploded"), 1, "attndyn: internal error: an ODE stage failed"),
     (MemoryError(), 2, "attndyn: error: an ODE stage could not finish")])
-def test_a_failed_ode_stage_is_not_exit_0(raised, code, first, tmp_path, capsys):
+def test_a_failed_ode_stage_is_not_exit_0(raised, code, first, tmp_path, capsys, monkeypatch):
   """Rows without ode_rel_dev are said, with exit 1 (a bug, traceback in a file) or 2."""
+  import tempfile
   from unittest import mock
 
   from attndyn import atlas
+  # The mocked atlas writes nothing, so DIR is gone and the traceback goes to a temporary
+  # file: keep it in tmp_path, not the machine's /tmp.
+  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
   done = atlas.AtlasResult([], {}, {}, {"total": 1.0}, {"bucket-0003": {"reduced": raised}})
   with mock.patch.object(atlas, "run_atlas", return_value=done):
     got = cli.main(["atlas", "--out", str(tmp_path / "a"), "--quick", "--no-progress"])
@@ -132,6 +137,8 @@ def test_a_failed_ode_stage_is_not_exit_0(raised, code, first, tmp_path, capsys)
   assert got == code and err.count("\n") == 1 and err.startswith(first), err
   assert "bucket-0003" in err and "Traceback" not in err
   assert ("traceback in " in err) == (code == 1) and ("--resume" in err) == (code == 2)
+  if code == 1:
+    assert f"traceback in {tmp_path}{os.sep}attndyn-error-" in err, err
 
 
 @pytest.mark.parametrize("item, names", [
