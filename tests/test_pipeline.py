@@ -62,15 +62,13 @@ def test_a_flow_time_sweep_stops_each_lr_at_the_same_flow_time():
   """``train.flow_time``: the run of lr 1 in a sweep over lr 0.5 and 1 is the run of lr 1
   alone for flow_time / lr = 20 steps, on the fast path and the generic one (GD to float64
   rounding) and along the reduced ODE (to its tolerance: one solve in flow time serves both
-  lr), then stays put up to ``steps``; the run of lr 0.5 takes every step. Read as lr 0.5
-  off that one solve, the reduced ODE equals its solve of lr 0.5 alone, and every run ends
-  with the parameters its solve alone ends with (lr 1 and lr 0.5 stop at the same flow time).
-  The gradient flow is shared across lr by the same code path (``pipeline._solved_over_lrs``
-  with ``flow_fn``); it is left out here for the suite's time (it compiles for seconds)."""
+  lr), then stays put up to ``steps``; the run of lr 0.5 takes every step. Both ODEs read
+  as lr 0.5 off that one solve equal their solves of lr 0.5 alone, and every run ends with
+  the parameters its solve alone ends with (lr 1 and lr 0.5 stop at the same flow time)."""
   alone = pipeline.run(_flow_cfg([1.0], 20), progress=False)
-  half = pipeline.run(_flow_cfg([0.5], 40), progress=False, gd=False)
+  half = pipeline.run(_flow_cfg([0.5], 40, ode="both"), progress=False, gd=False)
   assert pipeline.solve_lrs_together(_flow_cfg([0.5, 1.0], 40, flow_time=20.0))
-  fast = pipeline.run(_flow_cfg([0.5, 1.0], 40, flow_time=20.0), progress=False)
+  fast = pipeline.run(_flow_cfg([0.5, 1.0], 40, flow_time=20.0, ode="both"), progress=False)
   generic = pipeline.run(_flow_cfg([0.5, 1.0], 40, flow_time=20.0, ode="none",
                                    gd_path="generic"), progress=False)
   assert (fast.gd_path["path"], generic.gd_path["path"]) == ("fast", "generic")
@@ -90,7 +88,7 @@ def test_a_flow_time_sweep_stops_each_lr_at_the_same_flow_time():
     assert np.all(np.abs(scores[full, -1] - scores[full, k - 1]) > 1e-6), name   # lr 0.5 goes on
   for x, y in zip(jax.tree.leaves(fast.gd.final_params), jax.tree.leaves(alone.gd.final_params)):
     np.testing.assert_allclose(np.asarray(x)[short], y, rtol=1e-12, atol=1e-15)
-  # The ODE is solved once for both lr, in flow time. Read as lr 0.5 it is the solve of lr
+  # Each ODE is solved once for both lr, in flow time. Read as lr 0.5 it is the solve of lr
   # 0.5 alone; both lr end at flow time 20, so every run ends with that solve's parameters.
   for kind, ode in fast.odes.items():
     for x, y in zip(jax.tree.leaves(ode.observables), jax.tree.leaves(half.odes[kind].observables)):

@@ -36,9 +36,6 @@ MODEL = models.LuModelConfig(n_words=tasks.TopicTaskConfig(n_nontopic=M_MAX, **T
                              embed_std=1.0, key_std=0.0, query_norm=1.0)
 LR, GD_STEPS = 0.05, 1200             # GD: flow time 60 (in steps at lr = 1)
 ODE_T1, RTOL, ATOL = GD_STEPS, 1e-8, 1e-10
-EXAMPLES = settings(settings.default, max_examples=max(5, settings.default.max_examples // 3))
-# ^ a third of the profile's examples (8 in "ci", 83 in "deep"): each example is a 1200-step GD
-#   run and an adaptive ODE solve, and this file's CI budget is 15 s.
 
 
 @jax.jit
@@ -142,7 +139,6 @@ def _check_corollary1(obs, params0, data, m, q_tol):
   assert sen[-1].max() > 3 * slack[-1].max(), "the SEN curve barely rose: the check is vacuous"
 
 
-@EXAMPLES
 @given(m=st.integers(2, M_MAX), sigma=st.floats(0.01, 0.2), seed=st.integers(0, 2**16))
 def test_q_and_sen_along_gradient_descent(m, sigma, seed):
   """GD conserves Q (eq 9) up to its step size, and ‖ν_t‖ follows SEN(s_t) (eq 10).
@@ -169,7 +165,6 @@ def test_q_and_sen_along_gradient_descent(m, sigma, seed):
   _check_corollary1(obs, params0, data, m, tol.max())
 
 
-@EXAMPLES
 @given(m=st.integers(2, M_MAX), sigma=st.floats(0.01, 0.2), seed=st.integers(0, 2**16))
 def test_q_and_sen_along_the_reduced_ode(m, sigma, seed):
   """Lemma 2's ODE conserves Q (eq 9) to its solver tolerance, and ‖ν_t‖ follows SEN(s_t).
