@@ -498,7 +498,9 @@ def _sparsemap_solve(unary, mask, pairwise, n_slots: int, max_iter: int) -> Spar
       structs, edge), eta), jnp.ones(n_rows, dtype))
   alpha = jnp.where(active, jnp.maximum(alpha, 0.0), 0.0)
   alpha = alpha / jnp.sum(alpha, axis=-1, keepdims=True)
-  mu = jnp.einsum("bkd,bk->bd", jax.vmap(_features)(structs, edge), alpha)
+  # A convex combination of 0/1 vertices lies in [0, 1]; the rounded weighted sum can land an
+  # ulp above 1 (every active structure has z_i = 1 and the weights sum to 1 + ulp): clip.
+  mu = jnp.clip(jnp.einsum("bkd,bk->bd", jax.vmap(_features)(structs, edge), alpha), 0.0, 1.0)
   return SparseMAPResult(mu[:, :length], mu[:, length:], structs, alpha, converged, n_iter)
 
 

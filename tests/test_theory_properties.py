@@ -17,7 +17,7 @@ References:
 import jax
 import jax.numpy as jnp
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import analysis
@@ -136,7 +136,10 @@ def _check_corollary1(obs, params0, data, m, q_tol):
   norm = np.linalg.norm(np.asarray(obs["nu"]), axis=-1)
   sen = np.asarray(analysis.sen_norm(obs["s"], m))
   assert np.all(np.abs(norm - sen) <= slack), np.abs(norm - sen) - slack
-  assert sen[-1].max() > 3 * slack[-1].max(), "the SEN curve barely rose: the check is vacuous"
+  # An example whose SEN curve rose less than 3× the slack says little about eq 10 (a larger
+  # σ: the start ν₀ is far from the paper's v ≈ 0): it is not counted. Hypothesis fails the
+  # test if it has to discard too many (its filter health check).
+  assume(sen[-1].max() > 3 * slack[-1].max())
 
 
 @given(m=st.integers(2, M_MAX), sigma=st.floats(0.01, 0.2), seed=st.integers(0, 2**16))
