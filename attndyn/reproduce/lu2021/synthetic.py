@@ -18,6 +18,8 @@ classifier gives larger topic scores (FC > TC > TL). And how a larger-capacity
 classifier absorbs signal (:mod:`analysis.absence`): per topic, the test
 recall with the topic word masked out.
 """
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -119,12 +121,18 @@ def _run_config(classifier: str, s: dict, *, invariant: bool = False) -> dict:
   return raw
 
 
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _words_at_init(seeds: jax.Array, model_cfg, dtype) -> dict:
+  # One compiled program: run op by op, the initialisers compiled one small program each.
+  params0 = jax.vmap(lambda k: models.lu.init(k, model_cfg, dtype))(
+      jax.vmap(jax.random.PRNGKey)(seeds))
+  return jax.vmap(common.word_values)(params0)
+
+
 def _initial_words(cfg, seeds) -> dict:
   """Every word's score and norm at each seed's initialisation (as the engine draws it)."""
-  dtype = jnp.dtype(cfg.precision)
-  params0 = jax.vmap(lambda k: models.lu.init(k, cfg.model, dtype))(
-      jax.vmap(jax.random.PRNGKey)(jnp.asarray(seeds, jnp.uint32)))
-  return common.host(jax.vmap(common.word_values)(params0))
+  return common.host(_words_at_init(jnp.asarray(seeds, jnp.uint32), cfg.model,
+                                    jnp.dtype(cfg.precision)))
 
 
 def _train_classifier(ctx, classifier: str, s: dict, data) -> dict:
