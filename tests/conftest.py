@@ -9,7 +9,7 @@ from typing import Any, Callable, NamedTuple
 # which compile faster. Programs that pass their own compiler options (the fast path, the
 # reduced ODE, the topic dataset) keep those. Set before jax starts its backend; test
 # subprocesses inherit it; a user's own XLA_FLAGS are kept, after these.
-# ATTNDYN_TEST_XLA_DEFAULTS=1 runs the suite with XLA's defaults (it passes both ways).
+# ATTNDYN_TEST_XLA_DEFAULTS=1 runs the suite with XLA's defaults.
 TEST_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
 if os.environ.get("ATTNDYN_TEST_XLA_DEFAULTS") != "1":
   os.environ["XLA_FLAGS"] = f"{TEST_XLA_FLAGS} {os.environ.get('XLA_FLAGS', '')}".strip()
