@@ -6,9 +6,11 @@ J = 4 topics × 2 topic words, M = 5000 non-topic words, m = 20 per sentence,
 score starts at 0), a fixed query of unit norm, FC's U with orthonormal
 columns, full-batch gradient descent with lr 0.1.
 """
+import functools
 from typing import Callable, Dict
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import analysis
@@ -64,6 +66,14 @@ def apply_for(cfg: models.LuModelConfig) -> Callable:
 def seeds(n: int) -> np.ndarray:
   """``[n]`` uint32 init seeds ``0..n-1`` (the sweep input)."""
   return np.arange(int(n), dtype=np.uint32)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def init_seeds(seeds: jax.Array, cfg: models.LuModelConfig, dtype=jnp.float32) -> dict:
+  """``models.lu.init(PRNGKey(seed), cfg, dtype)`` for every seed of ``seeds`` (as the engine
+  draws them), stacked, in one compiled program: run op by op, each initialiser would compile
+  a small program of its own."""
+  return jax.vmap(lambda seed: models.lu.init(jax.random.PRNGKey(seed), cfg, dtype))(seeds)
 
 
 def word_values(params: dict) -> Dict[str, jax.Array]:

@@ -110,9 +110,7 @@ def _group(ctx, s: dict, data, b: dict, variants, steps: int, label: str) -> dic
                                  fc_init=VARIANTS[v][0] or "orthonormal", **base) for v in variants]
   seed = np.tile(common.seeds(s["seeds"]), len(variants))
   which = np.repeat(np.arange(len(variants)), s["seeds"])
-  # jitted: op by op, each initialiser would compile a small program of its own
-  full0 = [jax.jit(jax.vmap(lambda k, c=c: models.lu.init(jax.random.PRNGKey(k), c)))(
-      jnp.asarray(seed)) for c in cfgs]
+  full0 = [common.init_seeds(jnp.asarray(seed), c, jnp.float32) for c in cfgs]
   full0 = jax.tree.map(lambda *xs: jnp.stack(xs)[which, np.arange(len(which))], *full0)
   if fc:
     params0, aux = jax.vmap(fc_reduced.reduce)(full0)

@@ -25,7 +25,6 @@ import jax.numpy as jnp
 import numpy as np
 
 import dynamics
-import models
 from analysis import lu2021_figures as figs
 from analysis import replication as rep
 from analysis.absence import recall_without_topic_word
@@ -123,10 +122,7 @@ def _run_config(classifier: str, s: dict, *, invariant: bool = False) -> dict:
 
 @functools.partial(jax.jit, static_argnums=(1, 2))
 def _words_at_init(seeds: jax.Array, model_cfg, dtype) -> dict:
-  # One compiled program: run op by op, the initialisers compiled one small program each.
-  params0 = jax.vmap(lambda k: models.lu.init(k, model_cfg, dtype))(
-      jax.vmap(jax.random.PRNGKey)(seeds))
-  return jax.vmap(common.word_values)(params0)
+  return jax.vmap(common.word_values)(common.init_seeds(seeds, model_cfg, dtype))
 
 
 def _initial_words(cfg, seeds) -> dict:
