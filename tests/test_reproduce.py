@@ -289,6 +289,21 @@ def test_bad_settings_are_one_line_errors_before_anything_runs(tmp_path, capsys,
   assert not (tmp_path / "x" / runner.EXPERIMENTS_DIR).exists()
 
 
+@pytest.mark.parametrize("experiment, item, message", [
+    ("copying", "copying.preset=foo", "copying.preset = 'foo' is not allowed: one of authors"),
+    ("copying", "copying.model=theirs", "copying.model = 'theirs' is not allowed"),
+    ("multihead", "multihead.preset=foo", "multihead.preset = 'foo' is not allowed"),
+    ("multihead", "multihead.heads=1", "multihead.heads = 1 is not allowed"),
+])
+def test_snell_presets_and_models_are_checked_before_anything_runs(tmp_path, capsys, experiment,
+                                                                   item, message):
+  code = cli.main(["reproduce", "snell", "--out", str(tmp_path / "x"), "--quick", "--only",
+                   experiment, "--set", item])
+  err = capsys.readouterr().err
+  assert code == 2 and err.count("\n") == 1 and message in err, err
+  assert not (tmp_path / "x" / runner.EXPERIMENTS_DIR).exists()
+
+
 def test_seeds_and_times_may_be_zero_where_counts_may_not():
   """A seed or a time τ takes 0; a count (seeds, steps, sizes) starts at 1 — as declared, whatever the name."""
   noise = next(m for m in runner.experiment_modules("sgd") if m.NAME == "noise")

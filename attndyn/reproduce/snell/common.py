@@ -33,10 +33,11 @@ from tasks.errors import check
 EVAL_KEY = 10 ** 6
 
 
-def merge_preset(settings: dict, presets: Dict[str, dict]) -> dict:
-  """``settings`` with the values of ``presets[settings["preset"]]`` laid over them."""
-  from tasks.errors import check
-  check(settings["preset"] in presets, "preset", settings["preset"], f"one of {', '.join(presets)}")
+def merge_preset(settings: dict, presets: Dict[str, dict], experiment: str) -> dict:
+  """``settings`` with the values of ``presets[settings["preset"]]`` laid over them
+  (a bad preset is named as ``--set`` names it: ``EXPERIMENT.preset``)."""
+  check(settings["preset"] in presets, f"{experiment}.preset", settings["preset"],
+        f"one of {', '.join(presets)}")
   return {**settings, **presets[settings["preset"]]}
 
 

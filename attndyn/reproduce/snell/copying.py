@@ -101,9 +101,16 @@ def sweep(ctx, name: str, s: dict, seeds) -> dict:
   return common.authors_sweep(task, s, seeds, ctx=ctx, name=f"{NAME}-{name}")
 
 
-def run(ctx, s) -> Outcome:
-  s = common.merge_preset(s, PRESETS)
+def validate(s: dict) -> dict:
+  """The settings with their preset laid over them; a bad preset or model is a ConfigError
+  (the runner calls this before anything runs)."""
+  s = common.merge_preset(s, PRESETS, NAME)
   check(s["model"] in MODELS, "copying.model", s["model"], f"one of {', '.join(MODELS)}")
+  return s
+
+
+def run(ctx, s) -> Outcome:
+  s = validate(s)
   s["chunk"] = s["chunk"] or None
   # the source word under the argmax attention is the output (the authors' attn_acc is the position)
   word = "attn_word_acc" if s["model"] == "authors" else "attn_acc"

@@ -83,10 +83,17 @@ def _single(ctx, s, task, seeds):
   return common.copy_sweep(task, s, seeds, ctx=ctx, name=f"{NAME}-single")
 
 
-def run(ctx, s) -> Outcome:
-  s = common.merge_preset(s, PRESETS)
+def validate(s: dict) -> dict:
+  """The settings with their preset laid over them; a bad preset, model or head count is a
+  ConfigError (the runner calls this before anything runs)."""
+  s = common.merge_preset(s, PRESETS, NAME)
   check(s["model"] in MODELS, "multihead.model", s["model"], f"one of {', '.join(MODELS)}")
   check(s["heads"] >= 2, "multihead.heads", s["heads"], "an integer ≥ 2")
+  return s
+
+
+def run(ctx, s) -> Outcome:
+  s = validate(s)
   return _run_authors(ctx, s) if s["model"] == "authors" else _run_ours(ctx, s)
 
 
