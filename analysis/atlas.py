@@ -456,7 +456,8 @@ def markdown(rows, found, *, tolerances, base, paper_point, settings_text, secon
   frac, n = found["overall"]
   lines = ["# Theory-validity atlas (Lu et al. 2021: Lemma 2, Theorem 1, Corollary 1, "
            "Assumption 1)", "",
-           f"{settings_text}. {n} runs (configuration × seed) in {seconds / 60:.1f} min.", "",
+           f"{settings_text}. {n} runs (configuration × seed) in {seconds / 60:.1f} min of "
+           "computing (the buckets' wall times, summed over resumed processes).", "",
            "A run *holds* when it did not diverge and every measure is within the tolerance the "
            "Section 5.1 reproduction uses for the same row: "
            + "; ".join(f"{m.assumption}: {m.name} ≤ {tolerances[m.tolerance]:g}"

@@ -95,6 +95,11 @@ QUICK = {**FULL, "steps": 2000, "record_every": 25, "run_lengths": [2000, 1000, 
          "ode_rtol": 1e-4}
 
 
+# DIR/atlas-seconds.json: bucket -> wall seconds of each process that computed (part of) it, so
+# that a resumed atlas reports the computing time of every bucket, not the time to read it back.
+TIMES = "atlas-seconds.json"
+
+
 class Bucket(NamedTuple):
   """One compiled program's discrete settings: ``classifier`` and every key of :data:`BASE`."""
   index: int
@@ -108,7 +113,9 @@ class AtlasResult(NamedTuple):
     rows: one dict per configuration × seed (the columns of atlas.csv).
     curves: name -> ``[row, time]`` array (curves.npz), NaN after a row's last time.
     findings: the fits, shares of variance and phase diagrams (atlas.json's ``findings``).
-    seconds: wall-clock seconds of the whole atlas and per bucket.
+    seconds: ``total``: this process's wall-clock seconds; per bucket, its computing
+      seconds summed over the processes that computed it (:data:`TIMES`; a resumed atlas
+      reads finished buckets back in far less); ``computing``: their sum.
     failures: bucket -> ODE stage -> the exception that stage raised (its rows have no
       ``ode_rel_dev``); empty when every stage finished.
   """
@@ -331,11 +338,14 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
   bar = ProgressBar("atlas", sum(counts), steps_per_point=None, enabled=progress,
                     unit="configurations")
   rows, curves, seconds, errors, failures = [], [], {}, {}, {}
+  spent = _read_times(out) if resume else {}
   start = time.perf_counter()
   try:
     for i, b in enumerate(todo):
       t0 = time.perf_counter()
-      result = engine.run(ctx, f"bucket-{b.index:04d}", run_config(s, b), figures=False)
+      name = f"bucket-{b.index:04d}"
+      before = _run_info(out, name) if resume else {}
+      result = engine.run(ctx, name, run_config(s, b), figures=False)
       if result.errors:   # a failed ODE stage: its rows have no ode_rel_dev; say so
         errors[f"bucket-{b.index:04d}"] = result.errors
         failures[f"bucket-{b.index:04d}"] = dict(result.exceptions)
@@ -345,22 +355,62 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
       r, c = bucket_rows(s, b, result, start_id=sum(counts[:i]))
       rows += r
       curves += c
-      seconds[f"bucket-{b.index:04d}"] = time.perf_counter() - t0
+      seconds[name] = _record_time(out, spent, name, time.perf_counter() - t0, before)
       bar.update(sum(counts[:i + 1]))
   finally:
     bar.close()
   seconds["total"] = time.perf_counter() - start
+  seconds["computing"] = sum(seconds[f"bucket-{b.index:04d}"] for b in todo)
   rows = measures.with_flags(rows, TOLERANCES)
   stacked = _stack(curves)
   write_table(out / "atlas.csv", rows)
   write_curves(out, stacked)
-  found = write_findings(out, rows, s, len(todo), seconds["total"]) if findings else {}
+  found = write_findings(out, rows, s, len(todo), seconds["computing"]) if findings else {}
   from analysis.summary import json_ready
   atomic.write_json(out / "atlas.json", json_ready({"settings": s, "n_buckets": len(todo),
                                          "n_configurations": sum(counts),
                                          "n_rows": len(rows), "seconds": seconds, "errors": errors,
                                          "tolerances": TOLERANCES, "findings": found}))
   return AtlasResult(rows, stacked, found, seconds, failures)
+
+
+def _read_times(out: Path) -> dict:
+  """:data:`TIMES` of a resumed atlas: bucket -> seconds of each process that computed part of
+  it. A missing or unreadable file is an empty record (it holds timings, nothing computed)."""
+  try:
+    doc = json.loads((out / TIMES).read_text())
+    return {k: [float(x) for x in v] for k, v in doc.items()}
+  except (OSError, ValueError, TypeError, AttributeError):
+    return {}
+
+
+def _run_info(out: Path, name: str) -> dict:
+  """The bucket's run_info.json (``{}`` if missing or unreadable)."""
+  try:
+    info = json.loads((out / "runs" / name / "run_info.json").read_text())
+    return info if isinstance(info, dict) else {}
+  except (OSError, ValueError):
+    return {}
+
+
+def _record_time(out: Path, spent: dict, name: str, seconds: float, before: dict) -> float:
+  """The bucket's computing seconds across processes, this one's ``seconds`` added to
+  :data:`TIMES` if it computed any chunk of the bucket (its run_info.json says so).
+
+  A bucket read back whole from its checkpoints keeps the seconds of the processes that
+  computed it (or, with no record in :data:`TIMES`, the stage seconds of the run_info.json
+  it had before this process, ``before``); the work of a process killed midway through a
+  bucket is not counted (only its finished chunks survive, and the process that finishes
+  the bucket records its own time).
+  """
+  chunks = _run_info(out, name).get("chunks") or {}
+  computed = sum(chunks.get("computed", {}).values()) if chunks else 1
+  if not computed and name not in spent and before.get("seconds"):
+    spent[name] = [float(sum(before["seconds"].values()))]
+  elif computed or name not in spent:
+    spent.setdefault(name, []).append(seconds)
+  atomic.write_json(out / TIMES, spent)
+  return sum(spent[name])
 
 
 def write_findings(out: Path, rows: list, s: dict, n_buckets: int, seconds: float) -> dict:
@@ -382,7 +432,7 @@ def rewrite_findings(out) -> dict:
   out = Path(out)
   doc = json.loads((out / "atlas.json").read_text())
   found = write_findings(out, read_table(out / "atlas.csv"), doc["settings"], doc["n_buckets"],
-                         doc["seconds"]["total"])
+                         doc["seconds"].get("computing", doc["seconds"]["total"]))
   atomic.write_json(out / "atlas.json", json_ready({**doc, "findings": found}))
   return found
 
