@@ -355,8 +355,8 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
       r, c = bucket_rows(s, b, result, start_id=sum(counts[:i]))
       rows += r
       curves += c
-      seconds[name] = _record_time(out, spent, name, time.perf_counter() - t0, before)
-      bar.update(sum(counts[:i + 1]))
+      seconds[name], computed = _record_time(out, spent, name, time.perf_counter() - t0, before)
+      (bar.update if computed else bar.read_back)(sum(counts[:i + 1]))
   finally:
     bar.close()
   seconds["total"] = time.perf_counter() - start
@@ -393,9 +393,10 @@ def _run_info(out: Path, name: str) -> dict:
     return {}
 
 
-def _record_time(out: Path, spent: dict, name: str, seconds: float, before: dict) -> float:
-  """The bucket's computing seconds across processes, this one's ``seconds`` added to
-  :data:`TIMES` if it computed any chunk of the bucket (its run_info.json says so).
+def _record_time(out: Path, spent: dict, name: str, seconds: float, before: dict) -> tuple:
+  """``(seconds, computed)``: the bucket's computing seconds across processes, and whether
+  this process computed any chunk of it (its run_info.json says so; then its ``seconds``
+  are added to :data:`TIMES`).
 
   A bucket read back whole from its checkpoints keeps the seconds of the processes that
   computed it (or, with no record in :data:`TIMES`, the stage seconds of the run_info.json
@@ -410,7 +411,7 @@ def _record_time(out: Path, spent: dict, name: str, seconds: float, before: dict
   elif computed or name not in spent:
     spent.setdefault(name, []).append(seconds)
   atomic.write_json(out / TIMES, spent)
-  return sum(spent[name])
+  return sum(spent[name]), bool(computed)
 
 
 def write_findings(out: Path, rows: list, s: dict, n_buckets: int, seconds: float) -> dict:

@@ -83,6 +83,17 @@ class ProgressBar:
     if done < self.total:
       self._draw(final=False)
 
+  def read_back(self, done: int):
+    """Record that units up to ``done`` are finished but were read back (a resumed run's
+    checkpoints), not computed: like ``initial``, they count neither in the rate nor in the
+    ETA, and while nothing has been computed yet the clock of the rate restarts."""
+    if self.done == self.initial:
+      self.start = time.perf_counter()
+    self.initial += done - self.done
+    self.done = done
+    if done < self.total:
+      self._draw(final=False)
+
   def close(self):
     """Stop redrawing and finish the line."""
     self._stop.set()
