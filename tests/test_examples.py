@@ -36,3 +36,12 @@ def test_gd_vs_gradient_flow(example):
 def test_theorem1_property(example):
   """The hypothesis property (it raises when Q_t drifts)."""
   example("theorem1_property.py")
+
+
+def test_lemma2_nontopic_embeddings(example):
+  """Attn-TC's GD misses Lemma 2's reduced ODE by more than the reproduction's tolerance, and
+  holding the non-topic words' embeddings (nothing else) brings it within that tolerance."""
+  from attndyn.reproduce.lu2021 import synthetic
+  tolerance = synthetic.FULL["ode_tolerance"]
+  r = example("lemma2_nontopic_embeddings.py")["tc"]
+  assert r["all words move"].min() > tolerance >= r["non-topic embeddings held"].max(), r
