@@ -399,6 +399,7 @@ def findings(rows: Sequence[Mapping], out, *, tolerances: Mapping[str, float],
   found["by_classifier"] = {c: holds_fraction(rows, {"classifier": c})
                             for c in sorted({r["classifier"] for r in rows})}
   found["by_axis"] = _by_axis(rows, base, paper_point)
+  found["ode_predictors"] = _ode_predictors(rows)
   found["tl"] = _tl_failures(rows)
   found["low_word"] = {c: _tl_failures(rows, c) for c in sorted({r["classifier"] for r in rows})}
   found["markdown"] = markdown(rows, found, tolerances=tolerances, base=base,
@@ -426,6 +427,30 @@ def _by_axis(rows, base, paper_point) -> dict:
                       "n": len(group), "most_broken": worst,
                       "most_broken_share": broken.count(worst) / len(group) if worst else 0.0})
     out[axis] = entries
+  return out
+
+
+# What the non-topic words' motion is measured by: Assumption 1 as the paper states it (their
+# score changes) and their embeddings' norm changes, both relative to the topic words'.
+_MOTION = {"assumption1_ratio": "non-topic score change (Assumption 1)",
+           "assumption1_norm_ratio": "non-topic embedding norm change"}
+
+
+def _ode_predictors(rows) -> dict:
+  """Per classifier with reduced-ODE rows: Pearson r of log ``ode_rel_dev`` with the log of each
+  :data:`_MOTION` measure, over finite, undiverged runs (all of them, and those at σ < 0.01,
+  where Corollary 1 holds and the initialisation is small)."""
+  out = {}
+  ok = lambda r: (not r["diverged"] and all(
+      r.get(k) is not None and np.isfinite(r[k]) and r[k] > 0 for k in ("ode_rel_dev", *_MOTION)))
+  for c in sorted({r["classifier"] for r in rows}):
+    group = [r for r in rows if r["classifier"] == c and ok(r)]
+    for label, sub in (("all", group), ("sigma<0.01", [r for r in group if r["sigma"] < 0.01])):
+      if len(sub) < 3:
+        continue
+      y = np.log([r["ode_rel_dev"] for r in sub])
+      out.setdefault(c, {})[label] = {"n": len(sub), **{
+          k: float(np.corrcoef(np.log([r[k] for r in sub]), y)[0, 1]) for k in _MOTION}}
   return out
 
 
@@ -490,6 +515,17 @@ def markdown(rows, found, *, tolerances, base, paper_point, settings_text, secon
         part += f" (most often broken: {e['most_broken']}, {100 * e['most_broken_share']:.0f}%)"
       parts.append(part)
     lines.append(f"- {_AXIS_TEXT[axis]}: " + "; ".join(parts) + ".")
+  preds = found["ode_predictors"]
+  if preds:
+    lines += ["", "## What predicts GD's distance from Lemma 2's reduced ODE", "",
+              "Lemma 2 holds every non-topic word fixed. Pearson r of log ode_rel_dev with the log "
+              "of each measure of the non-topic words' motion (relative to the topic words'), "
+              "per classifier:", ""]
+    for c, by in preds.items():
+      lines.append(f"- {c}: " + "; ".join(
+          f"{'all runs' if label == 'all' else 'σ < 0.01'} ({v['n']}): "
+          + ", ".join(f"{_MOTION[k]} r = {_fmt(v[k], '.2f')}" for k in _MOTION)
+          for label, v in by.items()) + ".")
   tl = found["tl"]
   lines += ["", "## Attn-TL", ""]
   if tl["n"]:

@@ -190,3 +190,23 @@ def test_headline_table_flags_a_run_outside_the_theory():
   assert "Assumption 1" in line and "0.24 > 0.01" in line and "Lemma 2" not in line
   inside = {**agg, "nontopic_to_topic_score_ratio": {"max": 0.001}}
   assert "outside the theory" not in report.table([("Attn-TC", inside)])
+
+
+def test_ode_predictors_correlate_the_deviation_with_each_motion_measure():
+  """Per classifier, r of log ode_rel_dev with each non-topic motion measure, over finite,
+  undiverged runs only (all, and σ < 0.01 apart)."""
+  rng = np.random.default_rng(0)
+  rows = []
+  for i in range(40):
+    norm, score = 10 ** rng.uniform(-4, -1), 10 ** rng.uniform(-4, -1)
+    rows.append({"classifier": "tc", "diverged": False, "sigma": 10 ** rng.uniform(-4, 0),
+                 "assumption1_norm_ratio": norm, "assumption1_ratio": score,
+                 "ode_rel_dev": 3.0 * norm ** 0.5})
+  rows.append({**rows[0], "diverged": True, "ode_rel_dev": 1e9})      # left out
+  rows.append({**rows[1], "ode_rel_dev": math.nan})                   # left out
+  rows.append({**rows[2], "classifier": "tl", "ode_rel_dev": None})   # no ODE: no entry
+  got = measures._ode_predictors(rows)
+  assert set(got) == {"tc"} and got["tc"]["all"]["n"] == 40
+  assert got["tc"]["all"]["assumption1_norm_ratio"] == pytest.approx(1.0)
+  assert abs(got["tc"]["all"]["assumption1_ratio"]) < 0.5
+  assert got["tc"]["sigma<0.01"]["n"] == sum(r["sigma"] < 0.01 for r in rows[:40])
