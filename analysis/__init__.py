@@ -8,9 +8,9 @@ import importlib as _importlib
 import importlib.util as _importlib_util
 
 from analysis.absence import recall_without_topic_word as recall_without_topic_word
-from analysis.invariant import invariant as invariant
-from analysis.invariant import invariant_drift as invariant_drift
-from analysis.invariant import nontopic_context as nontopic_context
+from analysis.theorem1 import invariant as invariant
+from analysis.theorem1 import invariant_drift as invariant_drift
+from analysis.theorem1 import nontopic_context as nontopic_context
 from analysis.observables import embedding_norms as embedding_norms
 from analysis.observables import topic_observables as topic_observables
 from analysis.sen import sen_norm as sen_norm
@@ -22,9 +22,9 @@ from analysis.deviation import final_abs_deviation as final_abs_deviation
 from analysis.deviation import max_abs_deviation as max_abs_deviation
 from analysis.lemma1 import equivalent_keys as equivalent_keys
 from analysis.summary import aggregate as aggregate
-from analysis.load import Named as Named
-from analysis.load import Results as Results
-from analysis.load import load as load
+from analysis.results import Named as Named
+from analysis.results import Results as Results
+from analysis.results import load as load
 from analysis.summary import run_summaries as run_summaries
 from analysis.purity import AttendedPurityStats as AttendedPurityStats
 from analysis.purity import attended_purity_stats as attended_purity_stats

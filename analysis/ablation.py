@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from analysis.invariant import nontopic_context
+from analysis.theorem1 import nontopic_context
 from tasks.topic import TopicDataset
 
 

@@ -4,7 +4,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from analysis.invariant import invariant
+from analysis.theorem1 import invariant
 from analysis.sen import sen_norm
 from models.lu import word_scores
 from models.objective import accuracy, cross_entropy

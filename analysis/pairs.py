@@ -1,6 +1,6 @@
 """Word-pair scores and embeddings of Attn-TC-CNN (Lu et al. 2021, Appendix A, Figs 8-9).
 
-The width-2 convolutions of :mod:`models.cnn_attention` give every ordered
+The width-2 convolutions of :mod:`models.cnn` give every ordered
 word pair ``(a, b)`` a key and an embedding,
 
 .. math::

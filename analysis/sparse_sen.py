@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from analysis.invariant import psi_mean
+from analysis.theorem1 import psi_mean
 from analysis.observables import topic_observables
 from analysis.sen import sen_norm
 from models.lu import word_scores

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from analysis.deviation import final_abs_deviation, max_abs_deviation
-from analysis.invariant import invariant_drift
+from analysis.theorem1 import invariant_drift
 from analysis.sen import sen_norm, sen_relative_error
 from dynamics.trajectory import Trajectory, failure_reason
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from attndyn import schema
 from dynamics import fast_lu
-from dynamics.gradient_flow import ATOL, RTOL, SOLVERS
+from dynamics.ode import ATOL, RTOL, SOLVERS
 from dynamics.reduced_ode import FORMS, check_reduced_config
 from dynamics.train import TrainConfig
 from models.lu import LuModelConfig

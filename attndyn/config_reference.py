@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from attndyn import config, schema, tomlwrite
-from dynamics.gradient_flow import SOLVERS
+from dynamics.ode import SOLVERS
 from dynamics.optimizers import OPTIMIZERS
 from dynamics.reduced_ode import FORMS
 from dynamics.train import SAMPLING, TrainConfig

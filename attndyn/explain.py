@@ -44,7 +44,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def _config(args):
   """The run to explain: its config (``--run`` or ``--preset``, then ``--set``), GD only, with
   ``--normaliser`` and ``--seeds``, validated by the run schema."""
-  from analysis.load import read_summary
+  from analysis.results import read_summary
   from attndyn import config, overrides, presets
   if args.run:
     path = Path(args.run) / "summary.json"

@@ -24,7 +24,7 @@ import numpy as np
 import analysis.figures as figures
 import models
 from analysis import npz
-from analysis.load import SCHEMA_VERSION, SUMMARY, TRAJECTORIES
+from analysis.results import SCHEMA_VERSION, SUMMARY, TRAJECTORIES
 from analysis.observables import embedding_norms
 from analysis.summary import aggregate, json_ready, run_summaries
 from attndyn import atomic, checkpoint, lock, tomlwrite

@@ -9,7 +9,7 @@ from dynamics.train import TrainConfig as TrainConfig
 from dynamics.train import make_train as make_train
 from dynamics.train import minibatch as minibatch
 from dynamics.trajectory import Trajectory as Trajectory
-from dynamics.gradient_flow import gradient_flow as gradient_flow
+from dynamics.ode import gradient_flow as gradient_flow
 from dynamics.reduced_ode import reduced_sen_ode as reduced_sen_ode
 from dynamics.reduced_ode_sweep import reduced_sen_ode_sweep as reduced_sen_ode_sweep
 from dynamics.flow_time import at_learning_rate as at_learning_rate

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dynamics.gradient_flow import first_failure
+from dynamics.ode import first_failure
 from dynamics.trajectory import Trajectory
 
 

@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dynamics.gradient_flow import (ATOL, RTOL, failure_time, make_solver, ode_stats,
+from dynamics.ode import (ATOL, RTOL, failure_time, make_solver, ode_stats,
                                     stopped_lr, stopping_controller, time_grid)
 from dynamics.trajectory import Trajectory
 from models.channel_major import apply_classifier_channels, channel_mix, cross_entropy_channels
@@ -372,7 +372,7 @@ def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
     trainable: group -> trains (``LuModelConfig.trainable()``).
     form: ``"lemma2"`` (eqs 7-8; conserves Theorem 1's ``Q_t`` exactly) or
       ``"exact"`` (eqs 5-6; the exact gradient flow with non-topic words frozen).
-    solver: a name from :data:`dynamics.gradient_flow.SOLVERS` or a diffrax solver.
+    solver: a name from :data:`dynamics.ode.SOLVERS` or a diffrax solver.
     rtol: relative tolerance of the PID step-size controller.
     atol: absolute tolerance of the PID step-size controller.
     max_steps: most solver steps before giving up (reported via ``failed_at``).
@@ -381,7 +381,7 @@ def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
       FC/TC. TL's ReLU makes the vector field discontinuous and the reduced
       flow can slide along a kink (Filippov), which stalls adaptive step
       control: pass e.g. ``0.1`` (a tenth of an optimiser step) for TL (see
-      :func:`dynamics.gradient_flow.gradient_flow`).
+      :func:`dynamics.ode.gradient_flow`).
     t_end: if set, the time (in steps) at which the run stops: the learning rate is 0
       from there (its state stays put, as GD's does with ``train.flow_time``).
 

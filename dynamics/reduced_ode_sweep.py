@@ -41,7 +41,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from dynamics.gradient_flow import (ATOL, RTOL, failure_time, make_solver, ode_stats,
+from dynamics.ode import (ATOL, RTOL, failure_time, make_solver, ode_stats,
                                     stopped_lr, stopping_controller)
 from dynamics.reduced_ode import (NonTopic, ReducedState, check_solve_inputs, full_params,
                                   nontopic_constants, seed_velocity)

@@ -69,7 +69,7 @@ import jax
 import jax.numpy as jnp
 import lineax
 
-from dynamics.gradient_flow import failure_time, split_trainable, time_grid, _merge
+from dynamics.ode import failure_time, split_trainable, time_grid, _merge
 from dynamics.reduced_ode import (NonTopic, ReducedState, check_reduced_config, nontopic_constants,
                                   reduced_trajectory, reduced_velocity, save_at)
 from dynamics.train import SAMPLING

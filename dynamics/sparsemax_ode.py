@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from dynamics.gradient_flow import make_solver, time_grid
+from dynamics.ode import make_solver, time_grid
 from dynamics.reduced_ode import ReducedState, reduced_trajectory, save_at
 from dynamics.trajectory import Trajectory
 from models.classifiers import apply_classifier

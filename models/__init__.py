@@ -13,9 +13,9 @@ from models.lu import word_scores as word_scores
 from models.objective import accuracy as accuracy
 from models.objective import cross_entropy as cross_entropy
 from models.objective import make_loss as make_loss
-from models.cnn_attention import CNNAttentionConfig as CNNAttentionConfig
-from models.cnn_attention import CNNOutput as CNNOutput
-from models.cnn_attention import cnn_attention as cnn_attention
+from models.cnn import CNNAttentionConfig as CNNAttentionConfig
+from models.cnn import CNNOutput as CNNOutput
+from models.cnn import cnn_attention as cnn_attention
 from models.transformer_tagger import TaggerConfig as TaggerConfig
 from models.structured import crf_marginals as crf_marginals
 from models.structured import fusedmax as fusedmax

@@ -90,7 +90,7 @@ def pair_ids(tokens: jax.Array, pairs: jax.Array) -> jax.Array:
   """``[..., m]`` which topic word pair sits at each position (-1: a non-topic pair).
 
   Position ``j`` holds the pair ``(tokens[j], tokens[j+1])``, the input of the
-  CNN's ``j``-th output (:mod:`models.cnn_attention`).
+  CNN's ``j``-th output (:mod:`models.cnn`).
 
   Args:
     tokens: ``[..., m+1]`` word ids.

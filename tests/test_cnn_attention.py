@@ -7,7 +7,7 @@ import pytest
 import dynamics
 import models
 import tasks
-from models.cnn_attention import pair_conv
+from models.cnn import pair_conv
 
 CFG = models.CNNAttentionConfig(n_words=16, n_classes=2, embed_dim=4, key_dim=3, embed_std=0.1,
                                 key_std=0.1)

@@ -27,6 +27,20 @@ def test_import_attndyn_loads_packages_on_first_use():
     ad.analysis.nonexistent
 
 
+def test_no_export_hides_a_submodule():
+  """``import dynamics.ode as m`` must give the module: a package attribute named like one of
+  its submodules (the function ``gradient_flow`` re-exported over ``dynamics/gradient_flow.py``)
+  made ``import dynamics.gradient_flow as m`` return the function."""
+  import pkgutil
+  hidden = []
+  for package in (tasks, models, dynamics, analysis, ad):
+    for info in pkgutil.iter_modules(package.__path__):
+      module = importlib.import_module(f"{package.__name__}.{info.name}")
+      if getattr(package, info.name) is not module:
+        hidden.append(f"{package.__name__}.{info.name}")
+  assert not hidden, hidden
+
+
 def test_paper_config_gives_typed_paper_settings():
   """The text preset as typed configs: the paper's unit query (not the class default
   ‖q‖ ≈ √15), n_words and n_classes taken from the task, overrides validated."""

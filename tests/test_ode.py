@@ -22,7 +22,7 @@ import dynamics  # noqa: E402
 import models  # noqa: E402
 import tasks  # noqa: E402
 from dynamics import xla_options  # noqa: E402
-from dynamics.gradient_flow import failure_time  # noqa: E402
+from dynamics.ode import failure_time  # noqa: E402
 from dynamics.reduced_ode import (ReducedState, autodiff_velocity, linear_velocity,  # noqa: E402
                                   nontopic_constants, reduced_velocity)
 from models import lu  # noqa: E402

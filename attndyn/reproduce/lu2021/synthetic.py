@@ -30,7 +30,7 @@ from analysis import replication as rep
 from analysis.absence import recall_without_topic_word
 from analysis.assumption1 import change_ratio, largest_change_ratio
 from analysis.deviation import final_abs_deviation, max_abs_deviation
-from analysis.invariant import invariant_drift
+from analysis.theorem1 import invariant_drift
 from analysis.sen_checks import windowed_max_error
 from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
