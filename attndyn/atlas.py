@@ -410,7 +410,9 @@ def _record_time(out: Path, spent: dict, name: str, seconds: float, before: dict
     spent[name] = [float(sum(before["seconds"].values()))]
   elif computed or name not in spent:
     spent.setdefault(name, []).append(seconds)
-  atomic.write_json(out / TIMES, spent)
+  from attndyn import outputs
+  if outputs.is_writer():    # one process of a multi-host atlas writes, as for the runs' files
+    atomic.write_json(out / TIMES, spent)
   return sum(spent[name]), bool(computed)
 
 
