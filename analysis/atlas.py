@@ -351,7 +351,7 @@ def findings(rows: Sequence[Mapping], out, *, tolerances: Mapping[str, float],
     base: the discrete values the slices hold fixed (``classifier`` included).
     paper_point: ``{"sigma", "lr"}`` closest to the paper's (held fixed where not plotted).
     settings_text: one sentence describing the grid.
-    seconds: the atlas's wall time.
+    seconds: the atlas's computing time (NaN: unknown).
 
   Returns:
     The JSON-ready findings (atlas.json's ``findings``); ``markdown`` holds atlas.md's text
@@ -481,8 +481,10 @@ def markdown(rows, found, *, tolerances, base, paper_point, settings_text, secon
   frac, n = found["overall"]
   lines = ["# Theory-validity atlas (Lu et al. 2021: Lemma 2, Theorem 1, Corollary 1, "
            "Assumption 1)", "",
-           f"{settings_text}. {n} runs (configuration × seed) in {seconds / 60:.1f} min of "
-           "computing (the buckets' wall times, summed over resumed processes).", "",
+           f"{settings_text}. {n} runs (configuration × seed) in "
+           + (f"{seconds / 60:.1f} min of computing (the buckets' wall times, summed over resumed "
+              "processes)." if math.isfinite(seconds) else "an unknown computing time (some "
+              "buckets were read back from an atlas that predates its atlas-seconds.json)."), "",
            "A run *holds* when it did not diverge and every measure is within the tolerance the "
            "Section 5.1 reproduction uses for the same row: "
            + "; ".join(f"{m.assumption}: {m.name} ≤ {tolerances[m.tolerance]:g}"

@@ -115,7 +115,8 @@ class AtlasResult(NamedTuple):
     findings: the fits, shares of variance and phase diagrams (atlas.json's ``findings``).
     seconds: ``total``: this process's wall-clock seconds; per bucket, its computing
       seconds summed over the processes that computed it (:data:`TIMES`; a resumed atlas
-      reads finished buckets back in far less); ``computing``: their sum.
+      reads finished buckets back in far less; NaN where unknown, see :func:`_record_time`);
+      ``computing``: their sum (NaN if any is unknown).
     failures: bucket -> ODE stage -> the exception that stage raised (its rows have no
       ``ode_rel_dev``); empty when every stage finished.
   """
@@ -379,7 +380,7 @@ def _read_times(out: Path) -> dict:
   it. A missing or unreadable file is an empty record (it holds timings, nothing computed)."""
   try:
     doc = json.loads((out / TIMES).read_text())
-    return {k: [float(x) for x in v] for k, v in doc.items()}
+    return {k: [math.nan if x is None else float(x) for x in v] for k, v in doc.items()}
   except (OSError, ValueError, TypeError, AttributeError):
     return {}
 
@@ -399,20 +400,24 @@ def _record_time(out: Path, spent: dict, name: str, seconds: float, before: dict
   are added to :data:`TIMES`).
 
   A bucket read back whole from its checkpoints keeps the seconds of the processes that
-  computed it (or, with no record in :data:`TIMES`, the stage seconds of the run_info.json
-  it had before this process, ``before``); the work of a process killed midway through a
-  bucket is not counted (only its finished chunks survive, and the process that finishes
-  the bucket records its own time).
+  computed it. With no record in :data:`TIMES` (an atlas written before it), they are the
+  stage seconds of the run_info.json it had before this process, ``before``, if the process
+  that wrote it computed the whole bucket (``resumed`` false: a resume rewrites run_info.json
+  with its read-back time), else unknown (NaN). The work of a process killed midway through a
+  bucket is not counted (only its finished chunks survive, and the process that finishes the
+  bucket records its own time).
   """
   chunks = _run_info(out, name).get("chunks") or {}
   computed = sum(chunks.get("computed", {}).values()) if chunks else 1
-  if not computed and name not in spent and before.get("seconds"):
-    spent[name] = [float(sum(before["seconds"].values()))]
-  elif computed or name not in spent:
+  if not computed and name not in spent:
+    whole = before.get("seconds") and before.get("resumed") is False
+    spent[name] = [float(sum(before["seconds"].values())) if whole else math.nan]
+  elif computed:
     spent.setdefault(name, []).append(seconds)
   from attndyn import outputs
   if outputs.is_writer():    # one process of a multi-host atlas writes, as for the runs' files
-    atomic.write_json(out / TIMES, spent)
+    atomic.write_json(out / TIMES, {k: [x if math.isfinite(x) else None for x in v]
+                                    for k, v in spent.items()})
   return sum(spent[name]), bool(computed)
 
 

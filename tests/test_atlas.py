@@ -192,6 +192,29 @@ def test_headline_table_flags_a_run_outside_the_theory():
   assert "outside the theory" not in report.table([("Attn-TC", inside)])
 
 
+def test_an_atlas_without_its_times_file_trusts_only_a_run_info_that_computed_everything(
+    tiny_atlas, tmp_path):
+  """An atlas that predates atlas-seconds.json: a bucket read back keeps the stage seconds of a
+  run_info.json written by the process that computed all of it; one rewritten by a resume
+  (its read-back time) gives an unknown time, not a wrong one."""
+  import shutil
+  out = tmp_path / "legacy"
+  shutil.copytree(tiny_atlas[0], out)
+  (out / atlas.TIMES).unlink()
+  info_path = next((out / "runs").iterdir()) / "run_info.json"
+  info = json.loads(info_path.read_text())
+  # as the process that computed the whole bucket wrote it
+  info_path.write_text(json.dumps({**info, "resumed": False, "seconds": {"gd": 12.5,
+                                                                         "reduced": 0.5}}))
+  again = atlas.run_atlas(out, items=TINY, progress=False, findings=False, resume=True)
+  name = info_path.parent.name
+  assert again.seconds[name] == 13.0 and json.loads(info_path.read_text())["resumed"] is True
+  (out / atlas.TIMES).unlink()          # and again, now that a resume rewrote run_info.json
+  again = atlas.run_atlas(out, items=TINY, progress=False, findings=False, resume=True)
+  assert math.isnan(again.seconds[name]) and math.isnan(again.seconds["computing"])
+  assert json.loads((out / atlas.TIMES).read_text())[name] == [None]
+
+
 def test_ode_predictors_correlate_the_deviation_with_each_motion_measure():
   """Per classifier, r of log ode_rel_dev with each non-topic motion measure, over finite,
   undiverged runs only (all, and σ < 0.01 apart)."""
