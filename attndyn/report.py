@@ -82,9 +82,19 @@ def theory_lines(rows: Sequence[Tuple[str, Mapping]]) -> list:
     flags = summary_flags(agg, TOLERANCES)
     if flags:
       out.append(f"outside the theory ({name}): " + "; ".join(
-          f"{assumption} broken, {measure} = {value:.3g} > {bound:g}"
+          f"{assumption} broken, {measure} = {value:.3g} > {bound:g}" + _cause(measure, agg)
           for assumption, measure, value, bound in flags) + " (see `attndyn atlas`)")
   return out
+
+
+def _cause(measure: str, agg: Mapping) -> str:
+  """What moved, for a broken Lemma 2: the reduced ODE holds the non-topic embeddings fixed,
+  and their motion under GD, not their scores', is what separates the two (docs/atlas.md)."""
+  moved = (agg.get("nontopic_to_topic_norm_ratio") or {}).get("max")
+  if measure != "ode_rel_dev" or moved is None:
+    return ""
+  return (f" (the non-topic embeddings, which the reduced ODE holds fixed, moved: norm change "
+          f"{moved:.3g} of the smallest topic-word norm)")
 
 
 def _point_text(point: Mapping) -> str:

@@ -190,6 +190,12 @@ def test_headline_table_flags_a_run_outside_the_theory():
   assert "Assumption 1" in line and "0.24 > 0.01" in line and "Lemma 2" not in line
   inside = {**agg, "nontopic_to_topic_score_ratio": {"max": 0.001}}
   assert "outside the theory" not in report.table([("Attn-TC", inside)])
+  # a broken Lemma 2 names what the reduced ODE holds fixed and how far it moved
+  off = {**inside, "ode_max_abs_score_dev": {"reduced": {"max": 0.3}},
+         "nontopic_to_topic_norm_ratio": {"max": 0.0123}}
+  (line,) = [l for l in report.table([("Attn-TC", off)]).splitlines()
+             if l.startswith("outside the theory")]
+  assert "Lemma 2" in line and "0.15 > 0.02" in line and "norm change 0.0123" in line
 
 
 def test_an_atlas_without_its_times_file_trusts_only_a_run_info_that_computed_everything(
