@@ -348,8 +348,8 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
       before = _run_info(out, name) if resume else {}
       result = engine.run(ctx, name, run_config(s, b), figures=False)
       if result.errors:   # a failed ODE stage: its rows have no ode_rel_dev; say so
-        errors[f"bucket-{b.index:04d}"] = result.errors
-        failures[f"bucket-{b.index:04d}"] = dict(result.exceptions)
+        errors[name] = result.errors
+        failures[name] = dict(result.exceptions)
         if progress:
           print(f"atlas: bucket {b.index} ({_describe(b)}): " + "; ".join(
               f"the {k} stage failed: {v}" for k, v in result.errors.items()), file=sys.stderr)

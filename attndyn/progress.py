@@ -29,15 +29,18 @@ class ProgressBar:
     width: characters of the bar itself.
     initial: units already done before this bar started (a resumed sweep).
     unit: what is counted (``"points"``, ``"figures"``).
+    clock: seconds since an arbitrary origin (default ``time.perf_counter``).
   """
 
   def __init__(self, label: str, total: int, *, steps_per_point=1, enabled: bool = True,
-               stream=None, width: int = 24, initial: int = 0, unit: str = "points"):
+               stream=None, width: int = 24, initial: int = 0, unit: str = "points",
+               clock=time.perf_counter):
     self.label, self.total, self.steps = label, total, steps_per_point
     self.enabled, self.width, self.unit = enabled, width, unit
     self.stream = sys.stderr if stream is None else stream
     self.initial = self.done = initial
-    self.start = time.perf_counter()
+    self.clock = clock
+    self.start = clock()
     self._tty = enabled and getattr(self.stream, "isatty", lambda: False)()
     self._lock, self._stop = threading.Lock(), threading.Event()
     self._ticker = None
@@ -47,7 +50,7 @@ class ProgressBar:
     self._draw(final=False)
 
   def _line(self) -> str:
-    elapsed = time.perf_counter() - self.start
+    elapsed = self.clock() - self.start
     filled = self.width * self.done // max(self.total, 1)
     bar = "#" * filled + "-" * (self.width - filled)
     text = f"{self.label:<14} [{bar}] {self.done}/{self.total} {self.unit}  {_clock(elapsed)}"
@@ -88,7 +91,7 @@ class ProgressBar:
     checkpoints), not computed: like ``initial``, they count neither in the rate nor in the
     ETA, and while nothing has been computed yet the clock of the rate restarts."""
     if self.done == self.initial:
-      self.start = time.perf_counter()
+      self.start = self.clock()
     self.initial += done - self.done
     self.done = done
     if done < self.total:
