@@ -25,6 +25,7 @@ names), ``atlas.json`` (settings, fits, timings), ``atlas.md`` and the phase
 diagrams ``phase_*.png``.
 """
 import csv
+import hashlib
 import io
 import itertools
 import json
@@ -98,6 +99,12 @@ QUICK = {**FULL, "steps": 2000, "record_every": 25, "run_lengths": [2000, 1000, 
 # DIR/atlas-seconds.json: bucket -> wall seconds of each process that computed (part of) it, so
 # that a resumed atlas reports the computing time of every bucket, not the time to read it back.
 TIMES = "atlas-seconds.json"
+
+# DIR/buckets/bucket-NNNN.csv + .json + -curves.npz: each bucket's rows, what produced them and
+# its curves, written when the bucket finishes. `--resume` reads a finished bucket from these
+# and not from its checkpoints (runs/, ~40 MB a chunk of final parameters), so a bucket outlives
+# its runs/ folder: the .csv and .json are small enough to keep (docs/atlas.md, "Files").
+RECORDS = "buckets"
 
 
 class Bucket(NamedTuple):
@@ -338,13 +345,25 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
     engine.validate(run_config(s, b), f"atlas bucket {b.index} ({_describe(b)})")
   bar = ProgressBar("atlas", sum(counts), steps_per_point=None, enabled=progress,
                     unit="configurations")
-  rows, curves, seconds, errors, failures = [], [], {}, {}, {}
+  rows, curves, seconds, errors, failures, no_curves = [], [], {}, {}, {}, []
   spent = _read_times(out) if resume else {}
   start = time.perf_counter()
   try:
     for i, b in enumerate(todo):
       t0 = time.perf_counter()
       name = f"bucket-{b.index:04d}"
+      digest = record_digest(s, b)
+      record = read_record(out, name, digest, start_id=sum(counts[:i]),
+                           warn=progress) if resume else None
+      if record is not None:   # finished in an earlier process: its rows, curves and times
+        r, c, spent[name] = record
+        rows += r
+        curves += c if c else [{} for _ in r]
+        if not c:
+          no_curves.append(name)
+        seconds[name] = sum(spent[name])
+        bar.read_back(sum(counts[:i + 1]))
+        continue
       before = _run_info(out, name) if resume else {}
       result = engine.run(ctx, name, run_config(s, b), figures=False)
       if result.errors:   # a failed ODE stage: its rows have no ode_rel_dev; say so
@@ -357,6 +376,7 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
       rows += r
       curves += c
       seconds[name], computed = _record_time(out, spent, name, time.perf_counter() - t0, before)
+      write_record(out, name, digest, r, c, start_id=sum(counts[:i]), seconds=spent[name])
       (bar.update if computed else bar.read_back)(sum(counts[:i + 1]))
   finally:
     bar.close()
@@ -371,8 +391,91 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
   atomic.write_json(out / "atlas.json", json_ready({"settings": s, "n_buckets": len(todo),
                                          "n_configurations": sum(counts),
                                          "n_rows": len(rows), "seconds": seconds, "errors": errors,
+                                         "buckets_without_curves": no_curves,
                                          "tolerances": TOLERANCES, "findings": found}))
   return AtlasResult(rows, stacked, found, seconds, failures)
+
+
+def record_digest(s: dict, bucket: Bucket) -> str:
+  """sha256 of what a bucket's rows depend on: its ``attndyn run`` config (grid, seeds, flow
+  time, precision), its run lengths, the recording interval and the row measures' constants."""
+  key = {"run": run_config(s, bucket), "run_lengths": continuous(s, bucket)[1],
+         "tau": s["tau"], "record_every": s["record_every"],
+         "start_fraction": SEN_START_FRACTION, "learned_acc": LEARNED_ACC}
+  return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
+def _record_paths(out: Path, name: str) -> tuple:
+  folder = Path(out) / RECORDS
+  return folder / f"{name}.csv", folder / f"{name}.json", folder / f"{name}-curves.npz"
+
+
+def write_record(out: Path, name: str, digest: str, rows: list, curves: list, *,
+                 start_id: int, seconds: list) -> None:
+  """The bucket's record in ``DIR/buckets`` (see :data:`RECORDS`); the .json, which says the
+  record is whole, is written last, each file atomically. One process writes it."""
+  from attndyn import outputs
+  if not outputs.is_writer():
+    return
+  table, meta, curve_file = _record_paths(out, name)
+  table.parent.mkdir(parents=True, exist_ok=True)
+  write_table(table, rows)
+  write_curves_file(curve_file, _stack(curves))
+  atomic.write_json(meta, {
+      "bucket": name, "digest": digest, "rows": len(rows), "start_id": start_id,
+      "seconds": [x if math.isfinite(x) else None for x in seconds],
+      "attndyn": _version(), "environment": outputs.environment()})
+
+
+def read_record(out: Path, name: str, digest: str, *, start_id: int,
+                warn: bool = True):
+  """``(rows, curves, seconds)`` of a bucket's record in ``DIR/buckets``, or ``None`` when it
+  has none, it is damaged, or it was made with other settings (``digest``); then the bucket is
+  redone (read from its checkpoints where they hold it) and its record rewritten. ``curves``
+  is ``[]`` when the record's curves file is missing (the rows alone are kept in the
+  repository); the config ids are renumbered from ``start_id``."""
+  table, meta, curve_file = _record_paths(out, name)
+  if not meta.is_file():
+    return None
+  def skip(why):
+    if warn:
+      print(f"atlas: {meta.parent / name}.*: {why}; redoing the bucket (from its checkpoints "
+            f"where they hold it)", file=sys.stderr)
+    return None
+  try:
+    doc = json.loads(meta.read_text(encoding="utf-8"))
+    if not isinstance(doc, dict):
+      raise ValueError("not a JSON object")
+    rows = read_table(table)
+  except (OSError, ValueError, UnicodeDecodeError, csv.Error) as err:
+    return skip(f"the record is unreadable ({type(err).__name__}: {err})")
+  if doc.get("digest") != digest:
+    return skip("the record was made with other settings")
+  if len(rows) != doc.get("rows") or not isinstance(doc.get("start_id"), int):
+    return skip(f"the record holds {len(rows)} rows, its .json says {doc.get('rows')}")
+  for row in rows:
+    row["config"] += start_id - doc["start_id"]
+  curves = []
+  if curve_file.is_file():
+    from analysis import npz
+    try:
+      stacked = npz.read(curve_file)
+    except ConfigError as err:
+      return skip(str(err))
+    if any(len(v) != len(rows) for v in stacked.values()):
+      return skip("its curves file does not have one curve per row")
+    curves = [{k: v[j][np.isfinite(stacked["tau"][j])] for k, v in stacked.items()}
+              for j in range(len(rows))]
+  seconds = [math.nan if x is None else float(x) for x in doc.get("seconds") or [math.nan]]
+  return rows, curves, seconds
+
+
+def _version() -> str:
+  import importlib.metadata
+  try:
+    return importlib.metadata.version("attndyn")
+  except importlib.metadata.PackageNotFoundError:
+    return "unknown"
 
 
 def _read_times(out: Path) -> dict:
@@ -465,14 +568,18 @@ def _settings_text(s: dict, n_buckets: int) -> str:
 
 
 def _stack(curves: list) -> dict:
-  if not curves:
+  """``[row, time]`` arrays of the rows' curves, NaN after each row's end (and for a row
+  whose curves were not kept, ``{}``)."""
+  kept = [c for c in curves if c]
+  if not kept:
     return {}
-  length = max(len(c["tau"]) for c in curves)
+  length = max(len(c["tau"]) for c in kept)
   out = {}
-  for name in curves[0]:
+  for name in kept[0]:
     arr = np.full((len(curves), length), np.nan, np.float32)
     for i, c in enumerate(curves):
-      arr[i, :len(c[name])] = c[name]
+      if c:
+        arr[i, :len(c[name])] = c[name]
     out[name] = arr
   return out
 
@@ -481,19 +588,23 @@ CSV_NOTE = "pandas.read_csv(DIR/atlas.csv): one row per configuration × seed"
 
 
 def write_table(path: Path, rows: list) -> None:
-  """atlas.csv (NaN written as empty cells, booleans as true/false)."""
+  """atlas.csv (NaN written as empty cells, ±inf as inf/-inf, booleans as true/false)."""
   buf = io.StringIO()
   if rows:
     writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
     writer.writeheader()
     for r in rows:
-      writer.writerow({k: ("" if isinstance(v, float) and not math.isfinite(v) else
+      writer.writerow({k: ("" if isinstance(v, float) and math.isnan(v) else
                            str(v).lower() if isinstance(v, bool) else v) for k, v in r.items()})
   atomic.write_text(path, buf.getvalue())
 
 
 def read_table(path) -> list:
-  """atlas.csv back as a list of dicts of Python values (the inverse of :func:`write_table`)."""
+  """atlas.csv back as a list of dicts of Python values (the inverse of :func:`write_table`).
+
+  Raises:
+    ValueError: a line without one cell per column (a file cut short).
+  """
   def value(text):
     if text == "":
       return math.nan
@@ -506,13 +617,24 @@ def read_table(path) -> list:
         pass
     return text
   with open(path, newline="", encoding="utf-8") as f:
-    return [{k: value(v) for k, v in r.items()} for r in csv.DictReader(f)]
+    reader = csv.DictReader(f)
+    rows = []
+    for r in reader:
+      if None in r or None in r.values():   # a row cut short or with extra cells
+        raise ValueError(f"{path}: line {reader.line_num} does not have one cell per column")
+      rows.append({k: value(v) for k, v in r.items()})
+    return rows
+
+
+def write_curves_file(path: Path, curves: dict) -> None:
+  """``[row, time]`` curves as an .npz, atomically."""
+  from analysis import npz
+  atomic.write(path, lambda tmp: npz.write(tmp, curves))
 
 
 def write_curves(out: Path, curves: dict) -> None:
   """curves.npz (``[row, time]`` float32, row = atlas.csv's row) and curves.json (axis names)."""
-  from analysis import npz
-  atomic.write(out / "curves.npz", lambda tmp: npz.write(tmp, curves))
+  write_curves_file(out / "curves.npz", curves)
   atomic.write_json(out / "curves.json", {
       "axes": {name: ["row", "time"] for name in curves},
       "row": "the row of atlas.csv (same order)",

@@ -364,8 +364,9 @@ def _atlas(args) -> int:
   from attndyn.reproduce import cli as reproduce_cli
   out = Path(args.out)
   atlas.settings(quick=args.quick, items=args.overrides)   # bad --set: before DIR is touched
-  if args.resume and not (out / "runs").is_dir():
-    raise ConfigError(f"--resume: {str(out)!r} holds no atlas to continue (no runs/ folder); "
+  if args.resume and not ((out / "runs").is_dir() or (out / atlas.RECORDS).is_dir()):
+    raise ConfigError(f"--resume: {str(out)!r} holds no atlas to continue (no runs/ or "
+                      f"{atlas.RECORDS}/ folder); "
                       f"run without --resume.")
   with lock.hold(args.out, create=not args.resume):
     outputs.prepare_out_dir(out, force=args.force, resume=args.resume)

@@ -108,6 +108,72 @@ def test_resume_gives_the_same_table(tiny_atlas):
   assert not differ, differ[:5]
 
 
+def _same_rows(a: list, b: list) -> list:
+  """The (row, column, value, value) where two tables differ (NaN equals NaN)."""
+  return [(i, k, ra.get(k), rb[k]) for i, (ra, rb) in enumerate(zip(a, b)) for k in rb
+          if not (ra.get(k) == rb[k] or (isinstance(rb[k], float) and math.isnan(rb[k])
+                                         and math.isnan(ra[k])))] + (
+      [("rows", len(a), len(b))] if len(a) != len(b) else [])
+
+
+def test_a_bucket_is_read_back_from_its_record_without_its_checkpoints(tiny_atlas, tmp_path):
+  """DIR/buckets keeps each finished bucket's rows, curves and computing time: with runs/
+  (the checkpoints) gone, --resume gives the same table and curves, and the same time."""
+  import shutil
+  out = tmp_path / "records"
+  shutil.copytree(tiny_atlas[0], out)
+  shutil.rmtree(out / "runs")
+  first = json.loads((out / "atlas.json").read_text())["seconds"]
+  again = atlas.run_atlas(out, items=TINY, progress=False, findings=False, resume=True)
+  assert not (out / "runs").exists()          # nothing was computed
+  assert not _same_rows(again.rows, tiny_atlas[1].rows)
+  for name, curve in tiny_atlas[1].curves.items():
+    np.testing.assert_array_equal(again.curves[name], curve)
+  bucket = next(k for k in first if k.startswith("bucket-"))
+  assert again.seconds[bucket] == first[bucket]
+  # and `attndyn atlas --resume` takes a DIR that holds the records alone
+  sets = [a for item in TINY for a in ("--set", item)]
+  assert cli.main(["atlas", "--out", str(out), "--resume", "--no-progress", *sets]) == 0
+  assert not (out / "runs").exists()
+  assert not _same_rows(atlas.read_table(out / "atlas.csv"), again.rows)
+  # the rows alone (the part kept in the repository): the same table, the curves NaN, and
+  # atlas.json says which bucket has none
+  (record,) = (out / atlas.RECORDS).glob("*-curves.npz")
+  record.unlink()
+  rows_only = atlas.run_atlas(out, items=TINY, progress=False, findings=False, resume=True)
+  assert not _same_rows(rows_only.rows, tiny_atlas[1].rows)
+  assert all(np.isnan(c).all() for c in rows_only.curves.values())
+  assert json.loads((out / "atlas.json").read_text())["buckets_without_curves"] == [bucket]
+
+
+def test_a_damaged_or_foreign_record_is_recomputed_not_trusted(tiny_atlas, tmp_path, capsys):
+  import shutil
+  out = tmp_path / "damaged"
+  shutil.copytree(tiny_atlas[0], out)
+  (table,) = (out / atlas.RECORDS).glob("*.csv")
+  text = table.read_text()
+  table.write_text(text[: len(text) // 2])    # cut mid-row: fewer rows than its .json says
+  again = atlas.run_atlas(out, items=TINY, progress=True, findings=False, resume=True)
+  err = capsys.readouterr().err
+  assert "unreadable" in err and "redoing the bucket" in err
+  assert not _same_rows(again.rows, tiny_atlas[1].rows)
+  assert table.read_text() == text            # rewritten whole from the checkpoints
+  meta = table.with_suffix(".json")
+  doc = json.loads(meta.read_text())
+  meta.write_text(json.dumps({**doc, "digest": "0" * 64}))   # another grid's record
+  atlas.run_atlas(out, items=TINY, progress=True, findings=False, resume=True)
+  assert "made with other settings" in capsys.readouterr().err
+  assert json.loads(meta.read_text())["digest"] == doc["digest"]
+
+
+def test_the_table_keeps_infinities_and_nan(tmp_path):
+  rows = [{"a": math.inf, "b": -math.inf, "c": math.nan, "d": True, "e": "fc", "f": 3, "g": 0.1}]
+  atlas.write_table(tmp_path / "t.csv", rows)
+  (back,) = atlas.read_table(tmp_path / "t.csv")
+  assert back["a"] == math.inf and back["b"] == -math.inf and math.isnan(back["c"])
+  assert (back["d"], back["e"], back["f"], back["g"]) == (True, "fc", 3, 0.1)
+
+
 def test_a_non_empty_out_needs_force_and_an_interrupt_names_the_resume(tmp_path, capsys):
   out = tmp_path / "a"
   out.mkdir()
@@ -207,6 +273,7 @@ def test_an_atlas_without_its_times_file_trusts_only_a_run_info_that_computed_ev
   out = tmp_path / "legacy"
   shutil.copytree(tiny_atlas[0], out)
   (out / atlas.TIMES).unlink()
+  shutil.rmtree(out / atlas.RECORDS)    # and before the buckets' records
   info_path = next((out / "runs").iterdir()) / "run_info.json"
   info = json.loads(info_path.read_text())
   # as the process that computed the whole bucket wrote it
@@ -216,6 +283,7 @@ def test_an_atlas_without_its_times_file_trusts_only_a_run_info_that_computed_ev
   name = info_path.parent.name
   assert again.seconds[name] == 13.0 and json.loads(info_path.read_text())["resumed"] is True
   (out / atlas.TIMES).unlink()          # and again, now that a resume rewrote run_info.json
+  shutil.rmtree(out / atlas.RECORDS)
   again = atlas.run_atlas(out, items=TINY, progress=False, findings=False, resume=True)
   assert math.isnan(again.seconds[name]) and math.isnan(again.seconds["computing"])
   assert json.loads((out / atlas.TIMES).read_text())[name] == [None]
