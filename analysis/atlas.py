@@ -61,6 +61,10 @@ MEASURES = (
             "max |s_GD − s_ODE| / s"),
 )
 MEASURE_NAMES = tuple(m.name for m in MEASURES)
+# Drawn beside the measures in the phase diagrams, not judged (no tolerance): how far the
+# non-topic embeddings moved, which Lemma 2's reduced ODE holds fixed and which predicts GD's
+# distance from it (atlas.md, "What predicts GD's distance from Lemma 2's reduced ODE").
+EXPLANATORY = (("assumption1_norm_ratio", "non-topic |Δ‖v‖| / topic ‖v‖"),)
 
 
 def theory_flags(numbers: Mapping[str, Optional[float]], tolerances: Mapping[str, float]) -> list:
@@ -266,7 +270,8 @@ def phase_diagram(panels: Sequence[Mapping], path, title: str = "") -> str:
   """PNG of 2-D slices, one panel each: log10 of a measure with its tolerance's contour.
 
   Args:
-    panels: dicts ``{xs, ys, z, x, y, label, bound}`` (from :func:`slice_grid`); log axes.
+    panels: dicts ``{xs, ys, z, x, y, label, bound}`` (from :func:`slice_grid`); log axes;
+      ``bound`` ``None``: a quantity without a tolerance, drawn without a contour.
     path: where to write.
     title: the figure's title.
   """
@@ -281,7 +286,7 @@ def phase_diagram(panels: Sequence[Mapping], path, title: str = "") -> str:
     mesh = ax.pcolormesh(ix, iy, z, shading="nearest", cmap="viridis")
     fig.colorbar(mesh, ax=ax, label=f"log10 {p['label']}")
     finite = np.isfinite(z)
-    level = math.log10(p["bound"])
+    level = math.log10(p["bound"]) if p["bound"] is not None else math.nan
     if finite.sum() >= 4 and ix.size >= 2 and iy.size >= 2 and \
         np.nanmin(z) < level < np.nanmax(z):
       ax.contour(ix, iy, np.where(finite, z, np.nanmax(z)), [level], colors="white",
@@ -289,8 +294,8 @@ def phase_diagram(panels: Sequence[Mapping], path, title: str = "") -> str:
     step = max(1, -(-ix.size // 5))
     ax.set_xticks(ix[::step], [f"{v:.2g}" for v in p["xs"][::step]])
     ax.set_yticks(iy, [f"{v:.3g}" for v in p["ys"]])
-    figure_io.dress(ax, f"{p['label']}\n(white contour: {p['bound']:g})", p["x"], p["y"],
-                    legend=False)
+    note = f"white contour: {p['bound']:g}" if p["bound"] is not None else "no tolerance"
+    figure_io.dress(ax, f"{p['label']}\n({note})", p["x"], p["y"], legend=False)
   title = "\n".join(textwrap.wrap(title, 40 * ncols))
   return figure_io.finish(fig, axes, len(panels), path, title)
 
@@ -385,11 +390,15 @@ def findings(rows: Sequence[Mapping], out, *, tolerances: Mapping[str, float],
   ]
   for name, x, y, fixed in slices:
     panels = []
-    for m in MEASURES:
-      xs, ys, z = slice_grid(rows, x, y, m.name, fixed)
+    drawn = [(m.name, m.label, tolerances[m.tolerance]) for m in MEASURES] + [
+        (name, label, None) for name, label in EXPLANATORY]
+    for measure, label, bound in drawn:
+      if not all(measure in r for r in rows):
+        continue
+      xs, ys, z = slice_grid(rows, x, y, measure, fixed)
       if xs.size >= 2 and ys.size >= 2 and np.isfinite(z).any():
         panels.append({"xs": xs, "ys": ys, "z": z, "x": _AXIS_TEXT[x], "y": _AXIS_TEXT[y],
-                       "label": m.label, "bound": tolerances[m.tolerance]})
+                       "label": label, "bound": bound})
     if panels:
       held = ", ".join(f"{_AXIS_TEXT.get(k, k)}={v}" for k, v in fixed.items()
                        if k not in (x, y))

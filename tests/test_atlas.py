@@ -136,6 +136,7 @@ def test_a_bucket_is_read_back_from_its_record_without_its_checkpoints(tiny_atla
   assert cli.main(["atlas", "--out", str(out), "--resume", "--no-progress", *sets]) == 0
   assert not (out / "runs").exists()
   assert not _same_rows(atlas.read_table(out / "atlas.csv"), again.rows)
+  assert "phase_sigma_lr.png" in json.loads((out / "atlas.json").read_text())["findings"]["figures"]
   # the rows alone (the part kept in the repository): the same table, the curves NaN, and
   # atlas.json says which bucket has none
   (record,) = (out / atlas.RECORDS).glob("*-curves.npz")
