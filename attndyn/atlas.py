@@ -334,6 +334,7 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
   from attndyn.progress import ProgressBar
   from attndyn.reproduce import engine
   s = settings(quick, items)
+  code_commit()   # the code this process runs, before anyone edits the checkout
   out = Path(out)
   out.mkdir(parents=True, exist_ok=True)
   ctx = _ctx(out, quick, resume, command)
@@ -345,7 +346,7 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
     engine.validate(run_config(s, b), f"atlas bucket {b.index} ({_describe(b)})")
   bar = ProgressBar("atlas", sum(counts), steps_per_point=None, enabled=progress,
                     unit="configurations")
-  rows, curves, seconds, errors, failures, no_curves = [], [], {}, {}, {}, []
+  rows, curves, seconds, errors, failures, no_curves, commits = [], [], {}, {}, {}, [], {}
   spent = _read_times(out) if resume else {}
   start = time.perf_counter()
   try:
@@ -356,7 +357,7 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
       record = read_record(out, name, digest, start_id=sum(counts[:i]),
                            warn=progress) if resume else None
       if record is not None:   # finished in an earlier process: its rows, curves and times
-        r, c, spent[name] = record
+        r, c, spent[name], commits[name] = record
         rows += r
         curves += c if c else [{} for _ in r]
         if not c:
@@ -376,7 +377,9 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
       rows += r
       curves += c
       seconds[name], computed = _record_time(out, spent, name, time.perf_counter() - t0, before)
-      write_record(out, name, digest, r, c, start_id=sum(counts[:i]), seconds=spent[name])
+      commits[name] = code_commit() if computed else None   # None: read from checkpoints
+      write_record(out, name, digest, r, c, start_id=sum(counts[:i]), seconds=spent[name],
+                   commit=commits[name])
       (bar.update if computed else bar.read_back)(sum(counts[:i + 1]))
   finally:
     bar.close()
@@ -392,6 +395,7 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
                                          "n_configurations": sum(counts),
                                          "n_rows": len(rows), "seconds": seconds, "errors": errors,
                                          "buckets_without_curves": no_curves,
+                                         "commits": _by_commit(commits),
                                          "tolerances": TOLERANCES, "findings": found}))
   return AtlasResult(rows, stacked, found, seconds, failures)
 
@@ -411,9 +415,11 @@ def _record_paths(out: Path, name: str) -> tuple:
 
 
 def write_record(out: Path, name: str, digest: str, rows: list, curves: list, *,
-                 start_id: int, seconds: list) -> None:
+                 start_id: int, seconds: list, commit=None) -> None:
   """The bucket's record in ``DIR/buckets`` (see :data:`RECORDS`); the .json, which says the
-  record is whole, is written last, each file atomically. One process writes it."""
+  record is whole, is written last, each file atomically. One process writes it.
+  ``commit``: :func:`code_commit` of the process that computed the bucket (``None`` when
+  it was read whole from checkpoints written by an earlier process)."""
   from attndyn import outputs
   if not outputs.is_writer():
     return
@@ -424,12 +430,13 @@ def write_record(out: Path, name: str, digest: str, rows: list, curves: list, *,
   atomic.write_json(meta, {
       "bucket": name, "digest": digest, "rows": len(rows), "start_id": start_id,
       "seconds": [x if math.isfinite(x) else None for x in seconds],
-      "attndyn": _version(), "environment": outputs.environment()})
+      "attndyn": _version(), "commit": commit, "environment": outputs.environment()})
 
 
 def read_record(out: Path, name: str, digest: str, *, start_id: int,
                 warn: bool = True):
-  """``(rows, curves, seconds)`` of a bucket's record in ``DIR/buckets``, or ``None`` when it
+  """``(rows, curves, seconds, commit)`` of a bucket's record in ``DIR/buckets`` (``commit``:
+  see :func:`write_record`), or ``None`` when it
   has none, it is damaged, or it was made with other settings (``digest``); then the bucket is
   redone (read from its checkpoints where they hold it) and its record rewritten. ``curves``
   is ``[]`` when the record's curves file is missing (the rows alone are kept in the
@@ -467,7 +474,16 @@ def read_record(out: Path, name: str, digest: str, *, start_id: int,
     curves = [{k: v[j][np.isfinite(stacked["tau"][j])] for k, v in stacked.items()}
               for j in range(len(rows))]
   seconds = [math.nan if x is None else float(x) for x in doc.get("seconds") or [math.nan]]
-  return rows, curves, seconds
+  return rows, curves, seconds, doc.get("commit")
+
+
+def _by_commit(commits: dict) -> dict:
+  """commit -> the buckets it computed (``"unknown"``: outside a git checkout, or read whole
+  from an earlier process's checkpoints)."""
+  out = {}
+  for name, commit in commits.items():
+    out.setdefault(commit or "unknown", []).append(name)
+  return out
 
 
 def _version() -> str:
@@ -476,6 +492,30 @@ def _version() -> str:
     return importlib.metadata.version("attndyn")
   except importlib.metadata.PackageNotFoundError:
     return "unknown"
+
+
+_CODE = []
+
+
+def code_commit():
+  """The git commit of the attndyn checkout this process imported, with ``+dirty`` when its
+  tracked files differed from it at the first call (at import of the atlas, see
+  :func:`run_atlas`); ``None`` outside a git checkout. Each bucket's record names it, so an
+  atlas finished over several processes says which code computed which bucket."""
+  if not _CODE:
+    import subprocess
+    root = Path(__file__).resolve().parent.parent
+    try:
+      head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                            text=True, timeout=10)
+      dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                              "--untracked-files=no"], capture_output=True, text=True, timeout=10)
+      ok = head.returncode == 0 and dirty.returncode == 0
+      _CODE.append(head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+                   if ok else None)
+    except (OSError, subprocess.SubprocessError):
+      _CODE.append(None)
+  return _CODE[0]
 
 
 def _read_times(out: Path) -> dict:

@@ -131,6 +131,12 @@ def test_a_bucket_is_read_back_from_its_record_without_its_checkpoints(tiny_atla
     np.testing.assert_array_equal(again.curves[name], curve)
   bucket = next(k for k in first if k.startswith("bucket-"))
   assert again.seconds[bucket] == first[bucket]
+  # the code that computed each bucket, kept from its record: a git commit (the checkout this
+  # test runs in), or "unknown" outside git
+  commits = json.loads((tiny_atlas[0] / "atlas.json").read_text())["commits"]
+  (commit, names), = commits.items()
+  assert names == [bucket] and (commit == "unknown" or len(commit.split("+")[0]) == 40)
+  assert json.loads((out / "atlas.json").read_text())["commits"] == commits
   # and `attndyn atlas --resume` takes a DIR that holds the records alone
   sets = [a for item in TINY for a in ("--set", item)]
   assert cli.main(["atlas", "--out", str(out), "--resume", "--no-progress", *sets]) == 0
