@@ -239,6 +239,40 @@ def n_configurations(s: dict, bucket: Bucket) -> int:
   return len(sigmas) * len(lengths)
 
 
+# The progress bar's cost model (bucket_cost): seconds per GD run-step × token × channel on
+# the exact fast path, the autodiff path's channels per token, and a bucket's fixed seconds
+# (compiles; the reduced ODE where it is solved). Fitted to the full grid's sampled buckets
+# (benchmarks/atlas.py, 2-core CPU, 2026-11-26: FC base 152 s, TL base 290 s, FC m = 100 /
+# 50 at M = 5000 501 / 292 s, TC sparsemax 245 s and trainable query 87 s); only the ratios
+# between buckets matter (the ETA scales them by the rate measured as the atlas runs).
+COST = {"step": 1.15e-9, "autodiff_channels": {"normaliser": 250.0, "train_query": 90.0},
+        "compile": 14.0, "reduced_ode": 25.0}
+
+
+def bucket_cost(s: dict, bucket: Bucket) -> float:
+  """A bucket's computing cost in estimated seconds (:data:`COST`), for the ETA.
+
+  GD's work is its run-steps (σ × seeds × Σ run lengths) × tokens (sentences × (m + 1)) ×
+  channels gathered per token: on the fast path ``2 (J + 1)`` for FC/TC (the forward pass
+  gathers Wᵀx, the backward pass K + 1 channels with K = J) and ``(d + 1) + (hidden + 1)``
+  for TL (dynamics.fast_lu); off it, the autodiff path's measured channels per token.
+  """
+  v = bucket.values
+  sigmas, lengths = continuous(s, bucket)
+  run_steps = len(sigmas) * s["seeds"] * sum(lengths)
+  tokens = v["n_train"] * (v["n_nontopic"] + 1)
+  if not fast(bucket):
+    channels = COST["autodiff_channels"]["normaliser" if v["normaliser"] != "softmax"
+                                         else "train_query"]
+  elif v["classifier"] == "tl":
+    hidden = presets.preset("lu2021-text-tl")["model"]["hidden_dim"]
+    channels = (v["embed_dim"] + 1) + (hidden + 1)
+  else:
+    channels = 2 * (v["n_topics"] + 1)
+  ode = COST["reduced_ode"] if run_config(s, bucket)["ode"]["kind"] == "reduced" else 0.0
+  return COST["step"] * run_steps * tokens * channels + COST["compile"] + ode
+
+
 def run_config(s: dict, bucket: Bucket) -> dict:
   """The bucket's ``attndyn run`` config (TOML shape): the ``lu2021-text-<classifier>`` preset
   with the bucket's sizes, the σ × lr grid and the seeds."""
@@ -344,8 +378,12 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
   counts = [n_configurations(s, b) for b in todo]
   for b in todo:   # every config valid before anything runs
     engine.validate(run_config(s, b), f"atlas bucket {b.index} ({_describe(b)})")
+  # the ETA weighs each bucket's configurations by its estimated cost (bucket_cost)
+  ends = np.cumsum([0] + counts)
+  spent_cost = np.cumsum([0.0] + [bucket_cost(s, b) for b in todo])
   bar = ProgressBar("atlas", sum(counts), steps_per_point=None, enabled=progress,
-                    unit="configurations")
+                    unit="configurations",
+                    cost=lambda done: float(np.interp(done, ends, spent_cost)))
   rows, curves, seconds, errors, failures, no_curves, commits = [], [], {}, {}, {}, [], {}
   spent = _read_times(out) if resume else {}
   start = time.perf_counter()

@@ -30,16 +30,21 @@ class ProgressBar:
     initial: units already done before this bar started (a resumed sweep).
     unit: what is counted (``"points"``, ``"figures"``).
     clock: seconds since an arbitrary origin (default ``time.perf_counter``).
+    cost: ``cost(done)``, the cumulative cost of the first ``done`` units (non-decreasing;
+      default: each unit costs 1), for units of unequal cost: the ETA is the elapsed time
+      times the cost left over the cost computed so far.
   """
 
   def __init__(self, label: str, total: int, *, steps_per_point=1, enabled: bool = True,
                stream=None, width: int = 24, initial: int = 0, unit: str = "points",
-               clock=time.perf_counter):
+               clock=time.perf_counter, cost=None):
     self.label, self.total, self.steps = label, total, steps_per_point
     self.enabled, self.width, self.unit = enabled, width, unit
     self.stream = sys.stderr if stream is None else stream
     self.initial = self.done = initial
     self.clock = clock
+    self.cost = cost if cost is not None else float
+    self._ran_cost = 0.0        # cost of the units computed (not read back) so far
     self.start = clock()
     self._tty = enabled and getattr(self.stream, "isatty", lambda: False)()
     self._lock, self._stop = threading.Lock(), threading.Event()
@@ -60,8 +65,9 @@ class ProgressBar:
     if ran > 0:
       if self.steps:
         text += f"  {ran * self.steps / max(elapsed, 1e-9):,.0f} steps/s"
-      if self.done < self.total:
-        text += f"  ETA {_clock(elapsed * (self.total - self.done) / ran)}"
+      if self.done < self.total and self._ran_cost > 0:
+        left = self.cost(self.total) - self.cost(self.done)
+        text += f"  ETA {_clock(elapsed * left / self._ran_cost)}"
     elif self.unit == "points" and self.done < self.total and elapsed > 0.5:
       text += "  (compiling and running the first chunk)"
     return text
@@ -82,6 +88,7 @@ class ProgressBar:
 
   def update(self, done: int, total: int = None, *_):
     """Record that ``done`` units are finished (``on_chunk`` signature)."""
+    self._ran_cost += self.cost(done) - self.cost(self.done)
     self.done = done
     if done < self.total:
       self._draw(final=False)

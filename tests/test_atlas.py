@@ -314,3 +314,18 @@ def test_ode_predictors_correlate_the_deviation_with_each_motion_measure():
   assert got["tc"]["all"]["assumption1_norm_ratio"] == pytest.approx(1.0)
   assert abs(got["tc"]["all"]["assumption1_ratio"]) < 0.5
   assert got["tc"]["sigma<0.01"]["n"] == sum(r["sigma"] < 0.01 for r in rows[:40])
+
+
+def test_the_eta_cost_model_orders_buckets_by_their_work():
+  """bucket_cost (the atlas ETA's weights) grows with the tokens GD gathers: m, n_train, TL's
+  wider gather; an autodiff bucket costs more per configuration than a fast-path one."""
+  s = atlas.settings()
+  by = {json.dumps(b.values, sort_keys=True): b for b in atlas.buckets(s)}
+  cost = lambda classifier, **change: atlas.bucket_cost(s, by[json.dumps(
+      {"classifier": classifier, **atlas.BASE, **change}, sort_keys=True)])
+  per_config = lambda classifier, **change: cost(classifier, **change) / atlas.n_configurations(
+      s, by[json.dumps({"classifier": classifier, **atlas.BASE, **change}, sort_keys=True)])
+  assert cost("tc", n_nontopic=2) < cost("tc", n_nontopic=20) < cost("tc", n_nontopic=100)
+  assert cost("tc", n_train=200) < cost("tc") < cost("tl")
+  assert per_config("tc") < per_config("tc", train_query=True) < per_config("tc",
+                                                                          normaliser="sparsemax")

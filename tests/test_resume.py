@@ -213,3 +213,22 @@ def test_a_progress_bar_leaves_read_back_units_out_of_its_eta():
   now[0] = 110.0
   bar.update(3)
   assert log.getvalue().splitlines()[-1].endswith("(2 from checkpoints)  ETA 10s"), log.getvalue()
+
+
+def test_a_progress_bar_weighs_its_eta_by_the_units_cost():
+  """Units of unequal cost (the atlas's buckets): the first of 3 units, costing 1, took 10 s;
+  the two left cost 4 more, so they are due in 40 s, not 20 s."""
+  import io
+
+  from attndyn import progress
+
+  now = [0.0]
+  log = io.StringIO()
+  bar = progress.ProgressBar("atlas", 3, steps_per_point=None, stream=log, unit="buckets",
+                             clock=lambda: now[0], cost=lambda done: [0.0, 1.0, 3.0, 5.0][done])
+  now[0] = 10.0
+  bar.update(1)
+  assert log.getvalue().splitlines()[-1].endswith("ETA 40s"), log.getvalue()
+  now[0] = 30.0
+  bar.update(2)       # 3 units of cost in 30 s: the last 2 in 20 s
+  assert log.getvalue().splitlines()[-1].endswith("ETA 20s"), log.getvalue()
