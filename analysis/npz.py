@@ -18,19 +18,22 @@ from tasks.errors import ConfigError
 _DATE = (1980, 1, 1, 0, 0, 0)  # the zip format's epoch: no wall-clock time in the file
 
 
-def write(file, arrays: Mapping[str, np.ndarray], *, run_id: Optional[str] = None) -> None:
+def write(file, arrays: Mapping[str, np.ndarray], *, run_id: Optional[str] = None,
+          meta: Optional[Mapping] = None) -> None:
   """Write ``name -> array`` to ``file`` (a path or a binary file object) as an ``.npz``.
 
   ``np.load(file, allow_pickle=False)`` reads it back; entries keep the order given.
-  ``run_id`` goes in the zip comment (:func:`run_id` reads it), not in an array, so
-  readers that know nothing of it (``np.load``, older attndyn) see the same arrays.
+  ``run_id`` and ``meta`` (JSON fields, e.g. a checkpoint chunk's computing seconds) go in
+  the zip comment (:func:`run_id`, :func:`comment` read it), not in an array, so readers
+  that know nothing of them (``np.load``, older attndyn) see the same arrays.
 
   Raises:
     ValueError: an object (pickled) array, or a name ``np.load`` could not give back.
   """
   with zipfile.ZipFile(file, mode="w", compression=zipfile.ZIP_STORED) as zf:
-    if run_id is not None:
-      zf.comment = json.dumps({"run_id": run_id}).encode()
+    doc = dict(meta or {}, **({"run_id": run_id} if run_id is not None else {}))
+    if doc:
+      zf.comment = json.dumps(doc).encode()
     for name, value in arrays.items():
       value = np.asanyarray(value)
       if value.dtype.hasobject:
@@ -82,17 +85,23 @@ def read(path, *, what: str = "") -> dict:
                       f"{type(err).__name__}: {err}).") from None
 
 
+def comment(path) -> dict:
+  """The JSON fields :func:`write` put in ``path``'s zip comment; ``{}`` when there are none
+  (a file of an older attndyn) or the file is not a readable zip."""
+  try:
+    with zipfile.ZipFile(path) as zf:
+      text = zf.comment
+  except (OSError, EOFError, zipfile.BadZipFile):
+    return {}
+  try:
+    doc = json.loads(text.decode("utf-8"))
+  except ValueError:
+    return {}
+  return doc if isinstance(doc, dict) else {}
+
+
 def run_id(path) -> Optional[str]:
   """The run id :func:`write` put in ``path``'s zip comment; ``None`` when there is none
   (a file of an attndyn that wrote no run ids) or the file is not a readable zip."""
-  try:
-    with zipfile.ZipFile(path) as zf:
-      comment = zf.comment
-  except (OSError, EOFError, zipfile.BadZipFile):
-    return None
-  try:
-    doc = json.loads(comment.decode("utf-8"))
-  except ValueError:
-    return None
-  value = doc.get("run_id") if isinstance(doc, dict) else None
+  value = comment(path).get("run_id")
   return value if isinstance(value, str) else None

@@ -385,6 +385,7 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
                     unit="configurations",
                     cost=lambda done: float(np.interp(done, ends, spent_cost)))
   rows, curves, seconds, errors, failures, no_curves, commits = [], [], {}, {}, {}, [], {}
+  partial_times = []   # buckets whose time misses chunks of an older attndyn (no seconds)
   spent = _read_times(out) if resume else {}
   start = time.perf_counter()
   try:
@@ -395,11 +396,14 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
       record = read_record(out, name, digest, start_id=sum(counts[:i]),
                            warn=progress) if resume else None
       if record is not None:   # finished in an earlier process: its rows, curves and times
-        r, c, spent[name], commits[name] = record
+        r, c, spent[name], commits[name] = record.rows, record.curves, record.seconds, \
+            record.commit
         rows += r
         curves += c if c else [{} for _ in r]
         if not c:
           no_curves.append(name)
+        if record.partial_time:
+          partial_times.append(name)
         seconds[name] = sum(spent[name])
         bar.read_back(sum(counts[:i + 1]))
         continue
@@ -414,10 +418,13 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
       r, c = bucket_rows(s, b, result, start_id=sum(counts[:i]))
       rows += r
       curves += c
-      seconds[name], computed = _record_time(out, spent, name, time.perf_counter() - t0, before)
+      seconds[name], computed, whole = _record_time(out, spent, name,
+                                                    time.perf_counter() - t0, before)
+      if not whole:
+        partial_times.append(name)
       commits[name] = code_commit() if computed else None   # None: read from checkpoints
       write_record(out, name, digest, r, c, start_id=sum(counts[:i]), seconds=spent[name],
-                   commit=commits[name])
+                   commit=commits[name], partial_time=not whole)
       (bar.update if computed else bar.read_back)(sum(counts[:i + 1]))
   finally:
     bar.close()
@@ -434,8 +441,26 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
                                          "n_rows": len(rows), "seconds": seconds, "errors": errors,
                                          "buckets_without_curves": no_curves,
                                          "commits": _by_commit(commits),
+                                         "buckets_with_partial_times": partial_times,
                                          "tolerances": TOLERANCES, "findings": found}))
   return AtlasResult(rows, stacked, found, seconds, failures)
+
+
+class Record(NamedTuple):
+  """A finished bucket as :func:`write_record` kept it.
+
+  Attributes:
+    rows: its rows (atlas.csv's columns but the flags).
+    curves: one dict of curves per row; ``[]`` when the curves file is missing.
+    seconds: the computing seconds of each process that computed part of it.
+    commit: :func:`code_commit` of the process that computed it (``None``: unknown).
+    partial_time: ``seconds`` miss chunks whose files recorded no time (a lower bound).
+  """
+  rows: list
+  curves: list
+  seconds: list
+  commit: object
+  partial_time: bool
 
 
 def record_digest(s: dict, bucket: Bucket) -> str:
@@ -453,11 +478,12 @@ def _record_paths(out: Path, name: str) -> tuple:
 
 
 def write_record(out: Path, name: str, digest: str, rows: list, curves: list, *,
-                 start_id: int, seconds: list, commit=None) -> None:
+                 start_id: int, seconds: list, commit=None, partial_time: bool = False) -> None:
   """The bucket's record in ``DIR/buckets`` (see :data:`RECORDS`); the .json, which says the
   record is whole, is written last, each file atomically. One process writes it.
   ``commit``: :func:`code_commit` of the process that computed the bucket (``None`` when
-  it was read whole from checkpoints written by an earlier process)."""
+  it was read whole from checkpoints written by an earlier process); ``partial_time``: the
+  seconds miss chunks whose files recorded none (see :func:`_record_time`)."""
   from attndyn import outputs
   if not outputs.is_writer():
     return
@@ -468,13 +494,13 @@ def write_record(out: Path, name: str, digest: str, rows: list, curves: list, *,
   atomic.write_json(meta, {
       "bucket": name, "digest": digest, "rows": len(rows), "start_id": start_id,
       "seconds": [x if math.isfinite(x) else None for x in seconds],
+      "partial_time": partial_time,
       "attndyn": _version(), "commit": commit, "environment": outputs.environment()})
 
 
 def read_record(out: Path, name: str, digest: str, *, start_id: int,
                 warn: bool = True):
-  """``(rows, curves, seconds, commit)`` of a bucket's record in ``DIR/buckets`` (``commit``:
-  see :func:`write_record`), or ``None`` when it
+  """A bucket's :class:`Record` in ``DIR/buckets``, or ``None`` when it
   has none, it is damaged, or it was made with other settings (``digest``); then the bucket is
   redone (read from its checkpoints where they hold it) and its record rewritten. ``curves``
   is ``[]`` when the record's curves file is missing (the rows alone are kept in the
@@ -512,7 +538,7 @@ def read_record(out: Path, name: str, digest: str, *, start_id: int,
     curves = [{k: v[j][np.isfinite(stacked["tau"][j])] for k, v in stacked.items()}
               for j in range(len(rows))]
   seconds = [math.nan if x is None else float(x) for x in doc.get("seconds") or [math.nan]]
-  return rows, curves, seconds, doc.get("commit")
+  return Record(rows, curves, seconds, doc.get("commit"), doc.get("partial_time") is True)
 
 
 def _by_commit(commits: dict) -> dict:
@@ -576,30 +602,42 @@ def _run_info(out: Path, name: str) -> dict:
 
 
 def _record_time(out: Path, spent: dict, name: str, seconds: float, before: dict) -> tuple:
-  """``(seconds, computed)``: the bucket's computing seconds across processes, and whether
+  """``(seconds, computed, whole)``: the bucket's computing seconds across processes, whether
   this process computed any chunk of it (its run_info.json says so; then its ``seconds``
-  are added to :data:`TIMES`).
+  are added to :data:`TIMES`), and whether those seconds cover every chunk.
 
-  A bucket read back whole from its checkpoints keeps the seconds of the processes that
-  computed it. With no record in :data:`TIMES` (an atlas written before it), they are the
-  stage seconds of the run_info.json it had before this process, ``before``, if the process
-  that wrote it computed the whole bucket (``resumed`` false: a resume rewrites run_info.json
-  with its read-back time), else unknown (NaN). The work of a process killed midway through a
-  bucket is not counted (only its finished chunks survive, and the process that finishes the
-  bucket records its own time).
+  Chunks an earlier process computed and this one read back count with the seconds their
+  files record (:meth:`attndyn.checkpoint.Checkpoints.write`). A chunk file without them (an
+  older attndyn's) leaves its time out: ``whole`` is false, the time a lower bound.
+
+  A bucket read back whole keeps the seconds of the processes that computed it: from
+  :data:`TIMES`, else from its chunk files, else (an atlas older than both) the stage
+  seconds of the run_info.json it had before this process, ``before``, if the process that
+  wrote it computed the whole bucket (``resumed`` false: a resume rewrites run_info.json
+  with its read-back time), else unknown (NaN).
   """
   chunks = _run_info(out, name).get("chunks") or {}
   computed = sum(chunks.get("computed", {}).values()) if chunks else 1
+  loaded = {k: n for k, n in (chunks.get("loaded") or {}).items() if n}
+  loaded_seconds = chunks.get("loaded_seconds") or {}
+  known = [loaded_seconds.get(k) for k in loaded if loaded_seconds.get(k) is not None]
+  whole = len(known) == len(loaded)
   if not computed and name not in spent:
-    whole = before.get("seconds") and before.get("resumed") is False
-    spent[name] = [float(sum(before["seconds"].values())) if whole else math.nan]
+    if loaded and whole:
+      spent[name] = [float(sum(known))]
+    else:
+      by_one = before.get("seconds") and before.get("resumed") is False
+      spent[name] = [float(sum(before["seconds"].values())) if by_one else math.nan]
+      whole = True
   elif computed:
-    spent.setdefault(name, []).append(seconds)
+    spent.setdefault(name, []).extend([seconds] + ([float(sum(known))] if known else []))
+  else:
+    whole = True
   from attndyn import outputs
   if outputs.is_writer():    # one process of a multi-host atlas writes, as for the runs' files
     atomic.write_json(out / TIMES, {k: [x if math.isfinite(x) else None for x in v]
                                     for k, v in spent.items()})
-  return sum(spent[name]), bool(computed)
+  return sum(spent[name]), bool(computed), whole
 
 
 def write_findings(out: Path, rows: list, s: dict, n_buckets: int, seconds: float) -> dict:

@@ -16,6 +16,7 @@ chunk another run wrote into the same directory is refused by name.
 import hashlib
 import json
 import sys
+import time
 import zipfile
 from pathlib import Path
 from typing import Callable, Optional
@@ -135,12 +136,14 @@ class Checkpoints:
     every: write after every this many chunks.
     writer: whether this process writes (process 0).
     loaded: stage -> chunks read back from disk.
+    loaded_seconds: stage -> the computing seconds of those chunks, as the processes that
+      computed them recorded (``None`` when a chunk has no record: an older attndyn's).
     computed: stage -> chunks computed by this process.
   """
 
   def __init__(self, root: Path, manifest: dict, *, every: int, writer: bool = True):
     self.root, self.manifest, self.every, self.writer = Path(root), manifest, every, writer
-    self.loaded, self.computed = {}, {}
+    self.loaded, self.computed, self.loaded_seconds = {}, {}, {}
     self.write_errors = {}   # stage -> indices of chunks whose checkpoint write failed
 
   @property
@@ -284,6 +287,9 @@ class Checkpoints:
                           f"afresh in another --out.")
       done.append(jax.tree_util.tree_unflatten(treedef, [arrays[n] for n in names]))
     self.loaded[stage] = len(done)
+    seconds = [npz.comment(self._path(stage, i)).get("seconds") for i in range(len(done))]
+    self.loaded_seconds[stage] = (float(sum(seconds)) if all(
+        isinstance(x, (int, float)) for x in seconds) else None)
     return done
 
   @staticmethod
@@ -320,8 +326,11 @@ class Checkpoints:
     """An ``on_chunk``-style callback that writes each finished chunk of ``stage``."""
     return Saver(self, stage, bounds)
 
-  def write(self, stage: str, index: int, bounds: tuple, out) -> None:
-    """Write chunk ``index`` (points ``bounds``) of ``stage`` atomically (writer only)."""
+  def write(self, stage: str, index: int, bounds: tuple, out,
+            seconds: Optional[float] = None) -> None:
+    """Write chunk ``index`` (points ``bounds``) of ``stage`` atomically (writer only);
+    ``seconds``, the time the chunk took to compute, goes in the file's zip comment, so a
+    resumed run can report the computing time of the chunks it reads back."""
     if not self.writer:
       return
     paths, _ = jax.tree_util.tree_flatten_with_path(out)
@@ -329,27 +338,33 @@ class Checkpoints:
     arrays[_BOUNDS] = np.asarray(bounds, np.int64)
     path = self._path(stage, index)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write(path, lambda tmp: npz.write(tmp, arrays, run_id=self.run_id))
+    meta = {} if seconds is None else {"seconds": float(seconds)}
+    atomic.write(path, lambda tmp: npz.write(tmp, arrays, run_id=self.run_id, meta=meta))
 
 
 class Saver:
   """Buffers finished chunks and writes them every ``store.every`` chunks (and at the end).
 
   Call it as ``saver(done, out)`` after each chunk (``done``: points finished so
-  far) and :meth:`flush` when the stage ends, normally or not.
+  far) and :meth:`flush` when the stage ends, normally or not. A chunk's computing time is
+  the time since the previous one finished (since the saver was made, compiling included,
+  for the first).
   """
 
   def __init__(self, store: Checkpoints, stage: str, bounds: list):
     self.store, self.stage, self.bounds = store, stage, bounds
     self._index = {stop: i for i, (_, stop) in enumerate(bounds)}
     self.pending = []
+    self._last = time.perf_counter()
 
   def __call__(self, done: int, out) -> None:
     index = self._index[done]
+    now = time.perf_counter()
+    seconds, self._last = now - self._last, now
     self.store.computed[self.stage] = self.store.computed.get(self.stage, 0) + 1
     if self.store.every <= 0:
       return
-    self.pending.append((index, out))
+    self.pending.append((index, out, seconds))
     if len(self.pending) >= self.store.every or index == len(self.bounds) - 1:
       self.flush()
 
@@ -362,9 +377,9 @@ class Saver:
     stage's computed results are never dropped because a side write failed.
     """
     while self.pending:
-      index, out = self.pending.pop(0)
+      index, out, seconds = self.pending.pop(0)
       try:
-        self.store.write(self.stage, index, self.bounds[index], out)
+        self.store.write(self.stage, index, self.bounds[index], out, seconds=seconds)
       except OSError as err:
         message = f"{err.strerror or err}"
         self.store.write_errors.setdefault(self.stage, []).append(index)

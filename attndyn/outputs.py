@@ -215,7 +215,7 @@ def run_info(result: RunResult, *, command=None, checkpoints=None) -> dict:
   chunks = None
   if checkpoints is not None:
     chunks = {"chunk_size": checkpoints.chunk_size, "loaded": checkpoints.loaded,
-              "computed": checkpoints.computed}
+              "loaded_seconds": checkpoints.loaded_seconds, "computed": checkpoints.computed}
   return json_ready({
       "run_id": run_id(result, checkpoints),
       "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -173,6 +173,49 @@ def test_a_damaged_or_foreign_record_is_recomputed_not_trusted(tiny_atlas, tmp_p
   assert json.loads(meta.read_text())["digest"] == doc["digest"]
 
 
+def _drop_seconds(chunk) -> None:
+  """Make a checkpoint chunk an older attndyn's: its zip comment without the seconds."""
+  import zipfile
+
+  from analysis import npz
+  run_id = npz.run_id(chunk)
+  with zipfile.ZipFile(chunk, "a") as zf:
+    zf.comment = json.dumps({"run_id": run_id}).encode()
+
+
+def test_a_bucket_finished_by_a_second_process_counts_both_processes_time(tiny_atlas, tmp_path):
+  """A process killed midway through a bucket leaves chunks whose files record their
+  computing seconds; the process that finishes the bucket adds them to its own. A chunk of an
+  older attndyn (no seconds) leaves its time out, and atlas.json says the time is partial."""
+  import shutil
+
+  from analysis import npz
+  out = tmp_path / "killed"
+  shutil.copytree(tiny_atlas[0], out)
+  for gone in (out / atlas.RECORDS, out / atlas.TIMES):   # as if killed before the bucket's end
+    shutil.rmtree(gone) if gone.is_dir() else gone.unlink()
+  gd = next((out / "runs").iterdir()) / "checkpoints" / "gd"
+  (gd / "chunk_00001.npz").unlink()
+  kept = sum(npz.comment(f)["seconds"] for f in gd.parent.glob("*/chunk_*.npz"))  # gd, reduced
+  assert kept > 0
+  again = atlas.run_atlas(out, items=TINY, progress=False, findings=False, resume=True)
+  name = gd.parent.parent.name
+  (mine, earlier), = [json.loads((out / atlas.TIMES).read_text())[name]]
+  assert earlier == kept and again.seconds[name] == pytest.approx(mine + kept)
+  assert json.loads((out / "atlas.json").read_text())["buckets_with_partial_times"] == []
+  assert not _same_rows(again.rows, tiny_atlas[1].rows)
+  # the same with a chunk file that recorded no seconds
+  for gone in (out / atlas.RECORDS, out / atlas.TIMES):
+    shutil.rmtree(gone) if gone.is_dir() else gone.unlink()
+  (gd / "chunk_00001.npz").unlink()
+  _drop_seconds(gd / "chunk_00000.npz")
+  again = atlas.run_atlas(out, items=TINY, progress=False, findings=False, resume=True)
+  reduced = npz.comment(gd.parent / "reduced" / "chunk_00000.npz")["seconds"]
+  assert json.loads((out / atlas.TIMES).read_text())[name][1] == reduced   # gd's chunk 0 unknown
+  assert json.loads((out / "atlas.json").read_text())["buckets_with_partial_times"] == [name]
+  assert json.loads((out / atlas.RECORDS / f"{name}.json").read_text())["partial_time"] is True
+
+
 def test_the_table_keeps_infinities_and_nan(tmp_path):
   rows = [{"a": math.inf, "b": -math.inf, "c": math.nan, "d": True, "e": "fc", "f": 3, "g": 0.1}]
   atlas.write_table(tmp_path / "t.csv", rows)
@@ -281,6 +324,8 @@ def test_an_atlas_without_its_times_file_trusts_only_a_run_info_that_computed_ev
   shutil.copytree(tiny_atlas[0], out)
   (out / atlas.TIMES).unlink()
   shutil.rmtree(out / atlas.RECORDS)    # and before the buckets' records
+  for chunk in (out / "runs").glob("*/checkpoints/*/chunk_*.npz"):   # and the chunks' seconds
+    _drop_seconds(chunk)
   info_path = next((out / "runs").iterdir()) / "run_info.json"
   info = json.loads(info_path.read_text())
   # as the process that computed the whole bucket wrote it

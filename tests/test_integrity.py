@@ -400,7 +400,7 @@ def test_a_full_disk_costs_no_computed_result(tmp_path, monkeypatch):
   monkeypatch.setattr(tempfile, "tempdir", str(scratch))
   real_npz = outputs.write_npz
 
-  def full_chunk(self, stage, index, *args):
+  def full_chunk(self, stage, index, *args, **kwargs):
     raise OSError(errno.ENOSPC, "No space left on device", f"chunk_{index:05d}.npz")
 
   def full_out(where, *args, **kwargs):

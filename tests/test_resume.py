@@ -26,8 +26,8 @@ _STALL = """
 import sys, time
 from attndyn import checkpoint, cli
 write = checkpoint.Checkpoints.write
-def stalling(self, stage, index, bounds, out):
-  write(self, stage, index, bounds, out)
+def stalling(self, stage, index, bounds, out, **kwargs):
+  write(self, stage, index, bounds, out, **kwargs)
   print("checkpointed", stage, index, flush=True)
   time.sleep(3600)
 checkpoint.Checkpoints.write = stalling
@@ -88,7 +88,9 @@ def test_resume_finishes_bit_identical_to_an_uninterrupted_run(runs):
     assert (killed / name).read_bytes() == (whole / name).read_bytes(), name
   info = json.loads((killed / "run_info.json").read_text())
   assert info["resumed"] is True
+  seconds = info["chunks"].pop("loaded_seconds")   # of the chunk the killed process wrote
   assert info["chunks"] == {"chunk_size": 1, "loaded": {"gd": 1}, "computed": {"gd": 2}}
+  assert set(seconds) == {"gd"} and seconds["gd"] > 0
 
 
 def test_resume_with_another_config_is_refused_naming_the_fields(runs, capsys):
