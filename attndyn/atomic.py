@@ -14,7 +14,7 @@ from typing import Callable
 
 # The temporary file of write(): "." + the file's name + "." + mkstemp's 8 random characters
 # + ".tmp", for the kinds of file attndyn writes (so nobody else's file ever matches).
-_LEFTOVER = re.compile(r"\.(.+\.(?:json|npz|png|md|toml))\.[a-z0-9_]{8}\.tmp")
+_LEFTOVER = re.compile(r"\.(.+\.(?:json|npz|png|md|toml|csv))\.[a-z0-9_]{8}\.tmp")
 
 
 def leftover(name: str) -> bool:

@@ -360,7 +360,7 @@ def _explain(args) -> int:
 def _atlas(args) -> int:
   from pathlib import Path
 
-  from attndyn import atlas, lock, outputs
+  from attndyn import atlas, atomic, lock, outputs
   from attndyn.reproduce import cli as reproduce_cli
   out = Path(args.out)
   atlas.settings(quick=args.quick, items=args.overrides)   # bad --set: before DIR is touched
@@ -368,9 +368,15 @@ def _atlas(args) -> int:
     raise ConfigError(f"--resume: {str(out)!r} holds no atlas to continue (no runs/ or "
                       f"{atlas.RECORDS}/ folder); "
                       f"run without --resume.")
+  records = out / atlas.RECORDS
+  if records.exists() and not records.is_dir():
+    raise ConfigError(f"--out {str(out)!r}: {str(records)!r} is not a directory, and the atlas "
+                      f"keeps each finished bucket's record there. Rename or remove it, or pick "
+                      f"another --out.")
   with lock.hold(args.out, create=not args.resume):
     outputs.prepare_out_dir(out, force=args.force, resume=args.resume)
     reproduce_cli._remove_leftovers(out)   # the same layout: DIR/runs/NAME per bucket
+    atomic.remove_leftovers(records)       # and a record file a kill cut short
     result = atlas.run_atlas(args.out, quick=args.quick, items=args.overrides, resume=args.resume,
                              progress=not args.no_progress, command=["attndyn"] + args.argv)
   print(f"wrote {args.out}/: atlas.csv ({len(result.rows)} rows), atlas.md, curves.npz, "

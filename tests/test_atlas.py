@@ -143,6 +143,11 @@ def test_a_bucket_is_read_back_from_its_record_without_its_checkpoints(tiny_atla
   assert not (out / "runs").exists()
   assert not _same_rows(atlas.read_table(out / "atlas.csv"), again.rows)
   assert "phase_sigma_lr.png" in json.loads((out / "atlas.json").read_text())["findings"]["figures"]
+  # a record file a kill cut short (atomic.write's temporary) is removed on --resume
+  cut = out / atlas.RECORDS / f".{bucket}.csv.abcd1234.tmp"
+  cut.write_text("config,bu")
+  assert cli.main(["atlas", "--out", str(out), "--resume", "--no-progress", *sets]) == 0
+  assert not cut.exists()
   # the rows alone (the part kept in the repository): the same table, the curves NaN, and
   # atlas.json says which bucket has none
   (record,) = (out / atlas.RECORDS).glob("*-curves.npz")
@@ -237,6 +242,15 @@ def test_a_non_empty_out_needs_force_and_an_interrupt_names_the_resume(tmp_path,
   args = cli._parser().parse_args(["atlas", "--out", "d"])
   assert cli._resume_hint(args) == ("; `attndyn atlas --out d --resume` (same options) keeps the "
                                     "finished buckets and continues from the last checkpoint")
+
+
+def test_a_records_path_that_is_a_file_is_one_line(tmp_path, capsys):
+  out = tmp_path / "a"
+  out.mkdir()
+  (out / atlas.RECORDS).write_text("not a folder")
+  assert cli.main(["atlas", "--out", str(out), "--force", "--no-progress"]) == 2
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and "is not a directory" in err and atlas.RECORDS in err
 
 
 @pytest.mark.parametrize("raised, code, first", [
