@@ -380,10 +380,10 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
     engine.validate(run_config(s, b), f"atlas bucket {b.index} ({_describe(b)})")
   # the ETA weighs each bucket's configurations by its estimated cost (bucket_cost)
   ends = np.cumsum([0] + counts)
-  spent_cost = np.cumsum([0.0] + [bucket_cost(s, b) for b in todo])
+  cumulative = np.cumsum([0.0] + [bucket_cost(s, b) for b in todo])
   bar = ProgressBar("atlas", sum(counts), steps_per_point=None, enabled=progress,
                     unit="configurations",
-                    cost=lambda done: float(np.interp(done, ends, spent_cost)))
+                    cost=lambda done: float(np.interp(done, ends, cumulative)))
   rows, curves, seconds, errors, failures, no_curves, commits = [], [], {}, {}, {}, [], {}
   partial_times = []   # buckets whose time misses chunks of an older attndyn (no seconds)
   spent = _read_times(out) if resume else {}
@@ -533,8 +533,8 @@ def read_record(out: Path, name: str, digest: str, *, start_id: int,
       stacked = npz.read(curve_file)
     except ConfigError as err:
       return skip(str(err))
-    if any(len(v) != len(rows) for v in stacked.values()):
-      return skip("its curves file does not have one curve per row")
+    if "tau" not in stacked or any(len(v) != len(rows) for v in stacked.values()):
+      return skip("its curves file does not have a tau curve and one curve per row")
     curves = [{k: v[j][np.isfinite(stacked["tau"][j])] for k, v in stacked.items()}
               for j in range(len(rows))]
   seconds = [math.nan if x is None else float(x) for x in doc.get("seconds") or [math.nan]]
