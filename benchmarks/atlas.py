@@ -1,6 +1,7 @@
 """Throughput of ``attndyn atlas``: configurations/s, compiles per configuration, full-grid estimate.
 
 ``python -m benchmarks.atlas --out DIR [--quick] [--buckets I,J,...] [--baseline] [--baseline-ode]``
+``python -m benchmarks.atlas --cost-check DIR``
 
 Runs a sample of the full grid's buckets (default: the base bucket of each classifier, Attn-TC's
 largest m × M bucket, its sparsemax and its trainable-query bucket; ``--quick``: the whole quick
@@ -16,6 +17,12 @@ when quoting them. Writes ``DIR/atlas_bench.json``.
 ``train.flow_time``: every point to the bucket's ``steps`` in one chunk, each lr's rows cut at
 ``τ/lr`` afterwards; it prints both wall times per bucket (GD and ODE stages apart) and their
 ratio, measured in the same process.
+
+``python -m benchmarks.atlas --cost-check DIR`` runs nothing: it compares the measured
+computing seconds of an atlas's finished buckets (``DIR/buckets/*.json`` or
+``DIR/atlas-seconds.json``) with :func:`attndyn.atlas.bucket_cost`, the ETA's cost model, and
+prints each bucket's ratio, their spread and the whole grid's time the model predicts when
+scaled by the median ratio.
 
 ``--baseline-ode`` also runs each sampled bucket with the reduced ODE solved once per
 learning rate, as before :func:`attndyn.pipeline.solve_lrs_together` solved it once for all
@@ -99,7 +106,56 @@ def _timed(atlas, out: Path, index: int, quick: bool) -> tuple:
   return time.perf_counter() - t0, _stages(out, index)
 
 
+def cost_check(directory: Path) -> dict:
+  """Measured computing seconds of the finished buckets of the full atlas in ``directory``
+  against :func:`attndyn.atlas.bucket_cost` (see the module docstring); prints and returns it."""
+  import math
+  import statistics
+  from attndyn import atlas
+  s = atlas.settings()
+  grid = atlas.buckets(s)
+  measured = {}
+  times = directory / atlas.TIMES
+  if times.is_file():
+    measured.update({k: sum(v) for k, v in json.loads(times.read_text()).items()
+                     if v and None not in v})
+  partial = set()
+  for meta in sorted((directory / atlas.RECORDS).glob("bucket-*.json")):
+    doc = json.loads(meta.read_text())
+    if doc.get("partial_time"):
+      partial.add(meta.stem)
+    elif doc.get("seconds") and None not in doc["seconds"]:
+      measured[meta.stem] = sum(doc["seconds"])
+  rows = []
+  for name in sorted(set(measured) - partial):
+    b = grid[int(name.split("-")[1])]
+    model = atlas.bucket_cost(s, b)
+    rows.append({"bucket": name, "kind": _kind(b.values), "seconds": measured[name],
+                 "model": model, "ratio": measured[name] / model})
+    print(f"{name} {_kind(b.values):<16} {measured[name]:7.1f} s  model {model:7.1f} s  "
+          f"ratio {rows[-1]['ratio']:.2f}")
+  if not rows:
+    print(f"no finished bucket with a whole time in {directory}")
+    return {"rows": []}
+  ratios = [r["ratio"] for r in rows]
+  median = statistics.median(ratios)
+  spread = statistics.median(abs(math.log(x / median)) for x in ratios)
+  grid_model = sum(atlas.bucket_cost(s, b) for b in grid)
+  doc = {"rows": rows, "median_ratio": median, "median_abs_log_ratio": spread,
+         "left_out_partial": sorted(partial), "grid_model_seconds": grid_model,
+         "grid_predicted_seconds": grid_model * median}
+  print(f"{len(rows)} buckets (partial times left out: {len(partial)}): measured / model median "
+        f"{median:.2f}, typical deviation from it ×{math.exp(spread):.2f}; the full grid "
+        f"({len(grid)} buckets) predicted at {grid_model * median / 60:.0f} min of computing")
+  return doc
+
+
 def main(argv=None) -> int:
+  if argv is None:
+    argv = sys.argv[1:]
+  if argv[:1] == ["--cost-check"] and len(argv) == 2:
+    cost_check(Path(argv[1]))
+    return 0
   import jax
   from attndyn import atlas
   parser = argparse.ArgumentParser(prog="python -m benchmarks.atlas", description=__doc__.split("\n")[0])

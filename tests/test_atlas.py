@@ -388,3 +388,24 @@ def test_the_eta_cost_model_orders_buckets_by_their_work():
   assert cost("tc", n_train=200) < cost("tc") < cost("tl")
   assert per_config("tc") < per_config("tc", train_query=True) < per_config("tc",
                                                                           normaliser="sparsemax")
+
+
+def test_the_cost_check_compares_measured_buckets_with_the_model(tmp_path, capsys):
+  """benchmarks.atlas --cost-check: measured / modelled seconds per finished bucket, partial
+  times left out, and the grid's time scaled by the median ratio."""
+  from benchmarks import atlas as bench
+  s = atlas.settings()
+  grid = atlas.buckets(s)
+  model = [atlas.bucket_cost(s, b) for b in grid[:3]]
+  (tmp_path / atlas.TIMES).write_text(json.dumps({
+      "bucket-0000": [2 * model[0]], "bucket-0001": [model[1], model[1]],
+      "bucket-0002": [1.0, None]}))      # an unknown part: left out
+  (tmp_path / atlas.RECORDS).mkdir()
+  (tmp_path / atlas.RECORDS / "bucket-0001.json").write_text(json.dumps(
+      {"seconds": [1.0], "partial_time": True}))
+  doc = bench.cost_check(tmp_path)
+  assert [r["bucket"] for r in doc["rows"]] == ["bucket-0000"]
+  assert doc["rows"][0]["ratio"] == pytest.approx(2.0) and doc["median_ratio"] == pytest.approx(2.0)
+  assert doc["grid_predicted_seconds"] == pytest.approx(2 * sum(atlas.bucket_cost(s, b)
+                                                                for b in grid))
+  assert "ratio 2.00" in capsys.readouterr().out
