@@ -22,7 +22,8 @@ tolerances of the Section 5.1 reproduction (:data:`TOLERANCES`).
 Outputs in DIR: ``atlas.csv`` (one row per configuration × seed),
 ``curves.npz`` + ``curves.json`` (per-row curves ``[row, time]`` and their axis
 names), ``atlas.json`` (settings, fits, timings), ``atlas.md`` and the phase
-diagrams ``phase_*.png``.
+diagrams ``phase_*.png``; ``buckets/`` holds each finished bucket's record (its rows, curves
+and provenance, :data:`RECORDS`), from which ``--resume`` reads it back.
 """
 import csv
 import hashlib
