@@ -240,38 +240,52 @@ def n_configurations(s: dict, bucket: Bucket) -> int:
   return len(sigmas) * len(lengths)
 
 
-# The progress bar's cost model (bucket_cost): seconds per GD run-step × token × channel on
-# the exact fast path, the autodiff path's channels per token, and a bucket's fixed seconds
-# (compiles; the reduced ODE where it is solved). Fitted to the full grid's sampled buckets
-# (benchmarks/atlas.py, 2-core CPU, 2026-11-26: FC base 152 s, TL base 290 s, FC m = 100 /
-# 50 at M = 5000 501 / 292 s, TC sparsemax 245 s and trainable query 87 s); only the ratios
-# between buckets matter (the ETA scales them by the rate measured as the atlas runs).
-COST = {"step": 1.15e-9, "autodiff_channels": {"normaliser": 250.0, "train_query": 90.0},
+# The progress bar's cost model (bucket_cost), in seconds on a 2-core CPU: per multiply-add
+# of the fast path's work (a gathered float counts GATHER_COST of them, as in
+# dynamics.fast_lu's own choice of gather), per run-step and token of the autodiff path, and a
+# bucket's fixed part (compiles; the reduced ODE where it is solved). "multiply_add" is the
+# least-squares slope, with the fixed part held, over the full atlas's first nine Attn-FC
+# buckets with whole times (2026-11-26, `python -m benchmarks.atlas --cost-check DIR`); the
+# autodiff costs are the sampled sparsemax (245 s) and trainable-query (87 s) TC buckets of
+# benchmarks/atlas.py. Only the ratios between buckets matter: the ETA scales them by the rate
+# measured as the atlas runs.
+COST = {"multiply_add": 1.42e-10,
+        "autodiff_token_step": {"normaliser": 2.9e-7, "train_query": 1.0e-7},
         "compile": 14.0, "reduced_ode": 25.0}
 
 
 def bucket_cost(s: dict, bucket: Bucket) -> float:
   """A bucket's computing cost in estimated seconds (:data:`COST`), for the ETA.
 
-  GD's work is its run-steps (σ × seeds × Σ run lengths) × tokens (sentences × (m + 1)) ×
-  channels gathered per token: on the fast path ``2 (J + 1)`` for FC/TC (the forward pass
-  gathers Wᵀx, the backward pass K + 1 channels with K = J) and ``(d + 1) + (hidden + 1)``
-  for TL (dynamics.fast_lu); off it, the autodiff path's measured channels per token.
+  GD's work is its run-steps (σ × seeds × Σ run lengths) times, per step on the fast path
+  (:mod:`dynamics.fast_lu`), the floats gathered per token (sentences × (m + 1) tokens;
+  ``2 (J + 1)`` channels for FC/TC, ``(d + 1) + (hidden + 1)`` for TL), each costing
+  ``GATHER_COST`` multiply-adds, plus three ``V_a × d × K`` products over the words seen in
+  training (``V_a ≈ M (1 − e^{−n m / M})``; ``K = J`` for FC/TC, the hidden width for TL).
+  Off the fast path, a measured cost per run-step and token.
   """
+  from dynamics.fast_lu.step import GATHER_COST
   v = bucket.values
   sigmas, lengths = continuous(s, bucket)
   run_steps = len(sigmas) * s["seeds"] * sum(lengths)
   tokens = v["n_train"] * (v["n_nontopic"] + 1)
-  if not fast(bucket):
-    channels = COST["autodiff_channels"]["normaliser" if v["normaliser"] != "softmax"
-                                         else "train_query"]
-  elif v["classifier"] == "tl":
-    hidden = presets.preset("lu2021-text-tl")["model"]["hidden_dim"]
-    channels = (v["embed_dim"] + 1) + (hidden + 1)
+  if fast(bucket):
+    d, vocab = v["embed_dim"], v["vocab_size"]
+    seen = vocab * -math.expm1(-v["n_train"] * v["n_nontopic"] / vocab) \
+        + v["n_topics"] * v["words_per_topic"]
+    if v["classifier"] == "tl":
+      k = presets.preset("lu2021-text-tl")["model"]["hidden_dim"]
+      channels = (d + 1) + (k + 1)
+    else:
+      k = v["n_topics"]
+      channels = 2 * (k + 1)
+    gd = COST["multiply_add"] * run_steps * (GATHER_COST * tokens * channels + 3 * seen * d * k)
   else:
-    channels = 2 * (v["n_topics"] + 1)
+    per = COST["autodiff_token_step"]["normaliser" if v["normaliser"] != "softmax"
+                                      else "train_query"]
+    gd = per * run_steps * tokens
   ode = COST["reduced_ode"] if run_config(s, bucket)["ode"]["kind"] == "reduced" else 0.0
-  return COST["step"] * run_steps * tokens * channels + COST["compile"] + ode
+  return gd + COST["compile"] + ode
 
 
 def run_config(s: dict, bucket: Bucket) -> dict:
