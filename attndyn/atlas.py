@@ -407,8 +407,8 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
     for i, b in enumerate(todo):
       t0 = time.perf_counter()
       name = f"bucket-{b.index:04d}"
-      digest = record_digest(s, b)
-      record = read_record(out, name, digest, start_id=sum(counts[:i]),
+      digest, start_id = record_digest(s, b), sum(counts[:i])
+      record = read_record(out, name, digest, start_id=start_id,
                            warn=progress) if resume else None
       if record is not None:   # finished in an earlier process: its rows, curves and times
         r, c, spent[name], commits[name] = record.rows, record.curves, record.seconds, \
@@ -430,7 +430,7 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
         if progress:
           print(f"atlas: bucket {b.index} ({_describe(b)}): " + "; ".join(
               f"the {k} stage failed: {v}" for k, v in result.errors.items()), file=sys.stderr)
-      r, c = bucket_rows(s, b, result, start_id=sum(counts[:i]))
+      r, c = bucket_rows(s, b, result, start_id=start_id)
       rows += r
       curves += c
       seconds[name], computed, whole = _record_time(out, spent, name,
@@ -438,7 +438,7 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
       if not whole:
         partial_times.append(name)
       commits[name] = code_commit() if computed else None   # None: read from checkpoints
-      write_record(out, name, digest, r, c, start_id=sum(counts[:i]), seconds=spent[name],
+      write_record(out, name, digest, r, c, start_id=start_id, seconds=spent[name],
                    commit=commits[name], partial_time=not whole)
       (bar.update if computed else bar.read_back)(sum(counts[:i + 1]))
   finally:
@@ -506,11 +506,12 @@ def write_record(out: Path, name: str, digest: str, rows: list, curves: list, *,
   table.parent.mkdir(parents=True, exist_ok=True)
   write_table(table, rows)
   write_curves_file(curve_file, _stack(curves))
+  env = outputs.environment()
   atomic.write_json(meta, {
       "bucket": name, "digest": digest, "rows": len(rows), "start_id": start_id,
       "seconds": [x if math.isfinite(x) else None for x in seconds],
       "partial_time": partial_time,
-      "attndyn": _version(), "commit": commit, "environment": outputs.environment()})
+      "attndyn": env["versions"].get("attndyn"), "commit": commit, "environment": env})
 
 
 def read_record(out: Path, name: str, digest: str, *, start_id: int,
@@ -565,36 +566,15 @@ def _by_commit(commits: dict) -> dict:
   return out
 
 
-def _version() -> str:
-  import importlib.metadata
-  try:
-    return importlib.metadata.version("attndyn")
-  except importlib.metadata.PackageNotFoundError:
-    return "unknown"
-
-
-_CODE = []
-
-
 def code_commit():
   """The git commit of the attndyn checkout this process imported, with ``+dirty`` when its
-  tracked files differed from it at the first call (at import of the atlas, see
-  :func:`run_atlas`); ``None`` outside a git checkout. Each bucket's record names it, so an
-  atlas finished over several processes says which code computed which bucket."""
-  if not _CODE:
-    import subprocess
-    root = Path(__file__).resolve().parent.parent
-    try:
-      head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                            text=True, timeout=10)
-      dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
-                              "--untracked-files=no"], capture_output=True, text=True, timeout=10)
-      ok = head.returncode == 0 and dirty.returncode == 0
-      _CODE.append(head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-                   if ok else None)
-    except (OSError, subprocess.SubprocessError):
-      _CODE.append(None)
-  return _CODE[0]
+  tracked files differed from it (read once per process, by
+  :func:`attndyn.reproduce.runner.revision`, which :func:`run_atlas` calls before any bucket);
+  ``None`` outside a git checkout. Each bucket's record names it, so an atlas finished over
+  several processes says which code computed which bucket."""
+  from attndyn.reproduce import runner
+  rev = runner.revision()
+  return None if rev is None else rev["commit"] + ("+dirty" if rev["dirty"] else "")
 
 
 def _read_times(out: Path) -> dict:
