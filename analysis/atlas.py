@@ -29,6 +29,7 @@ References:
   Lemma 2, Theorem 1 (eq 9), Corollary 1 (eq 10), Assumption 1.
   https://arxiv.org/abs/2011.10036
 """
+import collections
 import math
 from typing import Mapping, NamedTuple, Optional, Sequence
 
@@ -417,6 +418,11 @@ def findings(rows: Sequence[Mapping], out, *, tolerances: Mapping[str, float],
   return found
 
 
+def _and(names: Sequence[str]) -> str:
+  """``a``, ``a and b``, ``a, b and c``."""
+  return " and ".join(filter(None, [", ".join(names[:-1]), *names[-1:]]))
+
+
 def _by_axis(rows, base, paper_point) -> dict:
   """Per axis, per value: (holds fraction, rows, most often broken measure) with the other
   discrete axes at ``base`` (σ and lr free; for σ and lr themselves, all of them)."""
@@ -431,10 +437,14 @@ def _by_axis(rows, base, paper_point) -> dict:
     for v in values:
       group = [r for r in sel if r[axis] == v]
       broken = [b for r in group for b in str(r["broken"]).split(";") if b and b != "nan"]
-      worst = max(set(broken), key=broken.count) if broken else ""
+      # Every measure broken in the most runs, in order of first appearance (a row's flags
+      # follow the tolerances' order), so that a tie names all of them, the same in any process.
+      counts = collections.Counter(broken)
+      top = max(counts.values(), default=0)
+      worst = [b for b, n in counts.items() if n == top]
       entries.append({"value": v, "holds": float(np.mean([r["holds"] for r in group])),
-                      "n": len(group), "most_broken": worst,
-                      "most_broken_share": broken.count(worst) / len(group) if worst else 0.0})
+                      "n": len(group), "most_broken": _and(worst),
+                      "most_broken_share": top / len(group)})
     out[axis] = entries
   return out
 
@@ -463,6 +473,11 @@ def _ode_predictors(rows) -> dict:
   return out
 
 
+def _finite_median(values) -> float:
+  values = [v for v in values if not math.isnan(v)]
+  return float(np.median(values)) if values else math.nan
+
+
 def _tl_failures(rows, classifier: str = "tl") -> dict:
   """A classifier's failures of Theorem 1 / Assumption 1: how often one topic word learned a
   score near 0 (below a tenth of the mean topic score) in the failing runs and in the others."""
@@ -473,7 +488,9 @@ def _tl_failures(rows, classifier: str = "tl") -> dict:
   low = lambda r: r["min_topic_score"] < 0.1 * r["mean_topic_score"]
   frac = lambda group: float(np.mean([low(r) for r in group])) if group else math.nan
   lrs = sorted({r["lr"] for r in tl})
-  drift = {lr: float(np.median([r["q_drift"] for r in tl if r["lr"] == lr])) for lr in lrs}
+  # The median of the runs whose drift is defined: a run with an undefined (NaN) drift is
+  # already counted as broken ("undefined q_drift") and must not make its lr's median NaN.
+  drift = {lr: _finite_median([r["q_drift"] for r in tl if r["lr"] == lr]) for lr in lrs}
   broken = {m: float(np.mean([m in str(r["broken"]) for r in fails])) if fails else math.nan
             for m in MEASURE_NAMES}
   return {"n": len(tl), "n_fail": len(fails), "low_word_in_fails": frac(fails),

@@ -297,6 +297,24 @@ def test_theory_flags_name_the_broken_assumption():
   assert flag[0].startswith("Assumption 1") and flag[2] == 0.24 and flag[3] == tol["assumption1_ratio"]
 
 
+def test_a_tie_for_the_most_broken_measure_names_every_tied_measure():
+  # Two measures broken in every run of a group: both are named, in the tolerances' order (a
+  # max over a set named one of them, which one depending on the process's string hashing).
+  base = {a: 0 for a in measures.AXES if a not in ("sigma", "lr", "n_nontopic")}
+  rows = [{**base, "sigma": 0.1, "lr": 1.0, "n_nontopic": m, "holds": False,
+           "broken": "sen_error;q_drift" if m == 2 else "q_drift"} for m in (2, 2, 20)]
+  by_m = {e["value"]: e for e in measures._by_axis(rows, {**base, "n_nontopic": 2}, {})["n_nontopic"]}
+  assert by_m[2]["most_broken"] == "sen_error and q_drift" and by_m[2]["most_broken_share"] == 1.0
+  assert by_m[20]["most_broken"] == "q_drift"
+
+
+def test_the_tl_drift_median_by_lr_leaves_out_an_undefined_drift():
+  run = {"classifier": "tl", "diverged": False, "min_topic_score": 1.0, "mean_topic_score": 2.0,
+         "lr": 0.5, "broken": "q_drift"}
+  rows = [{**run, "q_drift": d} for d in (0.02, 0.04, math.nan)]
+  assert measures._tl_failures(rows)["median_drift_by_lr"] == {0.5: pytest.approx(0.03)}
+
+
 def test_fit_recovers_a_power_law():
   rng = np.random.default_rng(0)
   rows = [{"sigma": s, "lr": l, "n_nontopic": m, "vocab_size": 100, "y": 0.3 * s**0.5 * l**-1 * m}
