@@ -217,9 +217,15 @@ def buckets(s: dict) -> list:
 
 
 def fast(bucket: Bucket) -> bool:
-  """Whether the bucket's GD runs on the exact fast path with the reduced ODE beside it
-  (softmax and a fixed query), rather than by autodiff without an ODE."""
+  """Whether the bucket's GD runs on the exact fast path (softmax and a fixed query), rather
+  than by autodiff; only such a bucket can have the reduced ODE beside it (:func:`solves_ode`)."""
   return bucket.values["normaliser"] == "softmax" and not bucket.values["train_query"]
+
+
+def solves_ode(s: dict, bucket: Bucket) -> bool:
+  """Whether the bucket solves Lemma 2's reduced ODE beside GD (its classifier is in
+  ``ode_classifiers`` and it is on the fast path)."""
+  return fast(bucket) and bucket.values["classifier"] in s["ode_classifiers"]
 
 
 def continuous(s: dict, bucket: Bucket = None) -> tuple:
@@ -309,7 +315,7 @@ def run_config(s: dict, bucket: Bucket) -> dict:
   raw["sweep"] = {"seeds": s["seeds"], "data_seeds": [0], "chunk_size": len(sigmas) * s["seeds"],
                   "grid": {"train.lr": lrs, "model.embed_std": sigmas}}
   # Lemma 2's reduced ODE is derived for softmax attention and a fixed query.
-  ode = fast(bucket) and v["classifier"] in s["ode_classifiers"]
+  ode = solves_ode(s, bucket)
   raw["ode"]["kind"] = "reduced" if ode else "none"
   raw["ode"]["rtol"] = s["ode_rtol"]
   return raw

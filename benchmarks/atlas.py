@@ -9,8 +9,8 @@ grid) through :func:`attndyn.atlas.run_atlas`, counting XLA compilations with JA
 ``backend_compile`` monitoring event. Per bucket it prints the wall time (compilation
 included), configurations and compiles; then configurations/s and compiles per configuration
 over the sample, and an estimate of the full grid's wall time: each full-grid bucket costs the
-mean time of the sampled buckets of its kind (classifier × GD path: fast path + reduced ODE,
-or autodiff GD without an ODE). The numbers depend on how loaded the machine is; say so
+mean time of the sampled buckets of its kind (classifier × GD path: fast path with or without
+the reduced ODE, or autodiff GD without an ODE). The numbers depend on how loaded the machine is; say so
 when quoting them. Writes ``DIR/atlas_bench.json``.
 
 ``--baseline`` also runs each sampled bucket the way the atlas ran before
@@ -37,10 +37,13 @@ import time
 from pathlib import Path
 
 
-def _kind(values: dict) -> str:
-  path = "fast+reduced" if values["normaliser"] == "softmax" and not values["train_query"] \
+def _kind(s: dict, bucket) -> str:
+  """``classifier/path``: ``fast+reduced``, ``fast`` (the fast path without the reduced ODE: TL
+  by default) or ``autodiff``."""
+  from attndyn import atlas
+  path = ("fast+reduced" if atlas.solves_ode(s, bucket) else "fast") if atlas.fast(bucket) \
       else "autodiff"
-  return f"{values['classifier']}/{path}"
+  return f"{bucket.values['classifier']}/{path}"
 
 
 def default_sample(s: dict) -> list:
@@ -130,9 +133,9 @@ def cost_check(directory: Path) -> dict:
   for name in sorted(set(measured) - partial):
     b = grid[int(name.split("-")[1])]
     model = atlas.bucket_cost(s, b)
-    rows.append({"bucket": name, "kind": _kind(b.values), "seconds": measured[name],
+    rows.append({"bucket": name, "kind": _kind(s, b), "seconds": measured[name],
                  "model": model, "ratio": measured[name] / model})
-    print(f"{name} {_kind(b.values):<16} {measured[name]:7.1f} s  model {model:7.1f} s  "
+    print(f"{name} {_kind(s, b):<16} {measured[name]:7.1f} s  model {model:7.1f} s  "
           f"ratio {rows[-1]['ratio']:.2f}")
   if not rows:
     print(f"no finished bucket with a whole time in {directory}")
@@ -186,7 +189,7 @@ def main(argv=None) -> int:
     atlas.run_atlas(out, quick=args.quick, only=[index], progress=False, findings=False)
     b = everything[index]
     per_bucket = atlas.n_configurations(s, b)
-    rows.append({"bucket": index, "kind": _kind(b.values), "values": b.values,
+    rows.append({"bucket": index, "kind": _kind(s, b), "values": b.values,
                  "seconds": time.perf_counter() - t0, "configurations": per_bucket,
                  "compiles": len(compiles) - n_before,
                  "compile_seconds": sum(compiles[n_before:]), "stages": _stages(out, index)})
@@ -215,14 +218,14 @@ def main(argv=None) -> int:
     by_kind.setdefault(r["kind"], []).append(r["seconds"])
   mean = {k: sum(v) / len(v) for k, v in by_kind.items()}
   fallback = total / len(rows)
-  estimate = sum(mean.get(_kind(b.values), fallback) for b in everything)
+  estimate = sum(mean.get(_kind(s, b), fallback) for b in everything)
   doc = {"grid": "quick" if args.quick else "full", "rows": rows,
          "configurations_per_s": configs / total,
          "compiles_per_configuration": sum(r["compiles"] for r in rows) / configs,
          "grid_buckets": len(everything),
          "grid_configurations": sum(atlas.n_configurations(s, b) for b in everything),
          "estimated_grid_seconds": estimate,
-         "kinds_unsampled": sorted({_kind(b.values) for b in everything} - set(mean))}
+         "kinds_unsampled": sorted({_kind(s, b) for b in everything} - set(mean))}
   print(f"{configs} configurations in {total:.0f} s: {doc['configurations_per_s']:.2f} "
         f"configurations/s, {doc['compiles_per_configuration']:.3f} compiles per configuration; "
         f"the {doc['grid']} grid ({len(everything)} buckets, {doc['grid_configurations']} "
