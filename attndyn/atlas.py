@@ -487,7 +487,11 @@ class Record(NamedTuple):
 def record_digest(s: dict, bucket: Bucket) -> str:
   """sha256 of what a bucket's rows depend on: its ``attndyn run`` config (grid, seeds, flow
   time, precision), its run lengths, the recording interval and the row measures' constants."""
-  key = {"run": run_config(s, bucket), "run_lengths": continuous(s, bucket)[1],
+  run = run_config(s, bucket)
+  if run["ode"]["kind"] == "none":
+    # No ODE is solved, so the solver's settings (the preset's) do not reach the rows.
+    run["ode"] = {"kind": "none"}
+  key = {"run": run, "run_lengths": continuous(s, bucket)[1],
          "tau": s["tau"], "record_every": s["record_every"],
          "start_fraction": SEN_START_FRACTION, "learned_acc": LEARNED_ACC}
   return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()

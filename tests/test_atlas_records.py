@@ -37,3 +37,23 @@ def test_a_kept_record_matches_the_full_grid(name):
   assert {r["config"] for r in record.rows} == set(range(sum(counts[:index]),
                                                          sum(counts[:index + 1])))
   assert all(isinstance(x, float) and x > 0 for x in doc["seconds"] if x is not None)
+
+
+def test_the_digest_ignores_the_ode_settings_of_a_bucket_that_solves_no_ode(monkeypatch):
+  # A bucket without an ODE (TL, off the fast path) keeps its record when the preset's solver
+  # changes; a bucket that solves the reduced ODE does not.
+  from attndyn import presets
+  s = atlas.settings()
+  grid = atlas.buckets(s)
+  tl = next(b for b in grid if not atlas.solves_ode(s, b) and atlas.fast(b))
+  fc = next(b for b in grid if atlas.solves_ode(s, b))
+  before = atlas.record_digest(s, tl), atlas.record_digest(s, fc)
+  preset = presets.preset
+
+  def other_solver(name):
+    raw = preset(name)
+    raw["ode"]["solver"] = "dopri8"
+    return raw
+  monkeypatch.setattr(presets, "preset", other_solver)
+  assert atlas.record_digest(s, tl) == before[0]
+  assert atlas.record_digest(s, fc) != before[1]
