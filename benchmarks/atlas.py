@@ -10,8 +10,8 @@ grid) through :func:`attndyn.atlas.run_atlas`, counting XLA compilations with JA
 included), configurations and compiles; then configurations/s and compiles per configuration
 over the sample, and an estimate of the full grid's wall time: each full-grid bucket costs the
 mean time of the sampled buckets of its kind (classifier × GD path: fast path with or without
-the reduced ODE, or autodiff GD without an ODE). The numbers depend on how loaded the machine is; say so
-when quoting them. Writes ``DIR/atlas_bench.json``.
+the reduced ODE, or autodiff GD without an ODE). The numbers depend on how loaded the machine
+is; say so when quoting them. Writes ``DIR/atlas_bench.json``.
 
 ``--baseline`` also runs each sampled bucket the way the atlas ran before
 ``train.flow_time``: every point to the bucket's ``steps`` in one chunk, each lr's rows cut at

@@ -46,8 +46,9 @@ def main(argv=None) -> int:
   base = rows[0]["seconds"][args.ode]
   for r in rows:
     r["ode_ratio"] = r["seconds"][args.ode] / base
+    first_name = rows[0]["solver"]
     print(f"{r['solver']:8s} {args.ode} {r['seconds'][args.ode]:7.1f} s ({r['ode_ratio']:.2f}× "
-          f"{rows[0]['solver']})  GD {r['seconds']['gd']:6.1f} s  max |Δs| vs {rows[0]['solver']}: "
+          f"{first_name})  GD {r['seconds']['gd']:6.1f} s  max |Δs| vs {first_name}: "
           f"{r['max_score_diff_rel']:.2g} of the final score  max |s_GD − s_ODE|: "
           f"{r['ode_rel_dev']:.4f}")
   (out / "tl_solver.json").write_text(json.dumps({"seeds": args.seeds, "ode": args.ode,

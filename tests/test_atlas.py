@@ -303,7 +303,8 @@ def test_a_tie_for_the_most_broken_measure_names_every_tied_measure():
   base = {a: 0 for a in measures.AXES if a not in ("sigma", "lr", "n_nontopic")}
   rows = [{**base, "sigma": 0.1, "lr": 1.0, "n_nontopic": m, "holds": False,
            "broken": "sen_error;q_drift" if m == 2 else "q_drift"} for m in (2, 2, 20)]
-  by_m = {e["value"]: e for e in measures._by_axis(rows, {**base, "n_nontopic": 2}, {})["n_nontopic"]}
+  entries = measures._by_axis(rows, {**base, "n_nontopic": 2}, {})["n_nontopic"]
+  by_m = {e["value"]: e for e in entries}
   assert by_m[2]["most_broken"] == "sen_error and q_drift" and by_m[2]["most_broken_share"] == 1.0
   assert by_m[20]["most_broken"] == "q_drift"
 

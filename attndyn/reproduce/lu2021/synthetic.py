@@ -63,7 +63,8 @@ QUICK = {**FULL, "run": {"sweep": {"seeds": 3}, "train": {"steps": 5000, "record
 KINDS = {"run": "run", "classifiers": "strs", "odes.fc": "str", "odes.tc": "str", "odes.tl": "str",
          "invariant.seeds.fc": "index", "invariant.seeds.tc": "index",
          "invariant.seeds.tl": "index", "invariant.rtol": "number", "invariant.atol": "number",
-         "invariant.dtmin": "number", "invariant.solver": "str", "sen_start_fraction": "number", "sen_tolerance": "number",
+         "invariant.dtmin": "number", "invariant.solver": "str",
+         "sen_start_fraction": "number", "sen_tolerance": "number",
          "assumption1_ratio": "number", "ode_tolerance": "number", "invariant_tolerance": "number",
          "drift_tolerance": "number", "sen_word": "index", "absence_recall": "number",
          "run_figures": "bool"}
