@@ -409,6 +409,7 @@ def findings(rows: Sequence[Mapping], out, *, tolerances: Mapping[str, float],
   found["by_classifier"] = {c: holds_fraction(rows, {"classifier": c})
                             for c in sorted({r["classifier"] for r in rows})}
   found["by_axis"] = _by_axis(rows, base, paper_point)
+  found["holding_region"] = _holding_region(rows, base)
   found["ode_predictors"] = _ode_predictors(rows)
   found["tl"] = _tl_failures(rows)
   found["low_word"] = {c: _tl_failures(rows, c) for c in sorted({r["classifier"] for r in rows})}
@@ -416,6 +417,47 @@ def findings(rows: Sequence[Mapping], out, *, tolerances: Mapping[str, float],
                                paper_point=paper_point, settings_text=settings_text,
                                seconds=seconds)
   return found
+
+
+def _holding_region(rows, base) -> dict:
+  """Per classifier, the other discrete axes at ``base``: for each lr, the largest σ up to which
+  every seed of every (σ, lr) cell holds, counting up from the smallest σ (None: not even the
+  smallest), and how many cells hold in every seed."""
+  fixed = {k: v for k, v in base.items() if k != "classifier"}
+  out = {}
+  for c in sorted({r["classifier"] for r in rows}):
+    cells = {}
+    for r in _at(rows, {**fixed, "classifier": c}):
+      cells.setdefault((r["lr"], r["sigma"]), []).append(bool(r["holds"]))
+    if not cells:
+      continue
+    sigmas = sorted({s for _, s in cells})
+    region = {}
+    for lr in sorted({lr for lr, _ in cells}):
+      top = None
+      for sigma in sigmas:
+        if not all(cells.get((lr, sigma), [False])):
+          break
+        top = sigma
+      region[lr] = top
+    out[c] = {"sigma_max_by_lr": region, "cells": len(cells),
+              "cells_every_seed": sum(all(v) for v in cells.values())}
+  return out
+
+
+def _region_text(region: Mapping) -> str:
+  """``σ ≤ 0.004 at lr 0.25–0.385; at no σ at lr 0.5–3.33``: runs of lr with the same bound."""
+  groups = []
+  for lr, top in region.items():
+    if groups and groups[-1][1] == top:
+      groups[-1][0].append(lr)
+    else:
+      groups.append(([lr], top))
+  text = []
+  for lrs, top in groups:
+    at = f"lr {_value(lrs[0])}" + (f"–{_value(lrs[-1])}" if len(lrs) > 1 else "")
+    text.append(f"{'at no σ' if top is None else f'σ ≤ {top:.3g}'} at {at}")
+  return "; ".join(text)
 
 
 def _and(names: Sequence[str]) -> str:
@@ -531,6 +573,16 @@ def markdown(rows, found, *, tolerances, base, paper_point, settings_text, secon
         f"{_fmt(info['median'])}. Most of its variance (log scale) goes with {top or 'n/a'}. "
         f"Fit over softmax/fixed-query runs: {name} ≈ 10^{_fmt(fit['intercept'], '.2f')} · {law}"
         f" (R² = {_fmt(fit['r2'], '.2f')}, {fit['n']} runs).")
+  region = found.get("holding_region") or {}
+  if region:
+    lines += ["", "## Where every seed holds, per classifier", "",
+              "The other axes at " + ", ".join(f"{_AXIS_TEXT.get(k, k)}={_value(v)}"
+                                               for k, v in base.items() if k != "classifier")
+              + ": for each lr, the σ (from the smallest up) at which every seed holds.", ""]
+    for c, info in region.items():
+      lines.append(f"- {c}: {_region_text(info['sigma_max_by_lr'])} "
+                   f"({info['cells_every_seed']} of {info['cells']} (σ, lr) cells hold in every "
+                   "seed).")
   lines += ["", "## Where it holds and where it fails, axis by axis", "",
             "Each axis varied alone, the others at "
             + ", ".join(f"{_AXIS_TEXT.get(k, k)}={_value(v)}" for k, v in base.items())

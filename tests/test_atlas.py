@@ -316,6 +316,18 @@ def test_the_tl_drift_median_by_lr_leaves_out_an_undefined_drift():
   assert measures._tl_failures(rows)["median_drift_by_lr"] == {0.5: pytest.approx(0.03)}
 
 
+def test_the_holding_region_counts_up_from_the_smallest_sigma_per_lr():
+  base = {a: 0 for a in measures.AXES if a not in ("sigma", "lr", "classifier")}
+  holds = {(0.1, 1e-3): (True, True), (0.1, 1e-2): (True, True), (0.1, 1e-1): (True, False),
+           (1.0, 1e-3): (False, True), (1.0, 1e-2): (True, True), (1.0, 1e-1): (False, False)}
+  rows = [{**base, "classifier": "fc", "lr": lr, "sigma": sigma, "holds": h}
+          for (lr, sigma), hs in holds.items() for h in hs]
+  region = measures._holding_region(rows, {**base, "classifier": "tc"})["fc"]
+  # lr 1.0's σ = 1e-2 holds in every seed but lies above a σ that does not: no region there
+  assert region == {"sigma_max_by_lr": {0.1: 1e-2, 1.0: None}, "cells": 6, "cells_every_seed": 3}
+  assert measures._region_text(region["sigma_max_by_lr"]) == "σ ≤ 0.01 at lr 0.1; at no σ at lr 1"
+
+
 def test_fit_recovers_a_power_law():
   rng = np.random.default_rng(0)
   rows = [{"sigma": s, "lr": l, "n_nontopic": m, "vocab_size": 100, "y": 0.3 * s**0.5 * l**-1 * m}
