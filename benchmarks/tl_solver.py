@@ -8,6 +8,11 @@ difference of the ODE's topic scores from the first solver's, relative to GD's m
 topic score (the scale on which the synthetic reproduction judges GD against the ODE at 2%).
 TL's ReLU kinks cut the adaptive steps short wherever a hidden unit switches, so a cheaper
 low-order step can win there. Run it on otherwise idle cores. Writes ``DIR/tl_solver.json``.
+
+``benchmarks.ode_check --solver S`` also takes a solver, but it vmaps its own seeds through
+the dynamics functions with its own settings; this one times the path the main job and
+``attndyn run`` take (the preset's ``dtmin`` and ``max_steps``, TL's seeds solved one after
+another, the run's own records), which is what the preset's choice of solver is for.
 """
 import argparse
 import json
