@@ -23,6 +23,7 @@ import sys
 import threading
 import tomllib
 
+from attndyn import compile_cache
 from tasks.errors import ConfigError, is_environment_failure
 
 _RUN_EPILOG = """examples:
@@ -517,6 +518,8 @@ def main(argv=None) -> int:
 
   previous = _install(signal.SIGTERM, on_sigterm)
   try:
+    if args.command in ("run", "reproduce", "explain", "atlas"):   # the commands that compile
+      compile_cache.enable()
     return commands[args.command](args)
   except (ConfigError, FileNotFoundError, tomllib.TOMLDecodeError) as err:
     print(f"attndyn: error: {err}", file=sys.stderr)

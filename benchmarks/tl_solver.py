@@ -16,6 +16,7 @@ another, the run's own records), which is what the preset's choice of solver is 
 """
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -30,7 +31,8 @@ def main(argv=None) -> int:
   ap.add_argument("--ode", default="reduced", choices=("reduced", "gradient_flow"))
   ap.add_argument("--solvers", default="tsit5,bosh3")
   args = ap.parse_args(argv)
-  from attndyn import cli
+  from attndyn import cli, compile_cache
+  os.environ[compile_cache.ENV] = "off"   # time the compiles too, as a fresh machine would
   out = Path(args.out)
   rows, first = [], None
   for solver in args.solvers.split(","):

@@ -14,6 +14,10 @@ TEST_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitte
 if os.environ.get("ATTNDYN_TEST_XLA_DEFAULTS") != "1":
   os.environ["XLA_FLAGS"] = f"{TEST_XLA_FLAGS} {os.environ.get('XLA_FLAGS', '')}".strip()
 
+# attndyn's commands keep a compile cache on disk (attndyn.compile_cache); the tests run them
+# without it, so that nothing is written to the user's home. The cache's own tests set it.
+os.environ["ATTNDYN_COMPILE_CACHE"] = "off"
+
 import jax  # noqa: E402  (after XLA_FLAGS)
 import jax.numpy as jnp  # noqa: E402
 import pytest  # noqa: E402
