@@ -31,6 +31,7 @@ import io
 import itertools
 import json
 import math
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -88,6 +89,10 @@ FULL = {
     # kinks cut each point's steps at its own times, so a vmapped bucket steps until its slowest
     # point is done and costs many times an FC/TC bucket; add "tl" to measure it.
     "ode_classifiers": ["fc", "tc"],
+    # A finished bucket's checkpoints (runs/bucket-NNNN/checkpoints: every run's final
+    # parameters, hundreds of MB a bucket at the paper's M = 5000) are deleted once its record
+    # is written, since --resume reads the bucket from the record; true keeps them.
+    "keep_checkpoints": False,
 }
 QUICK = {**FULL, "steps": 2000, "record_every": 25, "run_lengths": [2000, 1000, 500, 250],
          "sigma": [float(f"{s:.3g}") for s in np.logspace(-4, 0, 10)],
@@ -193,6 +198,8 @@ def _check(s: dict) -> None:
     bad("autodiff_thin", s["autodiff_thin"], "a positive integer")
   if s["precision"] not in ("float32", "float64"):
     bad("precision", s["precision"], "float32 or float64")
+  if not isinstance(s["keep_checkpoints"], bool):
+    bad("keep_checkpoints", s["keep_checkpoints"], "true or false")
 
 
 def buckets(s: dict) -> list:
@@ -446,6 +453,8 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
       commits[name] = code_commit() if computed else None   # None: read from checkpoints
       write_record(out, name, digest, r, c, start_id=start_id, seconds=spent[name],
                    commit=commits[name], partial_time=not whole)
+      if not s["keep_checkpoints"]:
+        _drop_checkpoints(out, name)
       (bar.update if computed else bar.read_back)(sum(counts[:i + 1]))
   finally:
     bar.close()
@@ -495,6 +504,16 @@ def record_digest(s: dict, bucket: Bucket) -> str:
          "tau": s["tau"], "record_every": s["record_every"],
          "start_fraction": SEN_START_FRACTION, "learned_acc": LEARNED_ACC}
   return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
+def _drop_checkpoints(out: Path, name: str) -> None:
+  """Delete a finished bucket's checkpoints, once its record is written (``keep_checkpoints``):
+  ``--resume`` reads the bucket from the record; its run_info.json, summary.json and
+  trajectories.npz stay."""
+  from attndyn import checkpoint, outputs
+  from attndyn.reproduce import engine
+  if outputs.is_writer():
+    shutil.rmtree(Path(out) / engine.RUNS_DIR / name / checkpoint.DIRNAME, ignore_errors=True)
 
 
 def _record_paths(out: Path, name: str) -> tuple:

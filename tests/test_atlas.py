@@ -20,7 +20,7 @@ from tasks.errors import ConfigError
 # the lr-0.5 runs at their last step.
 TINY = ["classifiers=[\"tc\"]", "axes={}", "crosses=[]", "seeds=2", "sigma=[0.001, 0.1]", "tau=5.0",
         "steps=10", "record_every=5", "run_lengths=[10, 5]", "precision=\"float64\"",
-        "ode_rtol=1e-6",
+        "ode_rtol=1e-6", "keep_checkpoints=true",   # the tests below play kills with them
         "base={n_nontopic=3, vocab_size=20, n_topics=2, words_per_topic=2, embed_dim=4, "
         "n_train=16, n_test=8, normaliser=\"softmax\", train_query=false}"]
 
@@ -158,6 +158,24 @@ def test_a_bucket_is_read_back_from_its_record_without_its_checkpoints(tiny_atla
   assert json.loads((out / "atlas.json").read_text())["buckets_without_curves"] == [bucket]
 
 
+def test_a_finished_buckets_checkpoints_go_once_its_record_is_written(tiny_atlas, tmp_path):
+  """By default (keep_checkpoints = false) a bucket's checkpoints are deleted after its record
+  is written, and a resume reads the bucket from the record: the same rows."""
+  import shutil
+  out = tmp_path / "dropped"
+  shutil.copytree(tiny_atlas[0], out)
+  shutil.rmtree(out / atlas.RECORDS)           # as if killed after the chunks, before the record
+  run = next((out / "runs").iterdir())
+  assert (run / "checkpoints" / "gd").is_dir()
+  items = [i for i in TINY if not i.startswith("keep_checkpoints")]
+  again = atlas.run_atlas(out, items=items, progress=False, findings=False, resume=True)
+  assert not (run / "checkpoints").exists()
+  assert (run / "trajectories.npz").is_file() and (run / "run_info.json").is_file()
+  assert not _same_rows(again.rows, tiny_atlas[1].rows)
+  assert not _same_rows(atlas.run_atlas(out, items=items, progress=False, findings=False,
+                                        resume=True).rows, tiny_atlas[1].rows)
+
+
 def test_a_damaged_or_foreign_record_is_recomputed_not_trusted(tiny_atlas, tmp_path, capsys):
   import shutil
   out = tmp_path / "damaged"
@@ -279,7 +297,7 @@ def test_a_failed_ode_stage_is_not_exit_0(raised, code, first, tmp_path, capsys,
 @pytest.mark.parametrize("item, names", [
     ("tau=-1", "tau"), ("colour=3", "colour"), ("axes={m=[2]}", "axes.m"),
     ("run_lengths=[7]", "run_lengths"), ("classifiers=[\"cnn\"]", "classifiers"),
-    ("sigma=[0]", "sigma"), ("tau", "tau")])
+    ("sigma=[0]", "sigma"), ("tau", "tau"), ("keep_checkpoints=1", "keep_checkpoints")])
 def test_bad_set_is_one_line(item, names, tmp_path, capsys):
   with pytest.raises(ConfigError, match=names.split(".")[0]):
     atlas.settings(items=[item])
