@@ -70,7 +70,10 @@ def directory(environ: Mapping[str, str] = os.environ) -> Optional[Path]:
   if chosen:
     root = Path(chosen).expanduser()
   else:
-    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    try:
+      base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    except RuntimeError:   # no home directory to be found: no cache
+      return None
     root = Path(base).expanduser() / "attndyn" / "xla"
   return root / host_folder()
 
@@ -84,8 +87,8 @@ def enable(environ: Mapping[str, str] = os.environ) -> Optional[Path]:
   runtime checks inside diffrax's solves (``saveat`` times increasing and within
   ``[t0, t1]``, the sign of ``dt0``: inputs attndyn builds and validates itself) are
   otherwise host callbacks, and JAX never caches a program that holds one, so every ODE
-  program would be compiled again on every run. A check that fails then gives NaN, which
-  a run reports as it reports a failed solve (the solves use ``throw=False``).
+  program would be compiled again on every run. A check that fails then makes that
+  solve's output NaN instead of raising.
   """
   if "equinox" not in sys.modules:
     os.environ.setdefault("EQX_ON_ERROR", "nan")
