@@ -9,6 +9,7 @@
   ad.analysis   # theory quantities, metrics and figures
   ad.presets    # the CLI's named settings; ad.paper_config(name) as typed configs
   ad.atlas      # the theory-validity atlas: ad.atlas.run_atlas(out, quick=True)
+  ad.compile_cache  # ad.compile_cache.enable(): the commands' on-disk compile cache, for a script
 
 The same packages are importable on their own (``import dynamics``).
 """
@@ -16,7 +17,7 @@ import importlib
 
 # Library packages and attndyn submodules reachable as attributes, each imported on first use.
 _PACKAGES = ("tasks", "models", "dynamics", "analysis")
-_SUBMODULES = ("presets", "config", "atlas")
+_SUBMODULES = ("presets", "config", "atlas", "compile_cache")
 
 __all__ = [*_PACKAGES, *_SUBMODULES, "paper_config"]
 
