@@ -454,7 +454,7 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
       write_record(out, name, digest, r, c, start_id=start_id, seconds=spent[name],
                    commit=commits[name], partial_time=not whole)
       if not s["keep_checkpoints"]:
-        _drop_checkpoints(out, name)
+        _drop_checkpoints(ctx, name)
       (bar.update if computed else bar.read_back)(sum(counts[:i + 1]))
   finally:
     bar.close()
@@ -506,14 +506,14 @@ def record_digest(s: dict, bucket: Bucket) -> str:
   return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
-def _drop_checkpoints(out: Path, name: str) -> None:
+def _drop_checkpoints(ctx, name: str) -> None:
   """Delete a finished bucket's checkpoints, once its record is written (``keep_checkpoints``):
   ``--resume`` reads the bucket from the record; its run_info.json, summary.json and
   trajectories.npz stay."""
   from attndyn import checkpoint, outputs
   from attndyn.reproduce import engine
   if outputs.is_writer():
-    shutil.rmtree(Path(out) / engine.RUNS_DIR / name / checkpoint.DIRNAME, ignore_errors=True)
+    shutil.rmtree(engine.run_dir(ctx, name) / checkpoint.DIRNAME, ignore_errors=True)
 
 
 def _record_paths(out: Path, name: str) -> tuple:
