@@ -218,32 +218,46 @@ class Checkpoints:
     _verify(out / DIRNAME, run)
     return cls(out / DIRNAME, manifest, every=1, writer=writer)
 
-  def check(self, config: dict, every: int, started: Optional[dict] = None) -> None:
-    """Refuse to resume with another config or on another kind of machine.
+  def mismatch(self, config: dict, started: Optional[dict] = None) -> Optional[str]:
+    """Why these checkpoints cannot be resumed with ``config`` here, or ``None`` if they can.
 
     Args:
       config: the config of the resumed run (TOML-shaped dict).
-      every: its ``sweep.checkpoint_every`` (may differ from the first run's).
       started: the first run's config as this attndyn reads it, i.e. with the
         defaults of keys an older attndyn did not write filled in (default: the
         manifest's config as stored).
 
-    Raises:
-      ConfigError: naming every differing field (or the backend/device count).
+    Returns:
+      ``None``, or one sentence naming every differing field, or the backend or device
+      count that differs (the chunks and their numbers would differ).
     """
     diff = differences(self.manifest["config"] if started is None else started, config)
     if diff:
-      raise ConfigError(
-          f"--resume: the config differs from the one {str(self.root.parent)!r} was started "
-          f"with: {'; '.join(diff)}. Resume with the same config (`attndyn run --out DIR "
-          f"--resume` alone reuses it), or start afresh in another --out.")
+      return (f"the config differs from the one {str(self.root.parent)!r} was started with: "
+              f"{'; '.join(diff)}")
     env = _environment()
     for key, value in env.items():
       if self.manifest[key] != value:
-        raise ConfigError(
-            f"--resume: the checkpoints were written with {key} = {self.manifest[key]!r}, this "
-            f"process has {value!r}: the chunks and their numbers would differ. Resume on the "
-            f"same kind of machine, or start afresh in another --out.")
+        return (f"the checkpoints were written with {key} = {self.manifest[key]!r}, this "
+                f"process has {value!r}: the chunks and their numbers would differ")
+    return None
+
+  def check(self, config: dict, every: int, started: Optional[dict] = None) -> None:
+    """Refuse to resume with another config or on another kind of machine (``attndyn run``).
+
+    Args:
+      config: the config of the resumed run (TOML-shaped dict).
+      every: its ``sweep.checkpoint_every`` (may differ from the first run's).
+      started: as in :meth:`mismatch`.
+
+    Raises:
+      ConfigError: :meth:`mismatch`'s reason, with what ``attndyn run`` allows.
+    """
+    why = self.mismatch(config, started)
+    if why is not None:
+      allowed = ("Resume with the same config (`attndyn run --out DIR --resume` alone reuses "
+                 "it)" if why.startswith("the config") else "Resume on the same kind of machine")
+      raise ConfigError(f"--resume: {why}. {allowed}, or start afresh in another --out.")
     self.every = every
 
   def _path(self, stage: str, index: int) -> Path:

@@ -127,7 +127,8 @@ def test_the_engine_trains_any_normaliser(tiny_data):
   assert abs(float(gap)) > 1e-6
 
 
-def test_a_plain_sweep_is_checkpointed_per_chunk_and_resumes_to_the_same_outputs(tmp_path):
+def test_a_plain_sweep_is_checkpointed_per_chunk_and_resumes_to_the_same_outputs(tmp_path,
+                                                                                   capsys):
   """engine.sweep: the checkpointed run_sweep of experiments that are not `attndyn run` configs."""
   import jax.numpy as jnp
 
@@ -143,7 +144,7 @@ def test_a_plain_sweep_is_checkpointed_per_chunk_and_resumes_to_the_same_outputs
   before = stamps()
   assert len(before) == 3
   (folder / "chunk_00002.npz").unlink()    # killed before the last chunk was written
-  resumed = runner.Context(out=tmp_path, quick=True, verbose=False, experiment="demo",
+  resumed = runner.Context(out=tmp_path, quick=True, verbose=True, experiment="demo",
                            resume=True)
   again = engine.sweep(resumed, "demo-sweep", fn, inputs, {"k": 1}, chunk_size=2)
   for k in first:
@@ -157,6 +158,11 @@ def test_a_plain_sweep_is_checkpointed_per_chunk_and_resumes_to_the_same_outputs
   assert all(stamps()[n] != after[n] for n in after)
   kept = sorted(folder.parent.parent.glob("checkpoints-superseded-*"))
   assert len(kept) == 1
+  # The log names what differs, and gives no `attndyn run` advice (the reproduction itself
+  # decided to start afresh).
+  logged = [line for line in capsys.readouterr().err.splitlines() if "not resuming" in line]
+  assert len(logged) == 1 and "the config differs" in logged[0], logged
+  assert "attndyn run" not in logged[0] and "Resume with" not in logged[0], logged
   assert {p.name: p.stat().st_mtime_ns for p in sorted((kept[0] / "sweep").glob("*.npz"))} == after
 
 

@@ -68,14 +68,16 @@ def _store(ctx, out: Path, cfg: dict, chunk_size: Optional[int], every: int = 1)
   writer = outputs.is_writer()
   if ctx.resume and manifest.is_file():
     store = checkpoint.Checkpoints.resume(out, writer=writer)
-    try:
+    why = store.mismatch(cfg)
+    if why is None:
       store.check(cfg, every)
       return store, True
-    except ConfigError as err:   # another config (or backend): start afresh, keeping the old
-      kept = _set_aside(out / checkpoint.DIRNAME, store.manifest.get("run_id", "")) \
-          if writer else None
-      ctx.log(f"{out.name}: not resuming its checkpoints ({err}); starting afresh"
-              + (f" (the old ones are kept in {kept})" if kept else ""))
+    # Another config (or backend): start afresh, keeping the old ones. The reproduction
+    # decides this itself, so the reason is logged without `attndyn run`'s --resume advice.
+    kept = _set_aside(out / checkpoint.DIRNAME, store.manifest.get("run_id", "")) \
+        if writer else None
+    ctx.log(f"{out.name}: not resuming its checkpoints ({why}); starting afresh"
+            + (f" (the old ones are kept in {kept})" if kept else ""))
   return checkpoint.Checkpoints.create(out, cfg, chunk_size, every=every, writer=writer), False
 
 
