@@ -49,7 +49,7 @@ ODE_NAMES = {"reduced": "Lemma 2's reduced ODE", "gradient_flow": "the gradient 
 FULL = {"run": {"sweep": {"seeds": 5}, "train": {"steps": 5000, "record_every": 50}},
         "classifiers": list(CLASSIFIERS),
         "odes": {"fc": "both", "tc": "both", "tl": "both"},
-        "invariant": {"seeds": {"fc": 5, "tc": 5, "tl": 2}, "rtol": 1e-10, "atol": 1e-12,
+        "invariant": {"seeds": {"fc": 5, "tc": 5, "tl": 5}, "rtol": 1e-10, "atol": 1e-12,
                       "dtmin": 0.1, "solver": "tsit5"},
         "sen_start_fraction": 0.1, "sen_tolerance": 0.02, "assumption1_ratio": 0.01,
         "ode_tolerance": 0.02, "invariant_tolerance": 1e-6, "drift_tolerance": 0.01,
