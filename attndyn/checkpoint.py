@@ -19,7 +19,7 @@ import sys
 import time
 import zipfile
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 import jax
 import numpy as np
@@ -218,6 +218,21 @@ class Checkpoints:
     _verify(out / DIRNAME, run)
     return cls(out / DIRNAME, manifest, every=1, writer=writer)
 
+  def _resume_mismatch(self, config: dict, started: Optional[dict]) -> Optional[Tuple[str, str]]:
+    """``(why, what attndyn run allows)``, or ``None`` when the checkpoints can be resumed."""
+    diff = differences(self.manifest["config"] if started is None else started, config)
+    if diff:
+      return (f"the config differs from the one {str(self.root.parent)!r} was started with: "
+              f"{'; '.join(diff)}",
+              "Resume with the same config (`attndyn run --out DIR --resume` alone reuses it)")
+    env = _environment()
+    for key, value in env.items():
+      if self.manifest[key] != value:
+        return (f"the checkpoints were written with {key} = {self.manifest[key]!r}, this "
+                f"process has {value!r}: the chunks and their numbers would differ",
+                "Resume on the same kind of machine")
+    return None
+
   def mismatch(self, config: dict, started: Optional[dict] = None) -> Optional[str]:
     """Why these checkpoints cannot be resumed with ``config`` here, or ``None`` if they can.
 
@@ -231,16 +246,8 @@ class Checkpoints:
       ``None``, or one sentence naming every differing field, or the backend or device
       count that differs (the chunks and their numbers would differ).
     """
-    diff = differences(self.manifest["config"] if started is None else started, config)
-    if diff:
-      return (f"the config differs from the one {str(self.root.parent)!r} was started with: "
-              f"{'; '.join(diff)}")
-    env = _environment()
-    for key, value in env.items():
-      if self.manifest[key] != value:
-        return (f"the checkpoints were written with {key} = {self.manifest[key]!r}, this "
-                f"process has {value!r}: the chunks and their numbers would differ")
-    return None
+    found = self._resume_mismatch(config, started)
+    return None if found is None else found[0]
 
   def check(self, config: dict, every: int, started: Optional[dict] = None) -> None:
     """Refuse to resume with another config or on another kind of machine (``attndyn run``).
@@ -253,10 +260,9 @@ class Checkpoints:
     Raises:
       ConfigError: :meth:`mismatch`'s reason, with what ``attndyn run`` allows.
     """
-    why = self.mismatch(config, started)
-    if why is not None:
-      allowed = ("Resume with the same config (`attndyn run --out DIR --resume` alone reuses "
-                 "it)" if why.startswith("the config") else "Resume on the same kind of machine")
+    found = self._resume_mismatch(config, started)
+    if found is not None:
+      why, allowed = found
       raise ConfigError(f"--resume: {why}. {allowed}, or start afresh in another --out.")
     self.every = every
 
