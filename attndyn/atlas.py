@@ -267,36 +267,58 @@ COST = {"multiply_add": 1.42e-10,
         "compile": 14.0, "reduced_ode": 25.0}
 
 
+class FastPathWork(NamedTuple):
+  """A fast-path bucket's GD work (:mod:`dynamics.fast_lu`).
+
+  Attributes:
+    run_steps: σ × seeds × Σ run lengths.
+    gathered: floats gathered per run-step: sentences × (m + 1) tokens × channels
+      (``2 (J + 1)`` for FC/TC, ``(d + 1) + (hidden + 1)`` for TL).
+    products: multiply-adds per run-step of the three ``V_a × d × K`` products over the
+      words seen in training (``V_a ≈ M (1 − e^{−n m / M})``; ``K = J`` for FC/TC, the
+      hidden width for TL).
+  """
+  run_steps: int
+  gathered: float
+  products: float
+
+
+def fast_path_work(s: dict, bucket: Bucket) -> FastPathWork:
+  """:class:`FastPathWork` of a bucket on the fast path (:func:`fast`)."""
+  v = bucket.values
+  sigmas, lengths = continuous(s, bucket)
+  tokens = v["n_train"] * (v["n_nontopic"] + 1)
+  d, vocab = v["embed_dim"], v["vocab_size"]
+  seen = vocab * -math.expm1(-v["n_train"] * v["n_nontopic"] / vocab) \
+      + v["n_topics"] * v["words_per_topic"]
+  if v["classifier"] == "tl":
+    k = presets.preset("lu2021-text-tl")["model"]["hidden_dim"]
+    channels = (d + 1) + (k + 1)
+  else:
+    k = v["n_topics"]
+    channels = 2 * (k + 1)
+  return FastPathWork(len(sigmas) * s["seeds"] * sum(lengths), tokens * channels,
+                      3 * seen * d * k)
+
+
 def bucket_cost(s: dict, bucket: Bucket) -> float:
   """A bucket's computing cost in estimated seconds (:data:`COST`), for the ETA.
 
-  GD's work is its run-steps (σ × seeds × Σ run lengths) times, per step on the fast path
-  (:mod:`dynamics.fast_lu`), the floats gathered per token (sentences × (m + 1) tokens;
-  ``2 (J + 1)`` channels for FC/TC, ``(d + 1) + (hidden + 1)`` for TL), each costing
-  ``GATHER_COST`` multiply-adds, plus three ``V_a × d × K`` products over the words seen in
-  training (``V_a ≈ M (1 − e^{−n m / M})``; ``K = J`` for FC/TC, the hidden width for TL).
-  Off the fast path, a measured cost per run-step and token.
+  On the fast path, GD's work is :func:`fast_path_work`: each gathered float costs
+  ``GATHER_COST`` multiply-adds, plus the products over the vocabulary. Off the fast path, a
+  measured cost per run-step and token.
   """
   from dynamics.fast_lu.step import GATHER_COST
   v = bucket.values
-  sigmas, lengths = continuous(s, bucket)
-  run_steps = len(sigmas) * s["seeds"] * sum(lengths)
-  tokens = v["n_train"] * (v["n_nontopic"] + 1)
   if fast(bucket):
-    d, vocab = v["embed_dim"], v["vocab_size"]
-    seen = vocab * -math.expm1(-v["n_train"] * v["n_nontopic"] / vocab) \
-        + v["n_topics"] * v["words_per_topic"]
-    if v["classifier"] == "tl":
-      k = presets.preset("lu2021-text-tl")["model"]["hidden_dim"]
-      channels = (d + 1) + (k + 1)
-    else:
-      k = v["n_topics"]
-      channels = 2 * (k + 1)
-    gd = COST["multiply_add"] * run_steps * (GATHER_COST * tokens * channels + 3 * seen * d * k)
+    w = fast_path_work(s, bucket)
+    gd = COST["multiply_add"] * w.run_steps * (GATHER_COST * w.gathered + w.products)
   else:
+    sigmas, lengths = continuous(s, bucket)
+    run_steps = len(sigmas) * s["seeds"] * sum(lengths)
     per = COST["autodiff_token_step"]["normaliser" if v["normaliser"] != "softmax"
                                       else "train_query"]
-    gd = per * run_steps * tokens
+    gd = per * run_steps * v["n_train"] * (v["n_nontopic"] + 1)
   ode = COST["reduced_ode"] if run_config(s, bucket)["ode"]["kind"] == "reduced" else 0.0
   return gd + COST["compile"] + ode
 

@@ -47,14 +47,14 @@ def _forms(n_tokens: int) -> dict:
   return {"take_sum": take_sum, "slice_sums": slice_sums, "one_hot_matmul": one_hot_matmul}
 
 
-def time_form(fn, table, tokens, repeats: int = 5) -> float:
-  """Best-of-``repeats`` seconds of one jitted call (compiled and run once before)."""
+def time_form(fn, *args, repeats: int = 5) -> float:
+  """Best-of-``repeats`` seconds of one jitted call ``fn(*args)`` (compiled and run once before)."""
   f = jax.jit(fn)
-  f(table, tokens).block_until_ready()
+  jax.block_until_ready(f(*args))
   best = float("inf")
   for _ in range(repeats):
     t0 = time.perf_counter()
-    f(table, tokens).block_until_ready()
+    jax.block_until_ready(f(*args))
     best = min(best, time.perf_counter() - t0)
   return best
 
@@ -111,13 +111,7 @@ def measure_products(words: int, d: int, k: int, tiles=(8, 32, 64)) -> list:
     r = jnp.asarray(rng.standard_normal((words, k, s)), jnp.float32)
     w = jnp.asarray(rng.standard_normal((d, k, s)), jnp.float32)
     for name, fn in _product_forms().items():
-      f = jax.jit(fn)
-      jax.block_until_ready(f(x, r, w))
-      best = float("inf")
-      for _ in range(5):
-        t0 = time.perf_counter()
-        jax.block_until_ready(f(x, r, w))
-        best = min(best, time.perf_counter() - t0)
+      best = time_form(fn, x, r, w)
       macs = 3 * words * d * k * s
       rows.append({"form": name, "tile": s, "d": d, "k": k, "seconds": best,
                    "macs_per_s": macs / best})
@@ -128,10 +122,10 @@ def measure_products(words: int, d: int, k: int, tiles=(8, 32, 64)) -> list:
 
 def full_grid_work() -> dict:
   """The full atlas's fast-path GD work, per kind (``"fc/tc"``, ``"tl"``): ``floats``
-  gathered (Σ run-steps × tokens × channels) and ``macs``, the multiply-adds of the products
-  over the vocabulary (Σ run-steps × 3 V_a d K): the counts :func:`attndyn.atlas.bucket_cost`
-  uses. ``channels`` and ``k``: the per-token channels and K of the kind at the paper's base
-  (the rates are measured at those)."""
+  gathered and ``macs``, the multiply-adds of the products over the vocabulary, summed over
+  run-steps (:func:`attndyn.atlas.fast_path_work`, the counts the ETA's cost model uses).
+  ``channels`` and ``k``: the per-token channels and K of the kind at the paper's base (the
+  rates are measured at those)."""
   from attndyn import atlas, presets
   s = atlas.settings()
   hidden = presets.preset("lu2021-text-tl")["model"]["hidden_dim"]
@@ -142,25 +136,11 @@ def full_grid_work() -> dict:
   for b in atlas.buckets(s):
     if not atlas.fast(b):
       continue
-    v = b.values
-    sigmas, lengths = atlas.continuous(s, b)
-    run_steps = len(sigmas) * s["seeds"] * sum(lengths)
-    tokens = v["n_train"] * (v["n_nontopic"] + 1)
-    d, vocab = v["embed_dim"], v["vocab_size"]
-    seen = vocab * -np.expm1(-v["n_train"] * v["n_nontopic"] / vocab) \
-        + v["n_topics"] * v["words_per_topic"]
-    if v["classifier"] == "tl":
-      kind, k, channels = "tl", hidden, (d + 1) + (hidden + 1)
-    else:
-      kind, k, channels = "fc/tc", v["n_topics"], 2 * (v["n_topics"] + 1)
-    work[kind]["floats"] += run_steps * tokens * channels
-    work[kind]["macs"] += run_steps * 3 * seen * d * k
+    w = atlas.fast_path_work(s, b)
+    kind = "tl" if b.values["classifier"] == "tl" else "fc/tc"
+    work[kind]["floats"] += w.run_steps * w.gathered
+    work[kind]["macs"] += w.run_steps * w.products
   return work
-
-
-def atlas_settings_base() -> dict:
-  from attndyn import atlas
-  return atlas.settings()["base"]
 
 
 def atlas_fast_seconds(out: Path) -> float:
@@ -181,7 +161,8 @@ def main(argv=None) -> int:
                       help="a finished full atlas's directory, for its measured rate")
   args = parser.parse_args(argv)
   work = full_grid_work()
-  d = atlas_settings_base()["embed_dim"]
+  from attndyn import atlas
+  d = atlas.settings()["base"]["embed_dim"]
   gathers = measure(args.sentences, args.tokens, args.vocab,
                     channels=sorted({w["channels"] for w in work.values()}))
   products = []
