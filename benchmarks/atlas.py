@@ -2,6 +2,7 @@
 
 ``python -m benchmarks.atlas --out DIR [--quick] [--buckets I,J,...] [--baseline] [--baseline-ode]``
 ``python -m benchmarks.atlas --cost-check DIR``
+``python -m benchmarks.atlas --compare DIR_A DIR_B``
 
 Runs a sample of the full grid's buckets (default: the base bucket of each classifier, Attn-TC's
 largest m × M bucket, its sparsemax and its trainable-query bucket; ``--quick``: the whole quick
@@ -23,6 +24,13 @@ computing seconds of an atlas's finished buckets (``DIR/buckets/*.json`` or
 ``DIR/atlas-seconds.json``) with :func:`attndyn.atlas.bucket_cost`, the ETA's cost model, and
 prints each bucket's ratio, their spread and the whole grid's time the model predicts when
 scaled by the median ratio.
+
+``python -m benchmarks.atlas --compare DIR_A DIR_B`` runs nothing either: it reads the bucket
+records (``buckets/bucket-NNNN.csv`` and ``.json``) that two atlases (another machine, backend or
+precision) both finished and prints, over their common rows (matched by bucket, σ, lr and seed),
+how many runs hold in one and not the other (each with the measure nearest its tolerance), each
+measure's relative difference (median, 99th percentile, largest) and the buckets' computing
+seconds, B's over A's.
 
 ``--baseline-ode`` also runs each sampled bucket with the reduced ODE solved once per
 learning rate, as before :func:`attndyn.pipeline.solve_lrs_together` solved it once for all
@@ -153,11 +161,81 @@ def cost_check(directory: Path) -> dict:
   return doc
 
 
+COMPARED = ("sen_error", "q_drift", "assumption1_ratio", "ode_rel_dev", "test_acc",
+            "mean_topic_score", "time_to_learn")
+
+
+def compare(a: Path, b: Path) -> dict:
+  """The common finished buckets of two atlases ``a`` and ``b``, row by row (see the module
+  docstring); prints and returns it."""
+  import math
+  import numpy as np
+  from analysis import atlas as measures
+  from attndyn import atlas
+
+  def flagged(path):
+    return {(r["sigma"], r["lr"], r["seed"]): r
+            for r in measures.with_flags(atlas.read_table(path), atlas.TOLERANCES)}
+
+  def seconds(path):
+    doc = json.loads(path.read_text()) if path.is_file() else {}
+    parts = doc.get("seconds") or [None]
+    return None if None in parts or doc.get("partial_time") else sum(parts)
+
+  bound = {m.name: atlas.TOLERANCES[m.tolerance] for m in measures.MEASURES}
+  names = sorted(p.name for p in (a / atlas.RECORDS).glob("bucket-*.csv")
+                 if (b / atlas.RECORDS / p.name).is_file())
+  rel = {k: [] for k in COMPARED}
+  flips, buckets, n_rows = [], [], 0
+  for name in names:
+    rows_a, rows_b = flagged(a / atlas.RECORDS / name), flagged(b / atlas.RECORDS / name)
+    common = sorted(set(rows_a) & set(rows_b))
+    n_rows += len(common)
+    for key in common:
+      ra, rb = rows_a[key], rows_b[key]
+      for k in COMPARED:
+        x, y = float(ra[k]), float(rb[k])
+        if math.isfinite(x) and math.isfinite(y) and x != 0:
+          rel[k].append(abs(y - x) / abs(x))
+      if ra["holds"] != rb["holds"]:
+        # The measure whose value sits nearest its tolerance (log distance) in either atlas.
+        judged = [k for k in bound if math.isfinite(float(ra[k])) and float(ra[k]) > 0]
+        near = min(judged, key=lambda k: abs(math.log(float(ra[k]) / bound[k])))
+        flips.append({"bucket": name[:-4], "sigma": key[0], "lr": key[1], "seed": key[2],
+                      "holds_a": ra["holds"], "measure": near, "bound": bound[near],
+                      "a": float(ra[near]), "b": float(rb[near])})
+    sa, sb = seconds(a / atlas.RECORDS / f"{name[:-4]}.json"), seconds(
+        b / atlas.RECORDS / f"{name[:-4]}.json")
+    buckets.append({"bucket": name[:-4], "rows": len(common), "seconds_a": sa, "seconds_b": sb})
+  timed = [r for r in buckets if r["seconds_a"] and r["seconds_b"]]
+  total_a = sum(r["seconds_a"] for r in timed)
+  total_b = sum(r["seconds_b"] for r in timed)
+  doc = {"buckets": buckets, "rows": n_rows, "holds_differ": flips,
+         "relative_difference": {k: {"n": len(v), "median": float(np.median(v)),
+                                     "p99": float(np.percentile(v, 99)), "max": float(max(v))}
+                                 for k, v in rel.items() if v},
+         "seconds_a": total_a, "seconds_b": total_b}
+  print(f"{len(names)} common buckets, {n_rows} rows; holds differs in {len(flips)}")
+  for f in flips:
+    print(f"  {f['bucket']} σ {f['sigma']:.3g} lr {f['lr']:.3g} seed {f['seed']}: "
+          f"{f['measure']} {f['a']:.5g} / {f['b']:.5g} (bound {f['bound']:g})")
+  for k, v in doc["relative_difference"].items():
+    print(f"  {k:<18} relative difference: median {v['median']:.2e}, 99th percentile "
+          f"{v['p99']:.2e}, largest {v['max']:.2e} ({v['n']} rows)")
+  if timed:
+    print(f"computing seconds over {len(timed)} buckets: A {total_a:.1f} s, B {total_b:.1f} s, "
+          f"B / A {total_b / total_a:.3f}")
+  return doc
+
+
 def main(argv=None) -> int:
   if argv is None:
     argv = sys.argv[1:]
   if argv[:1] == ["--cost-check"] and len(argv) == 2:
     cost_check(Path(argv[1]))
+    return 0
+  if argv[:1] == ["--compare"] and len(argv) == 3:
+    compare(Path(argv[1]), Path(argv[2]))
     return 0
   import jax
   from attndyn import atlas

@@ -458,3 +458,36 @@ def test_the_cost_check_compares_measured_buckets_with_the_model(tmp_path, capsy
   assert doc["grid_predicted_seconds"] == pytest.approx(2 * sum(atlas.bucket_cost(s, b)
                                                                 for b in grid))
   assert "ratio 2.00" in capsys.readouterr().out
+
+
+def test_the_comparison_of_two_atlases_matches_rows_and_names_each_changed_verdict(tmp_path, capsys):
+  """benchmarks.atlas --compare: rows matched by (σ, lr, seed) within each common bucket, a run
+  that holds in one atlas and not the other reported with the measure that crossed its bound,
+  relative differences per measure, and B's computing seconds over A's."""
+  from benchmarks import atlas as bench
+
+  def row(sigma, seed, **change):
+    r = {"sigma": sigma, "lr": 0.25, "seed": seed, "diverged": False, "sen_error": 0.01,
+         "q_drift": 0.005, "assumption1_ratio": 0.005, "ode_rel_dev": 0.019, "test_acc": 1.0,
+         "mean_topic_score": 4.0, "time_to_learn": 6.25}
+    return {**r, **change}
+
+  def write(directory, rows, seconds, name="bucket-0000"):
+    (directory / atlas.RECORDS).mkdir(parents=True, exist_ok=True)
+    atlas.write_table(directory / atlas.RECORDS / f"{name}.csv", rows)
+    (directory / atlas.RECORDS / f"{name}.json").write_text(json.dumps({"seconds": [seconds]}))
+
+  a, b = tmp_path / "a", tmp_path / "b"
+  write(a, [row(1e-3, 0), row(1e-3, 1)], 10.0)
+  write(a, [row(1e-3, 0)], 5.0, name="bucket-0001")      # not in b: left out
+  # b's rows in another order; seed 1 crosses Lemma 2's bound, seed 0 moves inside every bound.
+  write(b, [row(1e-3, 1, ode_rel_dev=0.021), row(1e-3, 0, sen_error=0.011)], 2.0)
+  doc = bench.compare(a, b)
+  assert doc["rows"] == 2 and [r["bucket"] for r in doc["buckets"]] == ["bucket-0000"]
+  [flip] = doc["holds_differ"]
+  assert (flip["seed"], flip["holds_a"], flip["measure"]) == (1, True, "ode_rel_dev")
+  assert (flip["a"], flip["b"], flip["bound"]) == (0.019, 0.021, atlas.TOLERANCES["ode_tolerance"])
+  assert doc["relative_difference"]["sen_error"]["max"] == pytest.approx(0.1)
+  assert doc["relative_difference"]["ode_rel_dev"]["max"] == pytest.approx(0.002 / 0.019)
+  assert doc["seconds_b"] / doc["seconds_a"] == pytest.approx(0.2)
+  assert "holds differs in 1" in capsys.readouterr().out

@@ -1,4 +1,8 @@
-"""The full atlas's rows kept in docs/atlas/full/buckets match the grid they claim to be.
+"""The atlas rows kept in docs/atlas/ match the grid they claim to be.
+
+docs/atlas/full/buckets (the full grid, CPU), docs/atlas/h100/full/buckets (its first 23
+buckets on a GPU), docs/atlas/quick/buckets and docs/atlas/h100/quick/buckets (the quick grid,
+CPU and GPU).
 
 Each record there is read back by `attndyn atlas --resume` in place of computing its bucket,
 so a record whose settings no longer match the grid (its digest), or that lost rows, would
@@ -11,20 +15,23 @@ import pytest
 
 from attndyn import atlas
 
-RECORDS = Path(__file__).resolve().parent.parent / "docs" / "atlas" / "full" / atlas.RECORDS
-NAMES = sorted(p.stem for p in RECORDS.glob("bucket-*.json"))
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "atlas"
+KEPT = {"full": False, "h100/full": False, "quick": True, "h100/quick": True}   # folder: quick
+CASES = [(folder, p.stem) for folder in KEPT
+         for p in sorted((DOCS / folder / atlas.RECORDS).glob("bucket-*.json"))]
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_a_kept_record_matches_the_full_grid(name):
-  s = atlas.settings()
+@pytest.mark.parametrize("folder,name", CASES)
+def test_a_kept_record_matches_its_grid(folder, name):
+  RECORDS = DOCS / folder / atlas.RECORDS
+  s = atlas.settings(quick=KEPT[folder])
   grid = atlas.buckets(s)
   index = int(name.split("-")[1])
   bucket = grid[index]
   counts = [atlas.n_configurations(s, b) for b in grid]
   doc = json.loads((RECORDS / f"{name}.json").read_text())
   assert doc["digest"] == atlas.record_digest(s, bucket), \
-      f"{name} was made with other settings than the full grid's: recompute it"
+      f"{folder}/{name} was made with other settings than its grid's: recompute it"
   record = atlas.read_record(RECORDS.parent, name, doc["digest"],
                              start_id=sum(counts[:index]), warn=False)
   assert record is not None and not record.curves       # the rows alone are kept
