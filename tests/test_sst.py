@@ -125,3 +125,23 @@ def test_masked_padding_gets_zero_attention_and_pad_word_is_an_ordinary_word():
   is_pad = pad_word.tokens == vocab.index(sst.PAD)
   assert float(jnp.min(jnp.where(is_pad, att_pad, 1.0))) > 0.0
   np.testing.assert_allclose(att_pad.sum(-1), 1.0)
+
+
+def test_a_group_resumes_under_settings_that_only_choose_groups_or_judge_them():
+  """The segment checkpoint's settings hold what decides a group's training and nothing else:
+  adding a dataset, a padding or a variant, or changing a tolerance, keeps a finished group's
+  segments; changing its training does not."""
+  from attndyn.reproduce.lu2021 import sst as experiment
+  s = experiment.FULL
+  key = lambda s, variants=("fc", "fc_orthonormal"): experiment.segment_settings(
+      s, variants, s["max_steps"]["sst2"], "sst2 masked")
+  for change in ({"datasets": ["sst2"]}, {"paddings": ["masked"]}, {"variants": ["fc"]},
+                 {"max_steps": {**s["max_steps"], "sst5": 10}}, {"tolerance": 1.0},
+                 {"top_words": 5}, {"sen_ok": 0.5}, {"fig4_words": 1}):
+    assert key({**s, **change}) == key(s), change
+  assert set(s) == set(experiment.TRAINING) | {"datasets", "paddings", "variants", "max_steps",
+                                               "tolerance", "top_words", "sen_ok", "fig4_words"}
+  for change in ({"lr": 0.05}, {"seeds": 2}, {"patience": 5}, {"segment": 100},
+                 {"model": {**s["model"], "embed_std": 1e-2}}, {"max_steps": {"sst2": 10}}):
+    assert key({**s, **change}) != key(s), change
+  assert key(s, ("fc",)) != key(s)

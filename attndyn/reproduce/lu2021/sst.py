@@ -97,6 +97,20 @@ def load(dataset: str, padding: str, max_sentences: int = 0) -> tasks.SSTData:
   return data, {split: pad(cut(getattr(data, split))) for split in ("train", "dev", "test")}
 
 
+# The settings that decide a group's training (its segment checkpoint's digest). The rest choose
+# which groups run (datasets, paddings, variants; max_steps of the other dataset) or only judge
+# (tolerance, top_words, sen_ok, fig4_words), so adding SST-5 to a finished SST-2 run, or
+# changing a tolerance, resumes the groups already trained instead of training them again.
+TRAINING = ("model", "lr", "record_every", "eval_every", "patience", "segment", "seeds",
+            "max_sentences")
+
+
+def segment_settings(s: dict, variants, steps: int, label: str) -> dict:
+  """What decides one group's segments: :data:`TRAINING`, its variants, epochs and data label."""
+  return {"training": {k: s[k] for k in TRAINING}, "variants": list(variants), "steps": steps,
+          "label": label}
+
+
 def _group(ctx, s: dict, data, b: dict, variants, steps: int, label: str) -> dict:
   """Train the runs of some variants × seeds in segments; data are arguments, not constants.
 
@@ -160,7 +174,7 @@ def _group(ctx, s: dict, data, b: dict, variants, steps: int, label: str) -> dic
   # host): the segments are checkpointed under runs/NAME instead (--resume continues after the
   # last finished segment).
   name = f"{NAME}-{label.replace(' ', '-')}-{'fc' if fc else 'tc'}"
-  settings = {"settings": s, "variants": list(variants), "steps": steps, "label": label}
+  settings = segment_settings(s, variants, steps, label)
   with engine.segment_checkpoint(ctx, name, settings, params0) as (start, on_state):
     res = dynamics_segmented.run_segments(lambda p: seg(p, aux, b), params0, segment=segment,
                                           max_segments=n_seg, record_every=s["record_every"],
