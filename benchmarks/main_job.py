@@ -1,7 +1,7 @@
 """The README's main job, timed: ``attndyn reproduce lu2021 --quick``, per experiment.
 
 ``python -m benchmarks.main_job --out DIR [--only synthetic,theorem2,ablation,cnn] [--target 120]
-[--cache off|DIR]``
+[--cache off|DIR] [--set KEY=VALUE ...]``
 
 Runs the reproduction in one process into ``DIR`` (new or empty) and prints, per
 experiment, its wall seconds (from ``DIR/experiments/NAME.json``) and its rows by
@@ -11,7 +11,9 @@ remove; loading a program from the compile cache counts there too) and the ratio
 synthetic section, Fig 3's ordering, Theorem 2's trend and App. A within about
 2 minutes on 2 CPU cores: below 1 meets it). By default the compile cache is off, so every
 program is compiled, as on a fresh machine; ``--cache DIR`` twice with the same ``DIR`` times
-a rerun that loads them (:mod:`attndyn.compile_cache`). Writes ``DIR/main_job.json``.
+a rerun that loads them (:mod:`attndyn.compile_cache`). ``--set`` hands a setting to the
+reproduction (as ``attndyn reproduce --set``), to time the job with it changed. Writes
+``DIR/main_job.json``.
 Run it on otherwise idle cores: the numbers are this machine's, not constants.
 """
 import argparse
@@ -39,6 +41,8 @@ def main(argv=None) -> int:
                   help="the compile cache (attndyn.compile_cache): off (default: a fresh "
                        "machine, every program compiled) or a directory; run twice with the "
                        "same directory to time a rerun")
+  ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                  help="a reproduction setting, as `attndyn reproduce --set` (repeatable)")
   args = ap.parse_args(argv)
   from attndyn import compile_cache
   os.environ[compile_cache.ENV] = args.cache
@@ -62,6 +66,8 @@ def main(argv=None) -> int:
   command = ["reproduce", "lu2021", "--quick", "--out", args.out, "--quiet"]
   if args.only:
     command += ["--only", args.only]
+  for item in args.set:
+    command += ["--set", item]
   t0 = time.perf_counter()
   code = cli.main(command)
   wall = time.perf_counter() - t0

@@ -55,8 +55,13 @@ FULL = {"run": {"sweep": {"seeds": 5}, "train": {"steps": 5000, "record_every": 
         "ode_tolerance": 0.02, "invariant_tolerance": 1e-6, "drift_tolerance": 0.01,
         "sen_word": 0, "absence_recall": 0.9, "run_figures": True}
 # The paper's 5000 epochs in the quick mode too; fewer seeds, and TL's gradient flow (minutes a
-# seed: its ReLU kinks shorten the solver's steps) is left to the full mode.
-QUICK = {**FULL, "run": {"sweep": {"seeds": 3}, "train": {"steps": 5000, "record_every": 50}},
+# seed: its ReLU kinks shorten the solver's steps) is left to the full mode. The float32 ODEs
+# beside GD are solved at rtol 1e-4, the atlas's `ode_rtol`, instead of the presets' 1e-6: the
+# rows they enter are judged at 2% (ode_tolerance, sen_tolerance), and float32 leaves little
+# room below 1e-6 (docs/usage.md), where the controller rejects many steps. Theorem 1's row is
+# solved apart, in float64 at invariant.rtol, in both modes.
+QUICK = {**FULL, "run": {"sweep": {"seeds": 3}, "train": {"steps": 5000, "record_every": 50},
+                         "ode": {"rtol": 1e-4}},
          "odes": {"fc": "both", "tc": "both", "tl": "reduced"},
          "invariant": {**FULL["invariant"], "seeds": {"fc": 2, "tc": 2, "tl": 0}}}
 # The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
@@ -213,7 +218,9 @@ def _ode_rows(c: str, r: dict, s: dict, m: int, quick: bool, converged: bool) ->
     else:
       dev = end_dev = sen = np.array([])
     comparable = converged and ran
-    note = (f"largest |s_GD − s_ODE| at the last step: {np.max(end_dev):.3g}" if ran
+    cfg = result.config
+    solved = f"solved by {cfg.ode.solver} at rtol {cfg.ode.rtol:g} in {cfg.precision}"
+    note = (f"largest |s_GD − s_ODE| at the last step: {np.max(end_dev):.3g}; {solved}" if ran
             else f"no values: {why}")
     rows.append(rep.claim(
         f"{NAME}.{c}.{kind}.max_score_dev",
@@ -228,7 +235,7 @@ def _ode_rows(c: str, r: dict, s: dict, m: int, quick: bool, converged: bool) ->
         f"{name}: max relative error of ‖v_t‖ vs Eq (10) along {ODE_NAMES[kind]}, after the "
         f"first {s['sen_start_fraction']:.0%}",
         paper="curves coincide (Fig 2)", ours=rep.mean_ci(sen), figure="Fig 2, Eq (10)",
-        quick=quick or not ran, comparable=comparable, note="" if ran else f"no values: {why}",
+        quick=quick or not ran, comparable=comparable, note=solved if ran else f"no values: {why}",
         tolerance=rep.Tolerance("at_most", s["sen_tolerance"], f"≤ {s['sen_tolerance']:g}",
                                 source=SOURCES["corollary1"])))
   inv = r["invariant"]
