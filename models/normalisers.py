@@ -70,12 +70,23 @@ def _entmax_jvp_tangent(p: jax.Array, g: jax.Array, dx: jax.Array) -> jax.Array:
 # ---------------------------------------------------------------------------- sparsemax
 
 
-def sparsemax_threshold(scores: jax.Array, mask: jax.Array):
-  """The threshold ``τ`` and support size ``|S|`` of sparsemax (sorting, O(L log L)).
+# Rows up to this length find the sparsemax and 1.5-entmax thresholds from every entry's rank,
+# by comparing all pairs (L² comparisons, no sort); longer rows sort. On XLA:CPU a sort of a
+# short row costs more than the comparisons (`python -m benchmarks.normalisers`).
+PAIRWISE_MAX_LEN = 32
 
-  Returns:
-    ``(tau [...], support_size [...])``.
-  """
+
+def _ranks(x: jax.Array, mask: jax.Array):
+  """For each real entry ``i``: which real entries rank at or before it in decreasing order
+  (ties by position, as :func:`_sorted_desc`'s stable sort breaks them), ``[..., L, L]``, and
+  its rank ``k_i`` (1 for the largest), ``[..., L]``."""
+  pos = jnp.arange(x.shape[-1])
+  xi, xj = x[..., :, None], x[..., None, :]
+  ahead = ((xj > xi) | ((xj == xi) & (pos[None, :] <= pos[:, None]))) & mask[..., None, :]
+  return ahead, jnp.sum(ahead, axis=-1)
+
+
+def _sparsemax_threshold_sorted(scores: jax.Array, mask: jax.Array):
   zs, valid = _sorted_desc(scores, mask)
   k = jnp.arange(1, scores.shape[-1] + 1, dtype=scores.dtype)
   cums = jnp.cumsum(zs, axis=-1)
@@ -83,6 +94,31 @@ def sparsemax_threshold(scores: jax.Array, mask: jax.Array):
   size = jnp.maximum(jnp.sum(in_support, axis=-1), 1)
   tau = (jnp.take_along_axis(cums, (size - 1)[..., None], axis=-1)[..., 0] - 1.0) / size
   return tau, size
+
+
+def _sparsemax_threshold_pairwise(scores: jax.Array, mask: jax.Array):
+  """:func:`_sparsemax_threshold_sorted` from ranks: the sorted prefix sum at entry ``i``'s
+  rank is the sum of the entries ranked at or before it."""
+  ahead, rank = _ranks(scores, mask)
+  k = rank.astype(scores.dtype)
+  cums = jnp.sum(jnp.where(ahead, scores[..., None, :], 0.0), axis=-1)
+  in_support = mask & (1.0 + k * scores > cums)
+  size = jnp.maximum(jnp.sum(in_support, axis=-1), 1)
+  top = mask & (rank <= size[..., None])                  # the `size` largest entries
+  tau = (jnp.sum(jnp.where(top, scores, 0.0), axis=-1) - 1.0) / size
+  return tau, size
+
+
+def sparsemax_threshold(scores: jax.Array, mask: jax.Array):
+  """The threshold ``τ`` and support size ``|S|`` of sparsemax: by ranks for rows up to
+  :data:`PAIRWISE_MAX_LEN` entries, by sorting (O(L log L)) for longer ones.
+
+  Returns:
+    ``(tau [...], support_size [...])``.
+  """
+  if scores.shape[-1] <= PAIRWISE_MAX_LEN:
+    return _sparsemax_threshold_pairwise(scores, mask)
+  return _sparsemax_threshold_sorted(scores, mask)
 
 
 @jax.custom_jvp
@@ -120,8 +156,7 @@ def sparsemax(scores: jax.Array, mask: Optional[jax.Array] = None) -> jax.Array:
 # ---------------------------------------------------------------------------- 1.5-entmax
 
 
-def _entmax15_threshold(x: jax.Array, mask: jax.Array) -> jax.Array:
-  """``τ`` of 1.5-entmax for the halved scores ``x = θ/2`` (Peters et al. 2019, Alg. 2)."""
+def _entmax15_threshold_sorted(x: jax.Array, mask: jax.Array) -> jax.Array:
   xs, valid = _sorted_desc(x, mask)
   k = jnp.arange(1, x.shape[-1] + 1, dtype=x.dtype)
   mean = jnp.cumsum(xs, axis=-1) / k
@@ -131,6 +166,29 @@ def _entmax15_threshold(x: jax.Array, mask: jax.Array) -> jax.Array:
   tau = mean - jnp.sqrt(delta)
   size = jnp.maximum(jnp.sum(valid & (tau <= xs), axis=-1), 1)
   return jnp.take_along_axis(tau, (size - 1)[..., None], axis=-1)[..., 0]
+
+
+def _entmax15_threshold_pairwise(x: jax.Array, mask: jax.Array) -> jax.Array:
+  """:func:`_entmax15_threshold_sorted` from ranks (see :func:`_sparsemax_threshold_pairwise`)."""
+  ahead, rank = _ranks(x, mask)
+  k = jnp.maximum(rank, 1).astype(x.dtype)
+  xj = x[..., None, :]
+  mean = jnp.sum(jnp.where(ahead, xj, 0.0), axis=-1) / k
+  mean_sq = jnp.sum(jnp.where(ahead, xj**2, 0.0), axis=-1) / k
+  ss = k * (mean_sq - mean**2)
+  delta = jnp.maximum((1.0 - ss) / k, 0.0)
+  tau = mean - jnp.sqrt(delta)
+  size = jnp.maximum(jnp.sum(mask & (tau <= x), axis=-1), 1)
+  at_size = mask & (rank == size[..., None])              # τ at the sorted position `size`
+  return jnp.sum(jnp.where(at_size, tau, 0.0), axis=-1)
+
+
+def _entmax15_threshold(x: jax.Array, mask: jax.Array) -> jax.Array:
+  """``τ`` of 1.5-entmax for the halved scores ``x = θ/2`` (Peters et al. 2019, Alg. 2): by
+  ranks up to :data:`PAIRWISE_MAX_LEN` entries, by sorting above."""
+  if x.shape[-1] <= PAIRWISE_MAX_LEN:
+    return _entmax15_threshold_pairwise(x, mask)
+  return _entmax15_threshold_sorted(x, mask)
 
 
 @jax.custom_jvp

@@ -10,6 +10,7 @@ import models
 from models.attention import softmax_attention
 from models.hard_attention import hard_attention
 from models.multihead import init_multihead, multihead_attention
+from models import normalisers
 from models.normalisers import entmax, entmax15, normalise, sparsemax, sparsemax_threshold
 from models.scorers import SCORERS, init_scorer, score
 from tasks.batch import Batch
@@ -191,3 +192,44 @@ def test_lu_model_with_sparse_normalisers(key):
     grads = jax.jit(jax.grad(lambda p: models.make_loss(models.lu.apply_for(cfg))(p, short)[0]))(
         params)
     assert bool(jnp.all(jnp.isfinite(grads["keys"])))
+
+
+PAIRED = {"sparsemax": (jax.jit(normalisers._sparsemax_threshold_pairwise),
+                        jax.jit(normalisers._sparsemax_threshold_sorted)),
+          "entmax15": (jax.jit(normalisers._entmax15_threshold_pairwise),
+                       jax.jit(normalisers._entmax15_threshold_sorted))}
+
+
+@st.composite
+def rows_with_ties(draw):
+  """Rows of 9 scores from a few distinct values (so ties are common), a mask with at least
+  one real entry."""
+  values = draw(st.lists(st.floats(-3, 3, allow_nan=False), min_size=1, max_size=4))
+  z = draw(st.lists(st.sampled_from(values), min_size=9, max_size=9))
+  mask = draw(st.lists(st.booleans(), min_size=9, max_size=9))
+  mask[draw(st.integers(0, 8))] = True
+  return jnp.asarray(z, jnp.float64), jnp.asarray(mask)
+
+
+@pytest.mark.parametrize("name", list(PAIRED))
+@given(data=rows_with_ties())
+def test_the_thresholds_by_ranks_equal_those_by_sorting(name, data):
+  """Rows up to PAIRWISE_MAX_LEN find the threshold from ranks instead of a sort: the same τ
+  (and support size) as the sorted prefix sums, ties and masked entries included."""
+  z, mask = data
+  x = z / 2.0 if name == "entmax15" else z
+  by_ranks, by_sorting = (fn(x, mask) for fn in PAIRED[name])
+  np.testing.assert_allclose(np.asarray(by_ranks), np.asarray(by_sorting), rtol=0, atol=1e-12)
+
+
+def test_rows_longer_than_the_pairwise_limit_sort():
+  """Both paths serve sparsemax: a row above PAIRWISE_MAX_LEN (sorted) gives the same weights
+  as its two halves' worth of padding masked away (ranks)."""
+  n = normalisers.PAIRWISE_MAX_LEN
+  z = jax.random.normal(jax.random.PRNGKey(5), (2 * n,), jnp.float64)
+  mask = jnp.arange(2 * n) < n - 3
+  long = sparsemax(z, mask)
+  short = sparsemax(z[:n], mask[:n])
+  np.testing.assert_allclose(long[:n], short, atol=1e-12)
+  assert float(jnp.abs(long[n:]).max()) == 0.0
+  np.testing.assert_allclose(entmax15(z, mask)[:n], entmax15(z[:n], mask[:n]), atol=1e-12)
