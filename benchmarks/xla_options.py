@@ -7,7 +7,7 @@ The programs whose compilation the code tunes, on Lu et al.'s text preset
 (``tasks.TOPIC_COMPILER_OPTIONS``), the exact fast path
 (``dynamics.fast_lu.COMPILER_OPTIONS`` and ``SEED_TILE``), and Lemma 2's
 reduced ODE for a linear classifier (TC, ``LINEAR_COMPILER_OPTIONS``) and for
-TL (``COMPILER_OPTIONS``). Each is lowered once and compiled with the code's
+TL (``COMPILER_OPTIONS``). Each is lowered and compiled afresh with the code's
 choice and with the alternative (XLA's defaults; for the tile, all seeds in one
 tile), alternating, ``reps`` times; then each compiled program runs ``reps``
 times, alternating. Printed: median compile and run seconds of both and the
@@ -34,8 +34,13 @@ from benchmarks.workload import make_workload
 from dynamics import fast_lu, reduced_ode, xla_options
 
 
-def _compile(lowered, options: dict):
-  """``(seconds, executable)``: ``lowered`` compiled with ``options`` (those XLA knows)."""
+def _compile(fn, args, options: dict):
+  """``(seconds, executable)``: ``fn(*args)`` compiled with ``options`` (those XLA knows).
+
+  Lowered afresh after clearing JAX's caches: JAX keeps the executable of a lowering it has
+  compiled with the same options, so a second compile of one lowering takes no time."""
+  jax.clear_caches()
+  lowered = jax.jit(fn).lower(*args)
   t0 = time.perf_counter()
   compiled = lowered.compile(xla_options.supported(options) or None)
   return time.perf_counter() - t0, compiled
@@ -53,13 +58,12 @@ def _run_s(compiled, args, reps: int) -> list:
 def compare(name: str, fn, args, chosen: dict, alternative: dict, reps: int,
             what: str) -> dict:
   """Compile and run ``fn(*args)`` under both option sets, alternating; medians and ratios."""
-  lowered = jax.jit(fn).lower(*args)
   c_compile, c_exe = [], None
   a_compile, a_exe = [], None
   for _ in range(reps):              # alternate, so a busy moment hits both
-    t, c_exe = _compile(lowered, chosen)
+    t, c_exe = _compile(fn, args, chosen)
     c_compile.append(t)
-    t, a_exe = _compile(lowered, alternative)
+    t, a_exe = _compile(fn, args, alternative)
     a_compile.append(t)
   jax.block_until_ready(c_exe(*args))   # warm both once
   jax.block_until_ready(a_exe(*args))
