@@ -8,12 +8,13 @@ zero gradient.
 * ``sparsemax`` (Martins & Astudillo 2016): the Euclidean projection of ``θ``
   onto the simplex, ``p = argmin_{p∈Δ} ‖p − θ‖²``. Exactly
   ``p_i = [θ_i − τ]_+`` with ``τ = (Σ_{j∈S} θ_j − 1)/|S|`` on the support
-  ``S = {i: θ_i > τ}``, found by sorting: ``S`` holds the ``k`` largest scores
-  for the largest ``k`` with ``1 + k θ_(k) > Σ_{j≤k} θ_(j)``.
+  ``S = {i: θ_i > τ}``: ``S`` holds the ``k`` largest scores for the largest ``k``
+  with ``1 + k θ_(k) > Σ_{j≤k} θ_(j)``, found from each score's rank (all pairs compared)
+  in rows of up to :data:`PAIRWISE_MAX_LEN` words and by sorting in longer ones.
 * α-``entmax`` (Peters, Niculae & Martins 2019): the Tsallis-α regularised
   argmax, ``p_i = [(α − 1)θ_i − τ]_+^{1/(α−1)}`` with ``τ`` such that ``Σ p = 1``.
-  ``α → 1`` is softmax, ``α = 2`` sparsemax. ``entmax15`` is exact by sorting
-  (Peters et al., Algorithm 2); general α by bisection on ``τ``.
+  ``α → 1`` is softmax, ``α = 2`` sparsemax. ``entmax15`` is exact (Peters et al.,
+  Algorithm 2, by ranks or sorting as sparsemax); general α by bisection on ``τ``.
 
 Gradients are exact, via :func:`jax.custom_jvp`: for α-entmax (sparsemax
 included) the Jacobian is (Peters et al. 2019, Prop. 1)
@@ -209,7 +210,7 @@ def _entmax15_jvp(primals, tangents):
 
 
 def entmax15(scores: jax.Array, mask: Optional[jax.Array] = None) -> jax.Array:
-  """1.5-entmax, exact by sorting (Peters, Niculae & Martins 2019, Algorithm 2).
+  """1.5-entmax, exact (Peters, Niculae & Martins 2019, Algorithm 2; ranks or a sort).
 
   .. math:: p_i = [θ_i/2 − τ]_+^2, \\quad \\sum_i p_i = 1
 
