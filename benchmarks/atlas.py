@@ -198,12 +198,16 @@ def compare(a: Path, b: Path) -> dict:
         if math.isfinite(x) and math.isfinite(y) and x != 0:
           rel[k].append(abs(y - x) / abs(x))
       if ra["holds"] != rb["holds"]:
-        # The measure whose value sits nearest its tolerance (log distance) in either atlas.
+        # The measure whose value in A sits nearest its tolerance (log distance); a run that
+        # diverged, or has no positive measure, is named by its `broken` flags instead.
         judged = [k for k in bound if math.isfinite(float(ra[k])) and float(ra[k]) > 0]
-        near = min(judged, key=lambda k: abs(math.log(float(ra[k]) / bound[k])))
-        flips.append({"bucket": name[:-4], "sigma": key[0], "lr": key[1], "seed": key[2],
-                      "holds_a": ra["holds"], "measure": near, "bound": bound[near],
-                      "a": float(ra[near]), "b": float(rb[near])})
+        near = min(judged, key=lambda k: abs(math.log(float(ra[k]) / bound[k])), default=None)
+        flip = {"bucket": name[:-4], "sigma": key[0], "lr": key[1], "seed": key[2],
+                "holds_a": ra["holds"], "measure": near or f"{ra['broken']} / {rb['broken']}",
+                "bound": bound[near] if near else math.nan,
+                "a": float(ra[near]) if near else math.nan,
+                "b": float(rb[near]) if near else math.nan}
+        flips.append(flip)
     sa, sb = seconds(a / atlas.RECORDS / f"{name[:-4]}.json"), seconds(
         b / atlas.RECORDS / f"{name[:-4]}.json")
     buckets.append({"bucket": name[:-4], "rows": len(common), "seconds_a": sa, "seconds_b": sb})

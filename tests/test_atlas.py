@@ -477,17 +477,22 @@ def test_the_comparison_of_two_atlases_matches_rows_and_names_each_changed_verdi
     atlas.write_table(directory / atlas.RECORDS / f"{name}.csv", rows)
     (directory / atlas.RECORDS / f"{name}.json").write_text(json.dumps({"seconds": [seconds]}))
 
+  nan = float("nan")
   a, b = tmp_path / "a", tmp_path / "b"
-  write(a, [row(1e-3, 0), row(1e-3, 1)], 10.0)
+  diverged = row(2e-3, 0, diverged=True, sen_error=nan, q_drift=nan, assumption1_ratio=nan,
+                 ode_rel_dev=nan)
+  write(a, [row(1e-3, 0), row(1e-3, 1), diverged], 10.0)
   write(a, [row(1e-3, 0)], 5.0, name="bucket-0001")      # not in b: left out
-  # b's rows in another order; seed 1 crosses Lemma 2's bound, seed 0 moves inside every bound.
-  write(b, [row(1e-3, 1, ode_rel_dev=0.021), row(1e-3, 0, sen_error=0.011)], 2.0)
+  # b's rows in another order; seed 1 crosses Lemma 2's bound, seed 0 moves inside every bound,
+  # and the run that diverged in a holds in b.
+  write(b, [row(1e-3, 1, ode_rel_dev=0.021), row(2e-3, 0), row(1e-3, 0, sen_error=0.011)], 2.0)
   doc = bench.compare(a, b)
-  assert doc["rows"] == 2 and [r["bucket"] for r in doc["buckets"]] == ["bucket-0000"]
-  [flip] = doc["holds_differ"]
+  assert doc["rows"] == 3 and [r["bucket"] for r in doc["buckets"]] == ["bucket-0000"]
+  flip, gone = doc["holds_differ"]
   assert (flip["seed"], flip["holds_a"], flip["measure"]) == (1, True, "ode_rel_dev")
   assert (flip["a"], flip["b"], flip["bound"]) == (0.019, 0.021, atlas.TOLERANCES["ode_tolerance"])
+  assert (gone["sigma"], gone["holds_a"], gone["measure"]) == (2e-3, False, "diverged / ")
   assert doc["relative_difference"]["sen_error"]["max"] == pytest.approx(0.1)
   assert doc["relative_difference"]["ode_rel_dev"]["max"] == pytest.approx(0.002 / 0.019)
   assert doc["seconds_b"] / doc["seconds_a"] == pytest.approx(0.2)
-  assert "holds differs in 1" in capsys.readouterr().out
+  assert "holds differs in 2" in capsys.readouterr().out
