@@ -86,8 +86,9 @@ FULL = {
     # tolerance) suffices, and it costs far fewer solver steps than the preset's 1e-6.
     "ode_rtol": 1e-4,
     # Classifiers whose buckets solve the reduced ODE. TL's is left out by default: its ReLU
-    # kinks cut each point's steps at its own times, so a vmapped bucket steps until its slowest
-    # point is done and costs many times an FC/TC bucket; add "tl" to measure it.
+    # kinks cut the solver's steps short, so even solved one point after another (each with
+    # its own steps) it costs a TL bucket about as much again as its GD (docs/atlas.md); add
+    # "tl" to measure it.
     "ode_classifiers": ["fc", "tc"],
     # A finished bucket's checkpoints (runs/bucket-NNNN/checkpoints: every run's final
     # parameters, hundreds of MB a bucket at the paper's M = 5000) are deleted once its record

@@ -406,12 +406,13 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
       start = time.perf_counter()
       # Points sharing one dataset solve the reduced ODE together (one diffeqsolve per chunk),
       # except with TL, whose ReLU kinks cut each seed's steps at its own times: shared steps
-      # would take them all, more steps than vmapped per-seed solves take together.
+      # would take them all, more steps than per-seed solves take together.
       together = kind == "reduced" and dataset is not None and cfg.model.classifier != "tl"
-      # TL's gradient flow: one point after another, so each takes its own number of steps.
-      # Vmapped, every point steps until the slowest is done (the seeds' step counts differ
-      # several-fold), and a vmapped gradient costs no less than the points' own.
-      one_by_one = kind == "gradient_flow" and cfg.model.classifier == "tl"
+      # TL's ODEs: one point after another, so each takes its own number of steps. Vmapped,
+      # every point steps until the slowest is done (the seeds' step counts differ several-
+      # fold), and a vmapped vector field costs no less than the points' own (the reduced
+      # ODE of the atlas's quick TL base bucket: `python -m benchmarks.atlas --compare`).
+      one_by_one = cfg.model.classifier == "tl"
 
       def make(taus=None, kind=kind, together=together, one_by_one=one_by_one):
         fn = (reduced_sweep_fn(cfg, setup, dataset, taus) if together

@@ -1,4 +1,4 @@
-"""How the pipeline maps a stage over the sweep: TL's gradient flow point by point."""
+"""How the pipeline maps a stage over the sweep: TL's ODEs point by point."""
 import jax
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ from attndyn import config, overrides, pipeline, presets
 
 _TINY = ["precision=float64", "task.vocab_size=30", "task.n_nontopic=3", "task.n_train=24",
          "task.n_test=8", "train.steps=40", "train.record_every=10", "sweep.seeds=3",
-         "ode.kind=gradient_flow", "ode.dtmin=0.1", "model.embed_std=0.1"]
+         "ode.kind=both", "ode.dtmin=0.1", "model.embed_std=0.1"]
 
 
 def _cfg(classifier):
@@ -16,18 +16,23 @@ def _cfg(classifier):
 
 
 @pytest.mark.parametrize("classifier, one_by_one", [("tl", True), ("tc", False)])
-def test_only_tl_gradient_flow_runs_point_by_point(monkeypatch, classifier, one_by_one):
-  """TL's flow maps the chunk itself (``lax.map``: each point its own solver steps); the
-  others are vmapped by ``run_sweep``."""
-  stages = {}
+def test_only_tl_odes_run_point_by_point(monkeypatch, classifier, one_by_one):
+  """TL's reduced ODE and gradient flow map the chunk themselves (``lax.map``: each point its
+  own solver steps); TC's flow is vmapped by ``run_sweep`` and its reduced ODE solves the
+  chunk's points together (batched too, but one solve)."""
+  stages, mapped = {}, []
 
   def record(label, fn, inputs, cfg, *args, batched=False, **kwargs):
     stages[label] = batched
     return "trajectory"
 
   monkeypatch.setattr(pipeline, "_stage", record)
+  monkeypatch.setattr(pipeline, "_one_after_another",
+                      lambda fn: mapped.append(fn) or (lambda inputs: None))
   pipeline.run(_cfg(classifier), progress=False)
   assert stages["gradient_flow"] is one_by_one
+  assert stages["reduced"] is True
+  assert len(mapped) == (2 if one_by_one else 0)
 
 
 def test_point_by_point_is_each_points_own_output_in_order():
