@@ -109,15 +109,22 @@ def _padded(data):
 
 @pytest.mark.parametrize("classifier,freeze,padded,project", [
     ("tc", ("keys",), False, False), ("tc", (), True, True),
-    ("tl", ("embeddings",), True, True), ("tl", (), False, False)])
+    ("tl", ("embeddings",), True, True), ("tl", (), False, False),
+    ("fc", (), True, True), ("fc", ("keys",), False, True), ("fc-code", (), False, True),
+    ("tl", ("classifier",), False, True)])
 def test_matches_autodiff_float64_exactly(data, classifier, freeze, padded, project):
   """In float64 the reformulation is exact up to summation order: frozen groups (KF, EF),
-  masked positions (variable-length sentences) and both forms of the forward pass
-  (gathering ``Wᵀx``, with ``∂L/∂W`` over words, or ``x``) included."""
+  masked positions (variable-length sentences), both forms of the forward pass
+  (gathering ``Wᵀx``, with ``∂L/∂W`` over words, or ``x``) and the state in a frozen first
+  layer's coordinates (FC's fixed ``U``, orthonormal or the authors' ``fc-code`` init with
+  ``UᵀU ≠ I``; a frozen TL classifier) included."""
   batch = _padded(data) if padded else None
   if padded:
     assert fast_lu.plan_words(batch.tokens, batch.mask).dummy
-  run_generic, run_fast, _, model = _trainers(data, _model_cfg(classifier, freeze=freeze),
+  kw = dict(freeze=freeze)
+  if classifier == "fc-code":
+    classifier, kw["fc_init"] = "fc", "randn_unit_diag"
+  run_generic, run_fast, _, model = _trainers(data, _model_cfg(classifier, **kw),
                                               jnp.float64, steps=200, batch=batch,
                                               project=project)
   params0, keys = _seeds(model)

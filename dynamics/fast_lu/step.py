@@ -37,6 +37,12 @@ class _State(NamedTuple):
   the scores ``s_w``, ``weight [V_a(+1), S]`` the weights ``e_w`` and ``shift [S]``
   the shift ``c = max_w s_w``; ``cls`` the classifier with seeds last; ``step``
   shape=(), int32; ``failed_at [S]`` int32, −1 while finite.
+
+  With the first layer ``W`` frozen (FC; :func:`frozen_first_layer`) every update of
+  ``ν_w`` lies in ``W``'s column space (``∂L/∂ν_w = e_w W R_w``), so ``ν_w = ν_w(0) + W c_w``
+  and the state holds ``x [V_a(+1), K, S]`` the coordinates ``c_w`` (not weighted) and
+  ``base [V_a(+1), K, S]`` the fixed ``Wᵀν_w(0)``: ``Wᵀν_w = base_w + WᵀW c_w``, ``K`` numbers
+  a word instead of ``d``, and no product over ``d`` per step. Otherwise ``base`` is ``None``.
   """
   x: Any
   score: Any
@@ -45,6 +51,7 @@ class _State(NamedTuple):
   cls: Any
   step: Any
   failed_at: Any
+  base: Any = None
 
 
 def projected_forward_pays(plan: WordPlan, lay: _Layout, trainable: dict) -> bool:
@@ -67,6 +74,13 @@ def projected_forward_pays(plan: WordPlan, lay: _Layout, trainable: dict) -> boo
   return gather_proj < gather_x
 
 
+def frozen_first_layer(projected: bool, trainable: dict) -> bool:
+  """Whether the state is each word's coordinates in ``W``'s column space (see :class:`_State`):
+  the forward pass gathers ``Wᵀx`` and ``W`` (FC's ``U``, or a frozen TC/TL classifier's first
+  layer) does not train."""
+  return projected and not trainable["classifier"]
+
+
 def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dtype,
                projected: bool):
   """``step(state, lr [S], qq [S]) -> state``: one exact full-batch GD step.
@@ -87,6 +101,7 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
   onehot = jnp.asarray(labels_onehot, dtype)[:, :, None]         # [n, J, 1]
   inv_n = 1.0 / n
   first_layer = "U1" if lay.kind == "tl" else "U"
+  frozen = frozen_first_layer(projected, trainable)
 
   def forward(table, es):
     """``Z [n, S]`` and ``Σ_w C_iw t_w`` as channel groups ``[n, b − a, S]`` for ``table [V, c, S]``.
@@ -112,6 +127,12 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
   def project(w, v):
     """``Wᵀv``: ``[R, K, S]`` for ``v [R, d, S]``."""
     return _tree_sum([w[None, a] * v[:, a, None] for a in range(d)])
+
+  def project_frozen(base, coords, w, es):
+    """``e_w Wᵀν_w = e_w (base_w + WᵀW c_w)``: ``[R, K, S]`` (a frozen ``W``)."""
+    gram = _tree_sum([w[a, :, None] * w[a, None, :] for a in range(d)])      # [K, K, S]
+    p = base + _tree_sum([coords[:, k, None] * gram[None, k] for k in range(kk)])
+    return es[:, None] * p
 
   def outer_sum(u, v, rows, summed):
     """``Σ_r u_r v_rᵀ``: ``[a, b, S]`` for ``u [rows, a, S]``, ``v [rows, b, S]``."""
@@ -167,7 +188,9 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
     x, es = state.x, state.weight
     w = c[first_layer]
     proj = None                                                        # P = Wᵀx [V, K, S]
-    if projected:
+    if frozen:
+      proj = _materialize(pred, project_frozen, state.base, x, w, es)
+    elif projected:
       proj = _materialize(pred, project, w, x)
     elif trainable["keys"]:
       proj = project(w, x)
@@ -187,17 +210,22 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
       score = jnp.where(live, score - (lr * qq) * grad_s, score)
       shift = jnp.max(score, axis=0)                                   # keeps e_w ≤ 1
       es_new = jnp.exp(score - shift)
-    # x' = e'ν' = (e'/e) x − τ e' e G, with ν' = ν − τ e G and G = W R^(:K).
-    g = _tree_sum([w[None, :, k] * r[:, k, None] for k in range(kk)])  # [V, d, S]
     x_new = x
-    if trainable["keys"]:
-      x_new = jnp.exp((score - shift) - (state.score - state.shift))[:, None] * x
-    if trainable["embeddings"]:
-      x_new = x_new - (lr * es_new * es)[:, None] * g
+    if frozen:
+      # ν' = ν − τ e G with G = W R^(:K), so c' = c − τ e R^(:K).
+      if trainable["embeddings"]:
+        x_new = x - (lr * es)[:, None] * r[:, :kk]
+    else:
+      # x' = e'ν' = (e'/e) x − τ e' e G, with ν' = ν − τ e G and G = W R^(:K).
+      g = _tree_sum([w[None, :, k] * r[:, k, None] for k in range(kk)])  # [V, d, S]
+      if trainable["keys"]:
+        x_new = jnp.exp((score - shift) - (state.score - state.shift))[:, None] * x
+      if trainable["embeddings"]:
+        x_new = x_new - (lr * es_new * es)[:, None] * g
     x_new = jnp.where(live, x_new, x)
     cls = {k: (jnp.where(live, v - lr * grads[k], v) if k in grads else v) for k, v in c.items()}
     failed_at = jnp.where((state.failed_at < 0) & ~ok, state.step, state.failed_at)
-    return _State(x_new, score, es_new, shift, cls, state.step + 1, failed_at)
+    return _State(x_new, score, es_new, shift, cls, state.step + 1, failed_at, state.base)
 
   return step
 
@@ -206,8 +234,10 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
 # Conversions between ordinary parameters and the fast state.
 
 
-def _to_state(plan: WordPlan, params0, dtype) -> _State:
-  """Seeds-first parameter pytree (leaves ``[S, ...]``) -> seeds-last fast state."""
+def _to_state(plan: WordPlan, params0, dtype, frozen: bool = False) -> _State:
+  """Seeds-first parameter pytree (leaves ``[S, ...]``) -> seeds-last fast state.
+
+  ``frozen``: :func:`frozen_first_layer` (the state holds coordinates in ``W``'s columns)."""
   words = plan.words
   emb = jnp.transpose(params0["embeddings"][:, words], (1, 2, 0))    # [V_a, d, S]
   score = jnp.einsum("svk,sk->vs", params0["keys"][:, words], params0["query"])
@@ -219,8 +249,12 @@ def _to_state(plan: WordPlan, params0, dtype) -> _State:
   shift = jnp.max(score, axis=0)
   weight = jnp.exp(score - shift)
   cls = jax.tree.map(_seeds_last, params0["classifier"])
-  return _State(emb * weight[:, None], score, weight, shift, cls, jnp.zeros((), jnp.int32),
-                -jnp.ones((n_seeds,), jnp.int32))
+  step, failed_at = jnp.zeros((), jnp.int32), -jnp.ones((n_seeds,), jnp.int32)
+  if frozen:
+    w = cls["U1" if "U1" in cls else "U"]                                # [d, K, S]
+    base = _tree_sum([w[None, a] * emb[:, a, None] for a in range(emb.shape[1])])  # Wᵀν(0)
+    return _State(jnp.zeros_like(base), score, weight, shift, cls, step, failed_at, base)
+  return _State(emb * weight[:, None], score, weight, shift, cls, step, failed_at)
 
 
 class _Unpack(NamedTuple):
@@ -231,11 +265,14 @@ class _Unpack(NamedTuple):
     rest_emb: ``[V − V_a, d, S]`` embeddings of the words absent from the data.
     score0: ``[V_a(+1), S]`` the initial scores (``s − s(0)`` is exactly 0 for unmoved words).
     params0: the initial parameters (leaves ``[S, ...]``).
+    active_emb: ``[V_a, d, S]`` the initial embeddings of the words in the data (``ν(0)``
+      of a state in ``W``'s coordinates).
   """
   order: Any
   rest_emb: Any
   score0: Any
   params0: Any
+  active_emb: Any
 
 
 def _unpacker(plan: WordPlan, params0) -> _Unpack:
@@ -245,13 +282,14 @@ def _unpacker(plan: WordPlan, params0) -> _Unpack:
   order[np.concatenate([plan.words, rest]).astype(np.int64)] = np.arange(n_vocab)
   emb0 = params0["embeddings"]
   score0 = jnp.einsum("svk,sk->vs", params0["keys"][:, plan.words], params0["query"])
-  return _Unpack(jnp.asarray(order), jnp.transpose(emb0[:, rest], (1, 2, 0)), score0, params0)
+  return _Unpack(jnp.asarray(order), jnp.transpose(emb0[:, rest], (1, 2, 0)), score0, params0,
+                 jnp.transpose(emb0[:, plan.words], (1, 2, 0)))
 
 
 def _to_params(plan: WordPlan, state: _State, un: _Unpack, trainable: dict):
   """Seeds-last fast state -> seeds-first ordinary parameters (leaves ``[S, ...]``).
 
-  ``ν_w = x_w / e_w``; words absent from the training set keep their initial
+  ``ν_w = x_w / e_w`` (``ν_w(0) + W c_w`` in ``W``'s coordinates); words absent from the training set keep their initial
   embedding and key; ``κ_w = κ_w(0) + (s_w − s_w(0)) q / ‖q‖²``. Rows go back
   to vocabulary order with a gather (XLA:CPU scatters are slow). Frozen groups
   are returned unchanged, bit for bit.
@@ -259,7 +297,13 @@ def _to_params(plan: WordPlan, state: _State, un: _Unpack, trainable: dict):
   n_active = len(plan.words)
   keys0, query = un.params0["keys"], un.params0["query"]
   emb = un.params0["embeddings"]
-  if trainable["embeddings"]:
+  if trainable["embeddings"] and state.base is not None:                   # ν = ν(0) + W c
+    w = state.cls["U1" if "U1" in state.cls else "U"]                       # [d, K, S]
+    coords = state.x[:n_active]
+    active = un.active_emb + _tree_sum([w[None, :, k] * coords[:, k, None] for k in range(w.shape[1])])
+    rows = jnp.concatenate([active, un.rest_emb], 0)[un.order]              # [V, d, S]
+    emb = jnp.transpose(rows, (2, 0, 1))
+  elif trainable["embeddings"]:
     active = state.x[:n_active] / state.weight[:n_active, None]              # ν = x / e
     rows = jnp.concatenate([active, un.rest_emb], 0)[un.order]              # [V, d, S]
     emb = jnp.transpose(rows, (2, 0, 1))
