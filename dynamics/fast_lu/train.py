@@ -8,7 +8,7 @@ import numpy as np
 from dynamics.fast_lu.applies import _loss_mismatch, fast_path_applies
 from dynamics.fast_lu.plan import HEAVY_COUNT, _plan_for
 from dynamics.fast_lu.step import (_Layout, _make_step, _to_params, _to_state, _unpacker,
-                                   projected_forward_pays)
+                                   frozen_first_layer, projected_forward_pays)
 from dynamics.train import TrainConfig
 from dynamics.trajectory import Trajectory
 from tasks.batch import Batch
@@ -100,25 +100,27 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
     def block(carry, r):
       # Observe the current state, then advance to the next recorded step (not
       # after the last record): record and the unpacking are traced once, and
-      # the last observed parameters are the final ones.
-      state, params, obs = carry
+      # the state after the last record is the final one. The parameters are
+      # not carried: unpacked into the carry, every record would write them out.
+      state, obs = carry
       if cfg.flow_time is None or record_params:
         params, obs = look(state)
       else:   # past the tile's longest run nothing moves, so its records repeat
-        params, obs = jax.lax.cond(r <= last, look, lambda _: (params, obs), state)
+        params = None
+        obs = jax.lax.cond(r <= last, lambda s_: look(s_)[1], lambda _: obs, state)
       new = jax.lax.cond(r < last, advance, lambda s_: s_, state)
       if cfg.flow_time is not None:   # a seed stops after its own intervals (seeds last)
         new = jax.tree.map(lambda a, b: jnp.where(r < records, a, b) if jnp.ndim(a) else a,
                            new, state)
       state = new
-      return (state, params, obs), (obs, params if record_params else None)
+      return (state, obs), (obs, params if record_params else None)
 
-    state0 = _to_state(plan, params0, dtype)
+    state0 = _to_state(plan, params0, dtype, frozen_first_layer(projected, trainable))
     unpack = _unpacker(plan, params0)
     obs0 = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype),
                         jax.eval_shape(lambda p: jax.vmap(record)(p, params0), params0))
-    (state, final, _), (obs, params_t) = jax.lax.scan(block, (state0, params0, obs0),
-                                                      jnp.arange(cfg.n_records))
+    (state, _), (obs, params_t) = jax.lax.scan(block, (state0, obs0), jnp.arange(cfg.n_records))
+    final = _to_params(plan, state, unpack, trainable)
     seeds_first = lambda x: jnp.moveaxis(x, 0, 1)                     # [T, S, ...] -> [S, T, ...]
     return (jax.tree.map(seeds_first, obs), jax.tree.map(seeds_first, params_t), final,
             state.failed_at.astype(t.dtype))
