@@ -48,7 +48,10 @@ Algebra (one seed; sentence ``i`` has words ``w_il``, ``n`` sentences,
    ``ν_w·G_w = P_w·R_w^{(:K)}/e_w`` in step 3), so the forward pass can gather
    ``[e_w, P_w]`` (``K + 1`` channels) instead of ``[e_w, x_w]`` (``d + 1``).
    :func:`projected_forward_pays` picks the cheaper form per problem (both are
-   exact): FC/TC/TL at the text preset gather ``P``.
+   exact): FC/TC/TL at the text preset gather ``P``. When ``W`` is frozen (FC) every
+   update of ``ν_w`` is ``W`` times a ``K``-vector, so the state is ``ν_w = ν_w(0) + W c_w``
+   with ``P_w = Wᵀν_w(0) + WᵀW c_w``: ``K`` numbers a word, not ``d``
+   (:class:`~dynamics.fast_lu.step._State`).
 
 5. **Classifier gradients.** The later layers' over sentences
    (``∂L/∂U_2 = Σ_i h_i (p_i − y_i)ᵀ/n``, ``b_1``, ``b_2``). The first layer's
