@@ -289,8 +289,9 @@ def _unpacker(plan: WordPlan, params0) -> _Unpack:
 def _to_params(plan: WordPlan, state: _State, un: _Unpack, trainable: dict):
   """Seeds-last fast state -> seeds-first ordinary parameters (leaves ``[S, ...]``).
 
-  ``ν_w = x_w / e_w`` (``ν_w(0) + W c_w`` in ``W``'s coordinates); words absent from the training set keep their initial
-  embedding and key; ``κ_w = κ_w(0) + (s_w − s_w(0)) q / ‖q‖²``. Rows go back
+  ``ν_w = x_w / e_w`` (``ν_w(0) + W c_w`` in ``W``'s coordinates); words absent from the
+  training set keep their initial embedding and key; ``κ_w = κ_w(0) + (s_w − s_w(0)) q /
+  ‖q‖²``. Rows go back
   to vocabulary order with a gather (XLA:CPU scatters are slow). Frozen groups
   are returned unchanged, bit for bit.
   """
@@ -300,7 +301,8 @@ def _to_params(plan: WordPlan, state: _State, un: _Unpack, trainable: dict):
   if trainable["embeddings"] and state.base is not None:                   # ν = ν(0) + W c
     w = state.cls["U1" if "U1" in state.cls else "U"]                       # [d, K, S]
     coords = state.x[:n_active]
-    active = un.active_emb + _tree_sum([w[None, :, k] * coords[:, k, None] for k in range(w.shape[1])])
+    active = un.active_emb + _tree_sum([w[None, :, k] * coords[:, k, None]
+                                        for k in range(w.shape[1])])
     rows = jnp.concatenate([active, un.rest_emb], 0)[un.order]              # [V, d, S]
     emb = jnp.transpose(rows, (2, 0, 1))
   elif trainable["embeddings"]:
