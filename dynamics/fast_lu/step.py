@@ -234,6 +234,11 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
 # Conversions between ordinary parameters and the fast state.
 
 
+def _first_layer(cls: dict):
+  """The classifier's first linear map ``W`` (TL's ``U1``, FC/TC's ``U``)."""
+  return cls["U1" if "U1" in cls else "U"]
+
+
 def _to_state(plan: WordPlan, params0, dtype, frozen: bool = False) -> _State:
   """Seeds-first parameter pytree (leaves ``[S, ...]``) -> seeds-last fast state.
 
@@ -251,7 +256,7 @@ def _to_state(plan: WordPlan, params0, dtype, frozen: bool = False) -> _State:
   cls = jax.tree.map(_seeds_last, params0["classifier"])
   step, failed_at = jnp.zeros((), jnp.int32), -jnp.ones((n_seeds,), jnp.int32)
   if frozen:
-    w = cls["U1" if "U1" in cls else "U"]                                # [d, K, S]
+    w = _first_layer(cls)                                                # [d, K, S]
     base = _tree_sum([w[None, a] * emb[:, a, None] for a in range(emb.shape[1])])  # Wᵀν(0)
     return _State(jnp.zeros_like(base), score, weight, shift, cls, step, failed_at, base)
   return _State(emb * weight[:, None], score, weight, shift, cls, step, failed_at)
@@ -298,15 +303,13 @@ def _to_params(plan: WordPlan, state: _State, un: _Unpack, trainable: dict):
   n_active = len(plan.words)
   keys0, query = un.params0["keys"], un.params0["query"]
   emb = un.params0["embeddings"]
-  if trainable["embeddings"] and state.base is not None:                   # ν = ν(0) + W c
-    w = state.cls["U1" if "U1" in state.cls else "U"]                       # [d, K, S]
-    coords = state.x[:n_active]
-    active = un.active_emb + _tree_sum([w[None, :, k] * coords[:, k, None]
-                                        for k in range(w.shape[1])])
-    rows = jnp.concatenate([active, un.rest_emb], 0)[un.order]              # [V, d, S]
-    emb = jnp.transpose(rows, (2, 0, 1))
-  elif trainable["embeddings"]:
-    active = state.x[:n_active] / state.weight[:n_active, None]              # ν = x / e
+  if trainable["embeddings"]:
+    if state.base is None:
+      active = state.x[:n_active] / state.weight[:n_active, None]            # ν = x / e
+    else:                                                                   # ν = ν(0) + W c
+      w, coords = _first_layer(state.cls), state.x[:n_active]               # [d, K, S]
+      active = un.active_emb + _tree_sum([w[None, :, k] * coords[:, k, None]
+                                          for k in range(w.shape[1])])
     rows = jnp.concatenate([active, un.rest_emb], 0)[un.order]              # [V, d, S]
     emb = jnp.transpose(rows, (2, 0, 1))
   keys = keys0
