@@ -109,7 +109,8 @@ def _padded(data):
 
 @pytest.mark.parametrize("classifier,freeze,padded,project", [
     ("tc", ("keys",), False, False), ("tc", (), True, True),
-    ("tl", ("embeddings",), True, True), ("tl", (), False, False),
+    ("tl", ("embeddings",), True, True), ("tl", ("embeddings",), False, False),
+    ("tl", (), False, False),
     ("fc", (), True, True), ("fc", ("keys",), False, True), ("fc-code", (), False, True),
     ("tl", ("classifier",), False, True)])
 def test_matches_autodiff_float64_exactly(data, classifier, freeze, padded, project):

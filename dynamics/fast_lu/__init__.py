@@ -95,7 +95,6 @@ from dynamics.fast_lu.applies import fast_path_applies as fast_path_applies
 from dynamics.fast_lu.plan import HEAVY_COUNT as HEAVY_COUNT
 from dynamics.fast_lu.plan import WordPlan as WordPlan
 from dynamics.fast_lu.plan import plan_words as plan_words
-from dynamics.fast_lu.step import CHANNEL_GROUP as CHANNEL_GROUP
 from dynamics.fast_lu.step import GATHER_COST as GATHER_COST
 from dynamics.fast_lu.step import projected_forward_pays as projected_forward_pays
 from dynamics.fast_lu.train import COMPILER_OPTIONS as COMPILER_OPTIONS

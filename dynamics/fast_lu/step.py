@@ -11,12 +11,9 @@ from dynamics.fast_lu.xla_cpu import (_columns, _finite_per_seed, _gather_sum, _
                                       _rows, _seeds_first, _seeds_last, _sum_many_rows,
                                       _sum_rows, _tree_sum)
 
-# Channels gathered together in one forward fusion: a CPU tuning (the results do not depend
-# on it), chosen on a 2-core AVX2 CPU.
-CHANNEL_GROUP = 4
 # A gathered float costs about this many multiply-adds (projected_forward_pays): the model
-# behind gathering Wᵀx instead of x, which pays for FC and TC (K = n_classes < d) and not for
-# TL. A CPU cost model; either form is exact.
+# behind gathering Wᵀx instead of x, which pays for FC and TC (K = n_classes < d) and for TL
+# (K = hidden_dim) only on long sentences. A CPU cost model; either form is exact.
 GATHER_COST = 6
 
 
@@ -58,19 +55,20 @@ def projected_forward_pays(plan: WordPlan, lay: _Layout, trainable: dict) -> boo
   """Whether the forward pass gathers ``Wᵀx_w`` (``K + 1`` channels) rather than ``x_w`` (``d + 1``).
 
   A cost model in multiply-adds per seed and step, with a gathered float
-  counted as ``GATHER_COST`` of them. Gathering ``x``: ``n L (d + 1)``
-  gathered floats, ``pre = Wᵀν̄`` and ``∂L/∂W`` over sentences (``n d K``
-  each), ``Wᵀx`` over words when the keys train. Gathering ``Wᵀx``:
-  ``n L (K + 1)`` gathered floats, ``Wᵀx`` and ``∂L/∂W`` over words
-  (``V_a d K`` each).
+  counted as ``GATHER_COST`` of them, over the work that differs between the
+  two forms. Gathering ``x``: ``n L (d + 1)`` gathered floats, ``pre = Wᵀν̄``
+  and ``∂L/∂W`` over sentences (``n d K`` each), ``x·G`` over words (``V_a d``)
+  when the keys train. Gathering ``Wᵀx``: ``n L (K + 1)`` gathered floats,
+  ``Wᵀx`` and ``∂L/∂W`` over words (``V_a d K`` each), ``(Wᵀx)·R`` over words
+  (``V_a K``) when the keys train.
   """
   n, d, kk = lay.n, lay.d, lay.k
   tokens = plan.row_tokens.size
   rows = len(plan.words)
   cls = int(trainable["classifier"])
   keys = int(trainable["keys"])
-  gather_x = GATHER_COST * tokens * (d + 1) + n * d * kk * (1 + cls) + rows * d * kk * keys
-  gather_proj = GATHER_COST * tokens * (kk + 1) + rows * d * kk * (1 + cls)
+  gather_x = GATHER_COST * tokens * (d + 1) + n * d * kk * (1 + cls) + rows * d * keys
+  gather_proj = GATHER_COST * tokens * (kk + 1) + rows * d * kk * (1 + cls) + rows * kk * keys
   return gather_proj < gather_x
 
 
@@ -96,23 +94,22 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
   buckets = [_columns(occ) for _, occ in plan.buckets]
   starts = [start for start, _ in plan.buckets]
   n_rows = len(plan.words) + int(plan.dummy)
-  width = kk if projected else d
-  groups = [(a, min(a + CHANNEL_GROUP, width)) for a in range(0, width, CHANNEL_GROUP)]
   onehot = jnp.asarray(labels_onehot, dtype)[:, :, None]         # [n, J, 1]
   inv_n = 1.0 / n
   first_layer = "U1" if lay.kind == "tl" else "U"
   frozen = frozen_first_layer(projected, trainable)
 
   def forward(table, es):
-    """``Z [n, S]`` and ``Σ_w C_iw t_w`` as channel groups ``[n, b − a, S]`` for ``table [V, c, S]``.
+    """``Z [n, S]`` and ``Σ_w C_iw t_w [n, c, S]`` for ``table [V, c, S]``.
 
-    Every kernel here is a plain sum of row gathers (one per word position)
-    from a stored array: XLA:CPU fuses neither a gather of a computed value
-    nor a gather shared between consumers (hence slices of rows per group).
+    Each is a plain sum of row gathers (one per word position) from a stored
+    array, every channel in one kernel: XLA:CPU fuses a gather into its sum only
+    when the sum is its one consumer (a gather shared by kernels, e.g. one per
+    group of channels, is written out whole first) and not when it gathers a
+    computed value.
     """
     z = _tree_sum([_rows(es, p) for p in positions])
-    return z, [_tree_sum([jax.lax.slice_in_dim(_rows(table, p), a, b, axis=1) for p in positions])
-               for a, b in groups]
+    return z, _tree_sum([_rows(table, p) for p in positions])
 
   def backward(y):
     """``R = Cᵀ y``: ``[V_a(+1), c, S]`` for ``y [n, c, S]``; each part written in place."""
@@ -147,12 +144,13 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
     logits = _tree_sum([cls["U2"][None, k] * h[:, k, None] for k in range(kk)]) + cls["b2"][None]
     return logits, (hpre, h)
 
-  def sentences(cls, z, sums, failed_at):
+  def sentences(pred, cls, z, sums, failed_at):
     """Per-sentence pass: ``y = [δ, pre·δ]/Z [n, K+1, S]``, the classifier grads
     that are sums over sentences, ``ok [S]``."""
     inv_z = 1.0 / z                                                    # [n, S]
-    avg = jnp.concatenate(sums, 1) * inv_z[:, None]                    # [n, K or d, S]
-    pre = avg if projected else project(cls[first_layer], avg)         # [n, K, S]
+    avg = sums * inv_z[:, None]                                        # [n, K or d, S]
+    # Stored, or XLA:CPU recomputes Wᵀν̄ within the softmax for every logit and its max.
+    pre = avg if projected else _materialize(pred, project, cls[first_layer], avg)  # [n, K, S]
     logits, hidden = classifier_head(cls, pre)
     top = functools.reduce(jnp.maximum, [logits[:, j] for j in range(n_cls)])
     ex = jnp.exp(logits - top[:, None])
@@ -192,21 +190,29 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
       proj = _materialize(pred, project_frozen, state.base, x, w, es)
     elif projected:
       proj = _materialize(pred, project, w, x)
-    elif trainable["keys"]:
-      proj = project(w, x)
     z, sums = _materialize(pred, forward, proj if projected else x, es)
-    y, grads, ok = _materialize(pred, sentences, c, z, sums, state.failed_at)
+    y, grads, ok = _materialize(pred, sentences, pred, c, z, sums, state.failed_at)
     r = _materialize(pred, backward, y)                                # [V, K+1, S]
     if projected and trainable["classifier"]:
       # ∂L/∂W = Σ_i ν̄_i δ_iᵀ = Σ_w x_w R_w^(:K)ᵀ, since ν̄_i = Σ_w C_iw x_w / Z_i.
-      first = outer_sum(x, r[:, :kk], x.shape[0], _sum_many_rows)
+      # Stored (_materialize): both the update and the finiteness check read it.
+      first = _materialize(pred, lambda x, r: outer_sum(x, r[:, :kk], x.shape[0], _sum_many_rows),
+                           x, r)
       grads = dict(grads, **{first_layer: first})
       ok &= _finite_per_seed(first)
     live = ok & (state.failed_at < 0)
+    g = None                                                           # G = W R^(:K) [V, d, S]
+    if not frozen and (trainable["embeddings"] or (trainable["keys"] and not projected)):
+      g = _tree_sum([w[None, :, k] * r[:, k, None] for k in range(kk)])
+      if trainable["keys"] and not projected:
+        g = _materialize(pred, lambda g: g, g)   # read by the score's and the embeddings' update
     score, shift, es_new = state.score, state.shift, es
     if trainable["keys"]:
-      # ∂L/∂s_w = e_w ν_w·G_w − e_w R_w^(K) = x_w·G_w − e_w R_w^(K), x·G = (Wᵀx)·R^(:K).
-      grad_s = _tree_sum([proj[:, k] * r[:, k] for k in range(kk)]) - es * r[:, kk]
+      # ∂L/∂s_w = e_w ν_w·G_w − e_w R_w^(K) = x_w·G_w − e_w R_w^(K), with x·G = (Wᵀx)·R^(:K)
+      # where Wᵀx is at hand (K products a word, not d).
+      xg = (_tree_sum([proj[:, k] * r[:, k] for k in range(kk)]) if projected
+            else _tree_sum([x[:, a] * g[:, a] for a in range(d)]))
+      grad_s = xg - es * r[:, kk]
       score = jnp.where(live, score - (lr * qq) * grad_s, score)
       shift = jnp.max(score, axis=0)                                   # keeps e_w ≤ 1
       es_new = jnp.exp(score - shift)
@@ -217,7 +223,6 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
         x_new = x - (lr * es)[:, None] * r[:, :kk]
     else:
       # x' = e'ν' = (e'/e) x − τ e' e G, with ν' = ν − τ e G and G = W R^(:K).
-      g = _tree_sum([w[None, :, k] * r[:, k, None] for k in range(kk)])  # [V, d, S]
       if trainable["keys"]:
         x_new = jnp.exp((score - shift) - (state.score - state.shift))[:, None] * x
       if trainable["embeddings"]:
