@@ -44,11 +44,12 @@ Algebra (one seed; sentence ``i`` has words ``w_il``, ``n`` sentences,
    the dense product for the heavy words.
 
 4. **Only ``Wᵀ\\bar ν_i`` is needed forward.** ``pre_i = Σ_w C_{iw} P_w / Z_i``
-   with ``P_w = Wᵀx_w`` (``K`` channels, and ``P`` is needed anyway for
+   with ``P_w = Wᵀx_w`` (``K`` channels, which then also give
    ``ν_w·G_w = P_w·R_w^{(:K)}/e_w`` in step 3), so the forward pass can gather
-   ``[e_w, P_w]`` (``K + 1`` channels) instead of ``[e_w, x_w]`` (``d + 1``).
-   :func:`projected_forward_pays` picks the cheaper form per problem (both are
-   exact): FC/TC/TL at the text preset gather ``P``. When ``W`` is frozen (FC) every
+   ``[e_w, P_w]`` (``K + 1`` channels) instead of ``[e_w, x_w]`` (``d + 1``; then
+   ``ν_w·G_w = x_w·G_w/e_w`` with the ``G`` of the update). :func:`projected_forward_pays`
+   picks the cheaper form per problem (both are exact): FC/TC at the text preset
+   gather ``P``, TL (``K = 10`` hidden units, d = 15) ``x``. When ``W`` is frozen (FC) every
    update of ``ν_w`` is ``W`` times a ``K``-vector, so the state is ``ν_w = ν_w(0) + W c_w``
    with ``P_w = Wᵀν_w(0) + WᵀW c_w``: ``K`` numbers a word, not ``d``
    (:class:`~dynamics.fast_lu.step._State`).

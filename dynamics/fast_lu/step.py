@@ -58,7 +58,8 @@ def projected_forward_pays(plan: WordPlan, lay: _Layout, trainable: dict) -> boo
   counted as ``GATHER_COST`` of them, over the work that differs between the
   two forms. Gathering ``x``: ``n L (d + 1)`` gathered floats, ``pre = Wᵀν̄``
   and ``∂L/∂W`` over sentences (``n d K`` each), ``x·G`` over words (``V_a d``)
-  when the keys train. Gathering ``Wᵀx``: ``n L (K + 1)`` gathered floats,
+  when the keys train, and ``G = W R`` (``V_a d K``) when they train and the
+  embeddings do not (else the update forms it in both). Gathering ``Wᵀx``: ``n L (K + 1)`` gathered floats,
   ``Wᵀx`` and ``∂L/∂W`` over words (``V_a d K`` each), ``(Wᵀx)·R`` over words
   (``V_a K``) when the keys train.
   """
@@ -67,7 +68,9 @@ def projected_forward_pays(plan: WordPlan, lay: _Layout, trainable: dict) -> boo
   rows = len(plan.words)
   cls = int(trainable["classifier"])
   keys = int(trainable["keys"])
-  gather_x = GATHER_COST * tokens * (d + 1) + n * d * kk * (1 + cls) + rows * d * keys
+  g_for_keys = keys * (1 - int(trainable["embeddings"]))   # G formed for the scores alone
+  gather_x = (GATHER_COST * tokens * (d + 1) + n * d * kk * (1 + cls)
+              + rows * d * (keys + kk * g_for_keys))
   gather_proj = GATHER_COST * tokens * (kk + 1) + rows * d * kk * (1 + cls) + rows * kk * keys
   return gather_proj < gather_x
 
