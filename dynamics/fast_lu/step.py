@@ -59,9 +59,9 @@ def projected_forward_pays(plan: WordPlan, lay: _Layout, trainable: dict) -> boo
   two forms. Gathering ``x``: ``n L (d + 1)`` gathered floats, ``pre = Wᵀν̄``
   and ``∂L/∂W`` over sentences (``n d K`` each), ``x·G`` over words (``V_a d``)
   when the keys train, and ``G = W R`` (``V_a d K``) when they train and the
-  embeddings do not (else the update forms it in both). Gathering ``Wᵀx``: ``n L (K + 1)`` gathered floats,
-  ``Wᵀx`` and ``∂L/∂W`` over words (``V_a d K`` each), ``(Wᵀx)·R`` over words
-  (``V_a K``) when the keys train.
+  embeddings do not (else the update forms it in both). Gathering ``Wᵀx``:
+  ``n L (K + 1)`` gathered floats, ``Wᵀx`` and ``∂L/∂W`` over words
+  (``V_a d K`` each), ``(Wᵀx)·R`` over words (``V_a K``) when the keys train.
   """
   n, d, kk = lay.n, lay.d, lay.k
   tokens = plan.row_tokens.size
@@ -80,6 +80,17 @@ def frozen_first_layer(projected: bool, trainable: dict) -> bool:
   the forward pass gathers ``Wᵀx`` and ``W`` (FC's ``U``, or a frozen TC/TL classifier's first
   layer) does not train."""
   return projected and not trainable["classifier"]
+
+
+def _project(w, v):
+  """``Wᵀv``: ``[R, K, S]`` for ``w [d, K, S]`` and ``v [R, d, S]`` (a sum over ``d``)."""
+  return _tree_sum([w[None, a] * v[:, a, None] for a in range(w.shape[0])])
+
+
+def _combine(w, c):
+  """``W c``: ``[R, d, S]`` for ``w [d, K, S]`` and ``c [R, ≥K, S]`` (its first ``K``
+  channels; a sum over ``K``)."""
+  return _tree_sum([w[None, :, k] * c[:, k, None] for k in range(w.shape[1])])
 
 
 def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dtype,
@@ -124,10 +135,6 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
       r = jax.lax.dynamic_update_slice_in_dim(r, _gather_sum(yp, occ), start, 0)
     return r
 
-  def project(w, v):
-    """``Wᵀv``: ``[R, K, S]`` for ``v [R, d, S]``."""
-    return _tree_sum([w[None, a] * v[:, a, None] for a in range(d)])
-
   def project_frozen(base, coords, w, es):
     """``e_w Wᵀν_w = e_w (base_w + WᵀW c_w)``: ``[R, K, S]`` (a frozen ``W``)."""
     gram = _tree_sum([w[a, :, None] * w[a, None, :] for a in range(d)])      # [K, K, S]
@@ -153,7 +160,7 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
     inv_z = 1.0 / z                                                    # [n, S]
     avg = sums * inv_z[:, None]                                        # [n, K or d, S]
     # Stored, or XLA:CPU recomputes Wᵀν̄ within the softmax for every logit and its max.
-    pre = avg if projected else _materialize(pred, project, cls[first_layer], avg)  # [n, K, S]
+    pre = avg if projected else _materialize(pred, _project, cls[first_layer], avg)  # [n,K,S]
     logits, hidden = classifier_head(cls, pre)
     top = functools.reduce(jnp.maximum, [logits[:, j] for j in range(n_cls)])
     ex = jnp.exp(logits - top[:, None])
@@ -192,7 +199,7 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
     if frozen:
       proj = _materialize(pred, project_frozen, state.base, x, w, es)
     elif projected:
-      proj = _materialize(pred, project, w, x)
+      proj = _materialize(pred, _project, w, x)
     z, sums = _materialize(pred, forward, proj if projected else x, es)
     y, grads, ok = _materialize(pred, sentences, pred, c, z, sums, state.failed_at)
     r = _materialize(pred, backward, y)                                # [V, K+1, S]
@@ -206,9 +213,9 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
     live = ok & (state.failed_at < 0)
     g = None                                                           # G = W R^(:K) [V, d, S]
     if not frozen and (trainable["embeddings"] or (trainable["keys"] and not projected)):
-      g = _tree_sum([w[None, :, k] * r[:, k, None] for k in range(kk)])
-      if trainable["keys"] and not projected:
-        g = _materialize(pred, lambda g: g, g)   # read by the score's and the embeddings' update
+      # Stored where both the score's and the embeddings' update read it.
+      g = (_materialize(pred, _combine, w, r) if trainable["keys"] and not projected
+           else _combine(w, r))
     score, shift, es_new = state.score, state.shift, es
     if trainable["keys"]:
       # ∂L/∂s_w = e_w ν_w·G_w − e_w R_w^(K) = x_w·G_w − e_w R_w^(K), with x·G = (Wᵀx)·R^(:K)
@@ -265,7 +272,7 @@ def _to_state(plan: WordPlan, params0, dtype, frozen: bool = False) -> _State:
   step, failed_at = jnp.zeros((), jnp.int32), -jnp.ones((n_seeds,), jnp.int32)
   if frozen:
     w = _first_layer(cls)                                                # [d, K, S]
-    base = _tree_sum([w[None, a] * emb[:, a, None] for a in range(emb.shape[1])])  # Wᵀν(0)
+    base = _project(w, emb)                                              # Wᵀν(0)
     return _State(jnp.zeros_like(base), score, weight, shift, cls, step, failed_at, base)
   return _State(emb * weight[:, None], score, weight, shift, cls, step, failed_at)
 
@@ -316,8 +323,7 @@ def _to_params(plan: WordPlan, state: _State, un: _Unpack, trainable: dict):
       active = state.x[:n_active] / state.weight[:n_active, None]            # ν = x / e
     else:                                                                   # ν = ν(0) + W c
       w, coords = _first_layer(state.cls), state.x[:n_active]               # [d, K, S]
-      active = un.active_emb + _tree_sum([w[None, :, k] * coords[:, k, None]
-                                          for k in range(w.shape[1])])
+      active = un.active_emb + _combine(w, coords)
     rows = jnp.concatenate([active, un.rest_emb], 0)[un.order]              # [V, d, S]
     emb = jnp.transpose(rows, (2, 0, 1))
   keys = keys0
