@@ -64,8 +64,8 @@ BASE = {"n_nontopic": 20, "vocab_size": 5000, "n_topics": 4, "words_per_topic": 
         "embed_dim": 15, "n_train": 800, "n_test": 200, "normaliser": "softmax",
         "train_query": False}
 DISCRETE = tuple(BASE)     # the discrete axes (classifier besides)
-# Full grid: 57 fast-path buckets × 16 σ × 12 lr and 9 autodiff buckets (sparsemax, 1.5-entmax,
-# trainable query) × 4 σ × 3 lr = 11,052 configurations. Each bucket compiles its own programs
+# Full grid: 60 fast-path buckets (a trainable query included) × 16 σ × 12 lr and 6 autodiff
+# buckets (sparsemax, 1.5-entmax) × 4 σ × 3 lr = 11,592 configurations. Each bucket compiles its own programs
 # (benchmarks/atlas.py counts them), so the grid has few buckets with many vmapped points each;
 # autodiff GD costs far more per point, so its buckets take every `autodiff_thin`-th σ and lr.
 FULL = {
@@ -225,15 +225,17 @@ def buckets(s: dict) -> list:
 
 
 def fast(bucket: Bucket) -> bool:
-  """Whether the bucket's GD runs on the exact fast path (softmax and a fixed query), rather
-  than by autodiff; only such a bucket can have the reduced ODE beside it (:func:`solves_ode`)."""
-  return bucket.values["normaliser"] == "softmax" and not bucket.values["train_query"]
+  """Whether the bucket's GD runs on the exact fast path (softmax; the presets' keys start at
+  zero, so a trained query is on it too: :func:`dynamics.fast_path_applies`), rather than by
+  autodiff."""
+  return bucket.values["normaliser"] == "softmax"
 
 
 def solves_ode(s: dict, bucket: Bucket) -> bool:
-  """Whether the bucket solves Lemma 2's reduced ODE beside GD (its classifier is in
-  ``ode_classifiers`` and it is on the fast path)."""
-  return fast(bucket) and bucket.values["classifier"] in s["ode_classifiers"]
+  """Whether the bucket solves Lemma 2's reduced ODE beside GD: it is on the fast path, its
+  query is fixed (Lemma 2's) and its classifier is in ``ode_classifiers``."""
+  return (fast(bucket) and not bucket.values["train_query"]
+          and bucket.values["classifier"] in s["ode_classifiers"])
 
 
 def continuous(s: dict, bucket: Bucket = None) -> tuple:
@@ -260,12 +262,10 @@ def n_configurations(s: dict, bucket: Bucket) -> int:
 # bucket's fixed part (compiles; the reduced ODE where it is solved). "multiply_add" is the
 # least-squares slope, with the fixed part held, over the full atlas's first nine Attn-FC
 # buckets with whole times (2026-11-26, `python -m benchmarks.atlas --cost-check DIR`); the
-# autodiff costs are the sampled sparsemax (245 s) and trainable-query (87 s) TC buckets of
-# benchmarks/atlas.py. Only the ratios between buckets matter: the ETA scales them by the rate
-# measured as the atlas runs.
-COST = {"multiply_add": 1.42e-10,
-        "autodiff_token_step": {"normaliser": 2.9e-7, "train_query": 1.0e-7},
-        "compile": 14.0, "reduced_ode": 25.0}
+# autodiff cost is the sampled sparsemax TC bucket's (245 s) of benchmarks/atlas.py. Only the
+# ratios between buckets matter: the ETA scales them by the rate measured as the atlas runs.
+COST = {"multiply_add": 1.42e-10, "autodiff_token_step": 2.9e-7, "compile": 14.0,
+        "reduced_ode": 25.0}
 
 
 class FastPathWork(NamedTuple):
@@ -317,9 +317,7 @@ def bucket_cost(s: dict, bucket: Bucket) -> float:
   else:
     sigmas, lengths = continuous(s, bucket)
     run_steps = len(sigmas) * s["seeds"] * sum(lengths)
-    per = COST["autodiff_token_step"]["normaliser" if v["normaliser"] != "softmax"
-                                      else "train_query"]
-    gd = per * run_steps * v["n_train"] * (v["n_nontopic"] + 1)
+    gd = COST["autodiff_token_step"] * run_steps * v["n_train"] * (v["n_nontopic"] + 1)
   ode = COST["reduced_ode"] if run_config(s, bucket)["ode"]["kind"] == "reduced" else 0.0
   return gd + COST["compile"] + ode
 

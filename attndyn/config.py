@@ -164,7 +164,8 @@ class RunConfig:
       for float32).
     gd_path: how gradient descent is computed: ``auto`` (the exact fast path
       of :mod:`dynamics.fast_lu` wherever it applies — softmax attention, a
-      fixed query, full-batch GD, one dataset shared by all seeds — autodiff
+      fixed query or a trained one from zero keys, full-batch GD, one dataset
+      shared by all seeds — autodiff
       elsewhere), ``generic`` (always autodiff) or ``fast`` (the fast path, an
       error where it does not apply). Both paths give the same trajectory to
       float rounding (``tests/test_fast_path.py``); ``run_info.json`` records

@@ -46,8 +46,8 @@ class LuModelConfig:
     key_std: standard deviation of each key entry, ≥ 0 (0: all scores start at 0).
     query_std: standard deviation of each query entry, > 0, ``q ~ N(0, query_std²)``.
     query_norm: if set (> 0), the drawn query is rescaled to this Euclidean norm.
-    train_query: whether the query is trained (Appendix B); the fast path and
-      the reduced ODE need it false.
+    train_query: whether the query is trained (Appendix B); the reduced ODE needs it
+      false, the fast path zero keys (``key_std = 0``) with it.
     freeze: parameter groups held fixed: any of ``embeddings`` (EF), ``keys``
       (KF), ``query``, ``classifier``. FC's classifier is always fixed.
     normaliser: how scores become attention weights: ``"softmax"`` (the

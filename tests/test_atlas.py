@@ -426,7 +426,8 @@ def test_ode_predictors_correlate_the_deviation_with_each_motion_measure():
 
 def test_the_eta_cost_model_orders_buckets_by_their_work():
   """bucket_cost (the atlas ETA's weights) grows with the tokens GD gathers: m, n_train, TL's
-  wider gather; an autodiff bucket costs more per configuration than a fast-path one."""
+  wider gather; an autodiff bucket costs more per configuration than a fast-path one, and a
+  trained query's (fast path, no reduced ODE) less than the base's."""
   s = atlas.settings()
   by = {json.dumps(b.values, sort_keys=True): b for b in atlas.buckets(s)}
   cost = lambda classifier, **change: atlas.bucket_cost(s, by[json.dumps(
@@ -435,8 +436,8 @@ def test_the_eta_cost_model_orders_buckets_by_their_work():
       s, by[json.dumps({"classifier": classifier, **atlas.BASE, **change}, sort_keys=True)])
   assert cost("tc", n_nontopic=2) < cost("tc", n_nontopic=20) < cost("tc", n_nontopic=100)
   assert cost("tc", n_train=200) < cost("tc") < cost("tl")
-  assert per_config("tc") < per_config("tc", train_query=True) < per_config("tc",
-                                                                          normaliser="sparsemax")
+  assert per_config("tc", train_query=True) < per_config("tc") < per_config(
+      "tc", normaliser="sparsemax")
 
 
 def test_the_cost_check_compares_measured_buckets_with_the_model(tmp_path, capsys):

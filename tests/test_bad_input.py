@@ -21,8 +21,8 @@ BAD = [
     (["precison=float64"], ['"precison"', 'Did you mean "precision"', "Allowed: gd_path, model, ode"]),
     (["foo=1"], ['unknown key "foo" in the top level', "Allowed: gd_path, model, ode, precision"]),
     (["gd_path=quick"], ["gd_path = 'quick'", "one of auto, generic, fast"]),
-    (["gd_path=fast", "model.train_query=true", "ode.kind=none"],
-     ["gd_path = 'fast'", '"auto" or "generic" here', "the query is trained"]),
+    (["gd_path=fast", "model.train_query=true", "model.key_std=0.1", "ode.kind=none"],
+     ["gd_path = 'fast'", '"auto" or "generic" here', "the query is trained", "key_std"]),
     (["gd_path=fast", "sweep.data_seeds=2"], ["gd_path = 'fast'", "several data seeds"]),
     (["modle.embed_dim=3"], ["[modle]", 'Did you mean "model"', "Allowed sections: task"]),
     # [task]

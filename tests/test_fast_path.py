@@ -112,19 +112,24 @@ def _padded(data):
     ("tl", ("embeddings",), True, True), ("tl", ("embeddings",), False, False),
     ("tl", (), False, False),
     ("fc", (), True, True), ("fc", ("keys",), False, True), ("fc-code", (), False, True),
-    ("tl", ("classifier",), False, True)])
+    ("tl", ("classifier",), False, True),
+    ("tc+query", (), True, True), ("fc+query", (), False, True), ("tl+query", (), False, False),
+    ("tc+query", ("keys",), False, False)])
 def test_matches_autodiff_float64_exactly(data, classifier, freeze, padded, project):
   """In float64 the reformulation is exact up to summation order: frozen groups (KF, EF),
   masked positions (variable-length sentences), both forms of the forward pass
-  (gathering ``Wᵀx``, with ``∂L/∂W`` over words, or ``x``) and the state in a frozen first
+  (gathering ``Wᵀx``, with ``∂L/∂W`` over words, or ``x``), the state in a frozen first
   layer's coordinates (FC's fixed ``U``, orthonormal or the authors' ``fc-code`` init with
-  ``UᵀU ≠ I``; a frozen TL classifier) included."""
+  ``UᵀU ≠ I``; a frozen TL classifier) and a trainable query (``+query``: keys start at
+  zero, so GD only scales the query) included."""
   batch = _padded(data) if padded else None
   if padded:
     assert fast_lu.plan_words(batch.tokens, batch.mask).dummy
   kw = dict(freeze=freeze)
   if classifier == "fc-code":
     classifier, kw["fc_init"] = "fc", "randn_unit_diag"
+  if classifier.endswith("+query"):
+    classifier, kw["train_query"] = classifier[:-len("+query")], True
   run_generic, run_fast, _, model = _trainers(data, _model_cfg(classifier, **kw),
                                               jnp.float64, steps=200, batch=batch,
                                               project=project)
@@ -134,6 +139,9 @@ def test_matches_autodiff_float64_exactly(data, classifier, freeze, padded, proj
   _assert_agree(generic, fast, TOL[jnp.float64])
   for group in freeze:
     _assert_close(params0[group], fast.final_params[group], dict(rtol=0, atol=0))
+  if kw.get("train_query") and "keys" not in freeze:   # the query moved: not a fixed-query run
+    moved = jnp.linalg.norm(fast.final_params["query"] - params0["query"], axis=-1)
+    assert float(jnp.min(moved / jnp.linalg.norm(params0["query"], axis=-1))) > 0.01
 
 
 def test_batched_equals_one_seed_at_a_time(data, tc32):
@@ -176,7 +184,7 @@ def test_fast_path_applies_says_why_not(data):
   check = dynamics.fast_path_applies(_model_cfg("tc"), gd, batch=data.train)
   assert check and check.applies and "fixed query" in check.reason
   cases = {
-      "query": (_model_cfg("tc", train_query=True), gd),
+      "query": (_model_cfg("tc", train_query=True, key_std=0.1), gd),
       "adam": (_model_cfg("tc"), dynamics.TrainConfig(optimizer="adam")),
       "minibatch": (_model_cfg("tc"), dynamics.TrainConfig(optimizer="sgd", batch_size=10)),
   }
@@ -194,7 +202,18 @@ def test_fast_path_applies_says_why_not(data):
   assert not verdict[0] and "traced" in verdict[0].reason
   with pytest.raises(Exception, match="query"):
     dynamics.make_fast_train(models.make_loss(models.lu.apply), data.train, lambda p, p0: {},
-                             gd, {"query": True}, model_cfg=_model_cfg("tc", train_query=True))
+                             gd, {"query": True},
+                             model_cfg=_model_cfg("tc", train_query=True, key_std=0.1))
+  # Keys that start at zero stay on a trained query's line: it applies, and says so.
+  check = dynamics.fast_path_applies(_model_cfg("tc", train_query=True), gd, batch=data.train)
+  assert check and "trained query" in check.reason
+  # Called with nonzero keys anyway (concrete parameters), the trainer refuses them.
+  model_cfg = _model_cfg("tc", train_query=True)
+  train = dynamics.make_fast_sweep_train(model_cfg, data.train, lambda p, p0: {}, gd)
+  params0 = jax.vmap(models.lu_attention(model_cfg).init)(jax.random.split(
+      jax.random.PRNGKey(0), 2))
+  with pytest.raises(Exception, match="key_std = 0"):
+    train(dict(params0, keys=params0["keys"] + 0.1))
 
 
 def test_custom_loss_is_refused_and_auto_trains_it_generically(data):

@@ -1,8 +1,9 @@
-"""Exact fast gradient descent for the Lu et al. model with a fixed query, seeds innermost.
+"""Exact fast gradient descent for the Lu et al. model (a fixed query, or a trained one from
+zero keys), seeds innermost.
 
 The generic path (:func:`dynamics.train.make_train`) differentiates the model
-with autodiff and vmaps over seeds. When the query is fixed, training is
-full-batch gradient descent and every seed shares one dataset, the same
+with autodiff and vmaps over seeds. When the query is fixed (or trains from zero keys),
+training is full-batch gradient descent and every seed shares one dataset, the same
 trajectory can be computed with far less memory traffic; this module does that,
 as an exact reformulation of the same update (agreement to float rounding is
 tested in ``tests/test_fast_path.py``).
@@ -18,6 +19,14 @@ Algebra (one seed; sentence ``i`` has words ``w_il``, ``n`` sentences,
       s_w \\leftarrow s_w - τ ‖q‖^2 \\, g_w, \\quad g_w = ∂L/∂s_w,
 
    and the state per word is ``(ν_w, s_w)``: ``d + 1`` numbers, not ``d + d'``.
+   A trainable query (Appendix B) keeps this form when every key starts on the query's
+   line (zero keys, ``key_std = 0``): then ``∂L/∂q = Σ_w g_w κ_w = (Σ_w g_w s_w/‖q‖²) q``,
+   so ``q ← β q`` with ``β = 1 − τ Σ_w g_w s_w/‖q‖²`` and
+
+   .. math::
+      s_w \\leftarrow β (s_w - τ ‖q‖^2 g_w), \\qquad ‖q‖^2 \\leftarrow β^2 ‖q‖^2,
+
+   every key staying on the query's line; the state adds the query's scale ``β`` per seed.
 
 2. **Factored softmax.** With ``e_w = exp(s_w − c)`` for any per-seed shift ``c``,
 

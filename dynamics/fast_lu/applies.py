@@ -7,6 +7,7 @@ import jax
 from dynamics.train import TrainConfig
 from models import lu, lu_linear
 from tasks.batch import Batch
+from tasks.errors import is_concrete_number
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +58,9 @@ def fast_path_applies(model_cfg, train_cfg: TrainConfig, trainable: Optional[dic
   """Decide whether the exact fast path can replace :func:`dynamics.make_train`.
 
   It applies to the Lu model (:class:`models.LuModelConfig`) trained on its own
-  cross-entropy (``models.make_loss(models.lu.apply)``) with a fixed query,
+  cross-entropy (``models.make_loss(models.lu.apply)``) with a fixed query, or a
+  trainable one when the keys start at zero (``key_std = 0``: every key then stays on
+  the query's line, and GD scales the query),
   any of the FC/TC/TL classifiers, any frozen subset of embeddings/keys/classifier,
   and full-batch gradient descent on one dataset shared by every seed. Any
   other loss function is refused: the fast path never calls it, so it cannot
@@ -91,9 +94,13 @@ def fast_path_applies(model_cfg, train_cfg: TrainConfig, trainable: Optional[dic
     return FastPathCheck(False, f"optimizer {train_cfg.optimizer!r} is not plain gradient descent")
   if train_cfg.batch_size and (batch is None or train_cfg.batch_size < batch.tokens.shape[0]):
     return FastPathCheck(False, f"minibatches of {train_cfg.batch_size} (the fast path is full-batch)")
-  if trainable.get("query", False):
-    return FastPathCheck(False, "the query is trained, so keys move off the query direction")
+  query = bool(trainable.get("query", False))
+  key_std = getattr(model_cfg, "key_std", None)
+  if query and not (is_concrete_number(key_std) and key_std == 0):
+    return FastPathCheck(False, f"the query is trained and the keys start off its line "
+                                f"(key_std = {key_std!r}, not 0), so they leave it")
   if batch is not None and any(isinstance(x, jax.core.Tracer) for x in batch):
     return FastPathCheck(False, "the training data is traced (differs between sweep points)")
-  return FastPathCheck(True, f"fixed query, full-batch GD, {model_cfg.classifier} classifier, "
+  how = "trained query from zero keys" if query else "fixed query"
+  return FastPathCheck(True, f"{how}, full-batch GD, {model_cfg.classifier} classifier, "
                              "shared data")

@@ -40,6 +40,9 @@ class _State(NamedTuple):
   and the state holds ``x [V_a(+1), K, S]`` the coordinates ``c_w`` (not weighted) and
   ``base [V_a(+1), K, S]`` the fixed ``Wᵀν_w(0)``: ``Wᵀν_w = base_w + WᵀW c_w``, ``K`` numbers
   a word instead of ``d``, and no product over ``d`` per step. Otherwise ``base`` is ``None``.
+
+  With a trainable query (keys on its line: see the step) ``qscale [S]`` is ``β``
+  with ``q = β q(0)``; otherwise ``None``.
   """
   x: Any
   score: Any
@@ -49,6 +52,7 @@ class _State(NamedTuple):
   step: Any
   failed_at: Any
   base: Any = None
+  qscale: Any = None
 
 
 def projected_forward_pays(plan: WordPlan, lay: _Layout, trainable: dict) -> bool:
@@ -58,16 +62,16 @@ def projected_forward_pays(plan: WordPlan, lay: _Layout, trainable: dict) -> boo
   counted as ``GATHER_COST`` of them, over the work that differs between the
   two forms. Gathering ``x``: ``n L (d + 1)`` gathered floats, ``pre = Wᵀν̄``
   and ``∂L/∂W`` over sentences (``n d K`` each), ``x·G`` over words (``V_a d``)
-  when the keys train, and ``G = W R`` (``V_a d K``) when they train and the
+  when the scores move (keys or query train), and ``G = W R`` (``V_a d K``) when they do and the
   embeddings do not (else the update forms it in both). Gathering ``Wᵀx``:
   ``n L (K + 1)`` gathered floats, ``Wᵀx`` and ``∂L/∂W`` over words
-  (``V_a d K`` each), ``(Wᵀx)·R`` over words (``V_a K``) when the keys train.
+  (``V_a d K`` each), ``(Wᵀx)·R`` over words (``V_a K``) when the scores move.
   """
   n, d, kk = lay.n, lay.d, lay.k
   tokens = plan.row_tokens.size
   rows = len(plan.words)
   cls = int(trainable["classifier"])
-  keys = int(trainable["keys"])
+  keys = int(trainable["keys"] or trainable.get("query", False))   # the scores move
   g_for_keys = keys * (1 - int(trainable["embeddings"]))   # G formed for the scores alone
   gather_x = (GATHER_COST * tokens * (d + 1) + n * d * kk * (1 + cls)
               + rows * d * (keys + kk * g_for_keys))
@@ -95,7 +99,7 @@ def _combine(w, c):
 
 def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dtype,
                projected: bool):
-  """``step(state, lr [S], qq [S]) -> state``: one exact full-batch GD step.
+  """``step(state, lr [S], qq0 [S]) -> state``: one exact full-batch GD step (``qq0 = ‖q(0)‖²``).
 
   ``projected``: the forward pass gathers ``[e_w, Wᵀx_w]`` and ``∂L/∂W`` is a sum
   over words (see :func:`projected_forward_pays`); otherwise it gathers
@@ -112,6 +116,8 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
   inv_n = 1.0 / n
   first_layer = "U1" if lay.kind == "tl" else "U"
   frozen = frozen_first_layer(projected, trainable)
+  query = bool(trainable.get("query", False))
+  scores_move = bool(trainable["keys"]) or query
 
   def forward(table, es):
     """``Z [n, S]`` and ``Σ_w C_iw t_w [n, c, S]`` for ``table [V, c, S]``.
@@ -187,11 +193,12 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
       ok &= _finite_per_seed(g)
     return y, grads, ok
 
-  def step(state: _State, lr, qq) -> _State:
+  def step(state: _State, lr, qq0) -> _State:
     # Stages end in lax.cond on an always-true traced predicate (see _materialize):
     # otherwise XLA:CPU re-fuses cheap producers (sums of gathers, per-seed flags)
     # into every element of their big consumers.
     pred = state.step >= 0
+    qq = qq0 if state.qscale is None else qq0 * state.qscale ** 2     # ‖q‖² [S]
     c = state.cls
     x, es = state.x, state.weight
     w = c[first_layer]
@@ -210,20 +217,34 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
                            x, r)
       grads = dict(grads, **{first_layer: first})
       ok &= _finite_per_seed(first)
-    live = ok & (state.failed_at < 0)
     g = None                                                           # G = W R^(:K) [V, d, S]
-    if not frozen and (trainable["embeddings"] or (trainable["keys"] and not projected)):
+    if not frozen and (trainable["embeddings"] or (scores_move and not projected)):
       # Stored where both the score's and the embeddings' update read it.
-      g = (_materialize(pred, _combine, w, r) if trainable["keys"] and not projected
+      g = (_materialize(pred, _combine, w, r) if scores_move and not projected
            else _combine(w, r))
-    score, shift, es_new = state.score, state.shift, es
-    if trainable["keys"]:
+    score, shift, es_new, qscale = state.score, state.shift, es, state.qscale
+    if scores_move:
       # ∂L/∂s_w = e_w ν_w·G_w − e_w R_w^(K) = x_w·G_w − e_w R_w^(K), with x·G = (Wᵀx)·R^(:K)
       # where Wᵀx is at hand (K products a word, not d).
       xg = (_tree_sum([proj[:, k] * r[:, k] for k in range(kk)]) if projected
             else _tree_sum([x[:, a] * g[:, a] for a in range(d)]))
       grad_s = xg - es * r[:, kk]
-      score = jnp.where(live, score - (lr * qq) * grad_s, score)
+      new_score = score - (lr * qq) * grad_s if trainable["keys"] else score
+      if query:
+        # Keys on the query's line (κ_w = (s_w/‖q‖²) q) stay on it: ∂L/∂q = Σ_w g_w κ_w
+        # = (Σ_w g_w s_w/‖q‖²) q, so q' = β q with β = 1 − τ Σ_w g_w s_w/‖q‖², and
+        # s_w' = q'ᵀκ_w' = β (s_w − τ ‖q‖² g_w) (module docstring, step 1). The padding
+        # row (plan.dummy) is no word: its score stays −10³⁰ whatever β's sign.
+        n_words = len(plan.words)
+        gs = _sum_many_rows(lambda a, b: grad_s[a:b] * score[a:b], n_words)    # [S]
+        beta = 1 - lr * gs / qq
+        ok &= jnp.isfinite(beta)
+        new_score = jnp.concatenate([beta * new_score[:n_words], new_score[n_words:]], 0)
+    live = ok & (state.failed_at < 0)
+    if scores_move:
+      score = jnp.where(live, new_score, score)
+      if query:
+        qscale = jnp.where(live, beta * qscale, qscale)
       shift = jnp.max(score, axis=0)                                   # keeps e_w ≤ 1
       es_new = jnp.exp(score - shift)
     x_new = x
@@ -233,14 +254,15 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
         x_new = x - (lr * es)[:, None] * r[:, :kk]
     else:
       # x' = e'ν' = (e'/e) x − τ e' e G, with ν' = ν − τ e G and G = W R^(:K).
-      if trainable["keys"]:
+      if scores_move:
         x_new = jnp.exp((score - shift) - (state.score - state.shift))[:, None] * x
       if trainable["embeddings"]:
         x_new = x_new - (lr * es_new * es)[:, None] * g
     x_new = jnp.where(live, x_new, x)
     cls = {k: (jnp.where(live, v - lr * grads[k], v) if k in grads else v) for k, v in c.items()}
     failed_at = jnp.where((state.failed_at < 0) & ~ok, state.step, state.failed_at)
-    return _State(x_new, score, es_new, shift, cls, state.step + 1, failed_at, state.base)
+    return _State(x_new, score, es_new, shift, cls, state.step + 1, failed_at, state.base,
+                  qscale)
 
   return step
 
@@ -254,10 +276,12 @@ def _first_layer(cls: dict):
   return cls["U1" if "U1" in cls else "U"]
 
 
-def _to_state(plan: WordPlan, params0, dtype, frozen: bool = False) -> _State:
+def _to_state(plan: WordPlan, params0, dtype, frozen: bool = False,
+              query: bool = False) -> _State:
   """Seeds-first parameter pytree (leaves ``[S, ...]``) -> seeds-last fast state.
 
-  ``frozen``: :func:`frozen_first_layer` (the state holds coordinates in ``W``'s columns)."""
+  ``frozen``: :func:`frozen_first_layer` (the state holds coordinates in ``W``'s columns);
+  ``query``: the query trains (the state holds its scale, 1 at the start)."""
   words = plan.words
   emb = jnp.transpose(params0["embeddings"][:, words], (1, 2, 0))    # [V_a, d, S]
   score = jnp.einsum("svk,sk->vs", params0["keys"][:, words], params0["query"])
@@ -270,11 +294,13 @@ def _to_state(plan: WordPlan, params0, dtype, frozen: bool = False) -> _State:
   weight = jnp.exp(score - shift)
   cls = jax.tree.map(_seeds_last, params0["classifier"])
   step, failed_at = jnp.zeros((), jnp.int32), -jnp.ones((n_seeds,), jnp.int32)
+  qscale = jnp.ones((n_seeds,), score.dtype) if query else None
   if frozen:
     w = _first_layer(cls)                                                # [d, K, S]
     base = _project(w, emb)                                              # Wᵀν(0)
-    return _State(jnp.zeros_like(base), score, weight, shift, cls, step, failed_at, base)
-  return _State(emb * weight[:, None], score, weight, shift, cls, step, failed_at)
+    return _State(jnp.zeros_like(base), score, weight, shift, cls, step, failed_at, base,
+                  qscale)
+  return _State(emb * weight[:, None], score, weight, shift, cls, step, failed_at, None, qscale)
 
 
 class _Unpack(NamedTuple):
@@ -311,7 +337,8 @@ def _to_params(plan: WordPlan, state: _State, un: _Unpack, trainable: dict):
 
   ``ν_w = x_w / e_w`` (``ν_w(0) + W c_w`` in ``W``'s coordinates); words absent from the
   training set keep their initial embedding and key; ``κ_w = κ_w(0) + (s_w − s_w(0)) q /
-  ‖q‖²``. Rows go back
+  ‖q‖²``, and with a trainable query ``q = β q(0)`` and ``κ_w = κ_w(0) + (s_w/β − s_w(0))
+  q(0)/‖q(0)‖²`` (keys on the query's line). Rows go back
   to vocabulary order with a gather (XLA:CPU scatters are slow). Frozen groups
   are returned unchanged, bit for bit.
   """
@@ -328,10 +355,15 @@ def _to_params(plan: WordPlan, state: _State, un: _Unpack, trainable: dict):
     emb = jnp.transpose(rows, (2, 0, 1))
   keys = keys0
   if trainable["keys"]:
-    ds = state.score[:n_active] - un.score0                                 # [V_a, S]
+    score = state.score[:n_active]
+    if state.qscale is not None:
+      score = score / state.qscale                                          # s_w / β
+    ds = score - un.score0                                                  # [V_a, S]
     ds = jnp.concatenate([ds, jnp.zeros((len(un.order) - n_active, ds.shape[1]), ds.dtype)], 0)
     ds = jnp.transpose(ds[un.order], (1, 0))                                # [S, V]
     unit = query / jnp.sum(query * query, axis=-1, keepdims=True)           # q / ‖q‖²
     keys = keys0 + ds[:, :, None] * unit[:, None, :]
+  if state.qscale is not None:
+    query = query * state.qscale[:, None]                                   # q = β q(0)
   cls = jax.tree.map(_seeds_first, state.cls)
   return {"embeddings": emb, "keys": keys, "query": query, "classifier": cls}

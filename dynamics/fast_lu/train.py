@@ -51,6 +51,10 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
     cfg: training configuration (full-batch ``gd``).
     trainable: parameter group -> trainable (default ``model_cfg.trainable()``).
     record_params: also return the parameters at every recorded step.
+      With a trainable query, ``params0``'s keys must be zero (``key_std = 0``), so that
+      every key stays on the query's line (checked when ``params0`` is concrete; a traced
+      ``params0`` from ``model_cfg``'s initialiser has them zero when ``fast_path_applies``
+      says yes).
     seed_tile: seeds advanced together; larger sweeps run tile after tile
       (``lax.map``) inside the same compiled program.
     unroll: steps unrolled per iteration of the inner ``lax.scan``.
@@ -115,7 +119,8 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
       state = new
       return (state, obs), (obs, params if record_params else None)
 
-    state0 = _to_state(plan, params0, dtype, frozen_first_layer(projected, trainable))
+    state0 = _to_state(plan, params0, dtype, frozen_first_layer(projected, trainable),
+                       query=bool(trainable.get("query", False)))
     unpack = _unpacker(plan, params0)
     obs0 = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype),
                         jax.eval_shape(lambda p: jax.vmap(record)(p, params0), params0))
@@ -126,6 +131,11 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
             state.failed_at.astype(t.dtype))
 
   def train_batch(params0, lr=None):
+    keys0 = params0["keys"]
+    if trainable.get("query", False) and not isinstance(keys0, jax.core.Tracer) \
+        and np.any(np.asarray(keys0)):
+      raise ConfigError("the fast path trains the query only from keys that start at zero "
+                        "(key_std = 0): other keys move off the query's line")
     n_seeds = jax.tree.leaves(params0)[0].shape[0]
     lr = cfg.lr if lr is None else lr
     lr = jnp.broadcast_to(jnp.asarray(lr), (n_seeds,))

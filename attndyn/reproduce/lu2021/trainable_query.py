@@ -4,8 +4,9 @@ For each classifier, one ``attndyn run`` of its ``lu2021-text-*`` preset with a
 trainable, unrescaled query on the one engine (:mod:`attndyn.reproduce.engine`):
 the sweep grid is ``model.query_std = √σ²``, so every (σ², seed) pair is one
 point of one vmapped, checkpointed sweep (``DIR/runs/trainable_query-<c>``).
-The fast path needs a fixed query, so GD runs on the generic autodiff path
-(``run_info.json`` records the reason).
+The presets' keys start at zero, so every key stays on the query's line and GD
+runs on the exact fast path (:func:`dynamics.fast_path_applies`; ``run_info.json``
+records the path and why).
 With a trainable query the SEN relation is no longer exact; the paper finds the
 empirical curve approaching Eq (10) as σ² (hence ‖q‖) grows, because a long
 query barely changes during training. The claim is about whole curves (Fig 10),
