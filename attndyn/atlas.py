@@ -65,9 +65,10 @@ BASE = {"n_nontopic": 20, "vocab_size": 5000, "n_topics": 4, "words_per_topic": 
         "train_query": False}
 DISCRETE = tuple(BASE)     # the discrete axes (classifier besides)
 # Full grid: 60 fast-path buckets (a trainable query included) × 16 σ × 12 lr and 6 autodiff
-# buckets (sparsemax, 1.5-entmax) × 4 σ × 3 lr = 11,592 configurations. Each bucket compiles its own programs
-# (benchmarks/atlas.py counts them), so the grid has few buckets with many vmapped points each;
-# autodiff GD costs far more per point, so its buckets take every `autodiff_thin`-th σ and lr.
+# buckets (sparsemax, 1.5-entmax) × 4 σ × 3 lr = 11,592 configurations. Each bucket compiles its
+# own programs (benchmarks/atlas.py counts them), so the grid has few buckets with many vmapped
+# points each; autodiff GD costs far more per point, so its buckets take every
+# `autodiff_thin`-th σ and lr.
 FULL = {
     # lr = τ/n from 0.25 up, not the paper's 0.1: the runs of lr 0.1 would take 5000 steps,
     # 2.5× these 2000 (docs/atlas.md compares the two lr).

@@ -97,8 +97,10 @@ def fast_path_applies(model_cfg, train_cfg: TrainConfig, trainable: Optional[dic
   query = bool(trainable.get("query", False))
   key_std = getattr(model_cfg, "key_std", None)
   if query and not (is_concrete_number(key_std) and key_std == 0):
-    return FastPathCheck(False, f"the query is trained and the keys start off its line "
-                                f"(key_std = {key_std!r}, not 0), so they leave it")
+    start = (f"key_std = {key_std!r}, not 0" if is_concrete_number(key_std)
+             else "key_std is not a number here: swept or traced")
+    return FastPathCheck(False, f"the query is trained and the keys may start off its line "
+                                f"({start}), so they would leave it")
   if batch is not None and any(isinstance(x, jax.core.Tracer) for x in batch):
     return FastPathCheck(False, "the training data is traced (differs between sweep points)")
   how = "trained query from zero keys" if query else "fixed query"

@@ -49,12 +49,11 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
     record: ``record(params, params0) -> pytree``, called per seed on ordinary
       parameter pytrees at step 0 and every ``cfg.record_every`` steps.
     cfg: training configuration (full-batch ``gd``).
-    trainable: parameter group -> trainable (default ``model_cfg.trainable()``).
+    trainable: parameter group -> trainable (default ``model_cfg.trainable()``). With a
+      trainable query, ``params0``'s keys must be zero (``key_std = 0``), so that every key
+      stays on the query's line (checked when ``params0`` is concrete; a traced ``params0``
+      from ``model_cfg``'s initialiser has them zero when ``fast_path_applies`` says yes).
     record_params: also return the parameters at every recorded step.
-      With a trainable query, ``params0``'s keys must be zero (``key_std = 0``), so that
-      every key stays on the query's line (checked when ``params0`` is concrete; a traced
-      ``params0`` from ``model_cfg``'s initialiser has them zero when ``fast_path_applies``
-      says yes).
     seed_tile: seeds advanced together; larger sweeps run tile after tile
       (``lax.map``) inside the same compiled program.
     unroll: steps unrolled per iteration of the inner ``lax.scan``.
@@ -160,7 +159,8 @@ def make_fast_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: Trai
                     trainable: dict, *, model_cfg, record_params: bool = False,
                     seed_tile: int = SEED_TILE, unroll: int = 1,
                     project: Optional[bool] = None):
-  """Drop-in for :func:`dynamics.make_train` on the Lu model with a fixed query.
+  """Drop-in for :func:`dynamics.make_train` on the Lu model with a fixed query (or a trained
+  one from zero keys).
 
   Same arguments and the same ``train(params0, key, lr=None) -> Trajectory``;
   ``loss_fn`` must be the model's cross-entropy (``models.make_loss(models.lu.apply)``),
