@@ -424,6 +424,16 @@ def test_ode_predictors_correlate_the_deviation_with_each_motion_measure():
   assert got["tc"]["sigma<0.01"]["n"] == sum(r["sigma"] < 0.01 for r in rows[:40])
 
 
+def test_atlas_fast_is_the_path_each_bucket_runs_on():
+  """atlas.fast (which buckets are thinned and how they are costed) repeats the run's own
+  choice (RunConfig.fast_path, what `gd_path = "auto"` runs) from the bucket's values; over the
+  full grid both agree, a trainable query included."""
+  s = atlas.settings()
+  for b in atlas.buckets(s):
+    cfg = engine.validate(atlas.run_config(s, b), f"bucket {b.index}")
+    assert atlas.fast(b) == bool(cfg.fast_path()), (b.index, cfg.fast_path().reason)
+
+
 def test_the_eta_cost_model_orders_buckets_by_their_work():
   """bucket_cost (the atlas ETA's weights) grows with the tokens GD gathers: m, n_train, TL's
   wider gather; an autodiff bucket costs more per configuration than a fast-path one, and a

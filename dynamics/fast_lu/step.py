@@ -71,11 +71,11 @@ def projected_forward_pays(plan: WordPlan, lay: _Layout, trainable: dict) -> boo
   tokens = plan.row_tokens.size
   rows = len(plan.words)
   cls = int(trainable["classifier"])
-  keys = int(trainable["keys"] or trainable.get("query", False))   # the scores move
-  g_for_keys = keys * (1 - int(trainable["embeddings"]))   # G formed for the scores alone
+  moves = int(trainable["keys"] or trainable.get("query", False))   # the scores move
+  g_for_scores = moves * (1 - int(trainable["embeddings"]))   # G formed for the scores alone
   gather_x = (GATHER_COST * tokens * (d + 1) + n * d * kk * (1 + cls)
-              + rows * d * (keys + kk * g_for_keys))
-  gather_proj = GATHER_COST * tokens * (kk + 1) + rows * d * kk * (1 + cls) + rows * kk * keys
+              + rows * d * (moves + kk * g_for_scores))
+  gather_proj = GATHER_COST * tokens * (kk + 1) + rows * d * kk * (1 + cls) + rows * kk * moves
   return gather_proj < gather_x
 
 
