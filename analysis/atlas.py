@@ -550,8 +550,9 @@ def markdown(rows, found, *, tolerances, base, paper_point, settings_text, secon
   lines = ["# Theory-validity atlas (Lu et al. 2021: Lemma 2, Theorem 1, Corollary 1, "
            "Assumption 1)", "",
            f"{settings_text}. {n} runs (configuration × seed) in "
-           + (f"{seconds / 60:.1f} min of computing (the buckets' wall times, summed over resumed "
-              "processes)." if math.isfinite(seconds) else "an unknown computing time (some "
+           + (f"{seconds / 60:.1f} min of computing (the buckets' wall times, summed over the "
+              "processes that computed them: worker processes side by side, resumed ones one "
+              "after another)." if math.isfinite(seconds) else "an unknown computing time (some "
               "buckets were read back from an atlas that predates its atlas-seconds.json)."), "",
            "A run *holds* when it did not diverge and every measure is within the tolerance the "
            "Section 5.1 reproduction uses for the same row: "

@@ -31,6 +31,7 @@ import io
 import itertools
 import json
 import math
+import os
 import shutil
 import sys
 import time
@@ -394,7 +395,7 @@ def _ctx(out: Path, quick: bool, resume: bool, command):
 
 def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bool = False,
               progress: bool = True, command=None, findings: bool = True,
-              only: Sequence[int] = None) -> AtlasResult:
+              only: Sequence[int] = None, workers: int = 1) -> AtlasResult:
   """Run the atlas into ``out`` (the Python form of ``attndyn atlas``).
 
   Args:
@@ -407,6 +408,11 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
     command: the command line, recorded in each bucket's run_info.json.
     findings: write atlas.md and the phase diagrams (``False``: the table and curves only).
     only: run only the buckets of these indices (:func:`buckets`; benchmarks sample with it).
+    workers: buckets computed side by side, each in a process of its own
+      (:mod:`attndyn.processes`; with one per core, each held to its core), the costliest
+      first; this process then reads their records. 1: every bucket in this process.
+      The rows are the same either way; the reduced ODE's at float32 rounding, since one
+      thread and two sum its solver's reductions in different orders.
 
   Returns:
     An :class:`AtlasResult`.
@@ -418,6 +424,9 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
   from attndyn.progress import ProgressBar
   from attndyn.reproduce import engine
   s = settings(quick, items)
+  if not (isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1):
+    raise ConfigError(f"workers = {workers!r} is not allowed: a positive integer (processes "
+                      f"computing buckets side by side).")
   code_commit()   # the code this process runs, before anyone edits the checkout
   out = Path(out)
   out.mkdir(parents=True, exist_ok=True)
@@ -428,24 +437,56 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
   counts = [n_configurations(s, b) for b in todo]
   for b in todo:   # every config valid before anything runs
     engine.validate(run_config(s, b), f"atlas bucket {b.index} ({_describe(b)})")
-  # the ETA weighs each bucket's configurations by its estimated cost (bucket_cost)
-  ends = np.cumsum([0] + counts)
-  cumulative = np.cumsum([0.0] + [bucket_cost(s, b) for b in todo])
+  names = [f"bucket-{b.index:04d}" for b in todo]
+  start_ids = [sum(counts[:i]) for i in range(len(todo))]
+  costs = [bucket_cost(s, b) for b in todo]
+  # The buckets workers compute: those without a record of these settings, costliest first.
+  pending = [i for i in range(len(todo))
+             if not (resume and _recorded(out, names[i], record_digest(s, todo[i])))]
+  parallel = workers > 1 and len(pending) > 1
+  order = (sorted(range(len(todo)), key=lambda i: (i in pending, -costs[i] if i in pending else i))
+           if parallel else list(range(len(todo))))
+  # the ETA weighs each bucket's configurations by its estimated cost (bucket_cost), in the
+  # order they are computed
+  ends = np.cumsum([0] + [counts[i] for i in order])
+  cumulative = np.cumsum([0.0] + [costs[i] for i in order])
   bar = ProgressBar("atlas", sum(counts), steps_per_point=None, enabled=progress,
                     unit="configurations",
                     cost=lambda done: float(np.interp(done, ends, cumulative)))
   rows, curves, seconds, errors, failures, no_curves, commits = [], [], {}, {}, {}, [], {}
   partial_times = []   # buckets whose time misses chunks of an older attndyn (no seconds)
-  spent = _read_times(out) if resume else {}
+  if resume:
+    spent = _read_times(out)
+  else:   # a --force run over an older atlas: its times are not this one's
+    spent = {}
+    from attndyn import outputs
+    if outputs.is_writer():
+      (out / TIMES).unlink(missing_ok=True)
   start = time.perf_counter()
   try:
+    if parallel:
+      bar.read_back(sum(counts[i] for i in range(len(todo)) if i not in pending))
+
+      def finished(job, result):
+        i = job["position"]
+        if result["errors"]:
+          errors[names[i]], failures[names[i]] = result["errors"], result["failures"]
+          if progress:
+            _say_failed(todo[i], result["errors"])
+        bar.update(bar.done + counts[i])
+
+      from attndyn import processes
+      processes.run_jobs(
+          _bucket_job, [{"out": str(out), "quick": quick, "items": list(items),
+                         "resume": resume, "command": command, "index": todo[i].index,
+                         "start_id": start_ids[i], "position": i, "progress": progress}
+                        for i in order if i in pending],
+          workers=workers, setup=processes.jax_setup(), on_result=finished)
     for i, b in enumerate(todo):
-      t0 = time.perf_counter()
-      name = f"bucket-{b.index:04d}"
-      digest, start_id = record_digest(s, b), sum(counts[:i])
-      record = read_record(out, name, digest, start_id=start_id,
-                           warn=progress) if resume else None
-      if record is not None:   # finished in an earlier process: its rows, curves and times
+      name, start_id = names[i], start_ids[i]
+      record = (read_record(out, name, record_digest(s, b), start_id=start_id, warn=progress)
+                if resume or parallel else None)
+      if record is not None:   # finished in an earlier process or a worker: rows, curves, times
         r, c, spent[name], commits[name] = record.rows, record.curves, record.seconds, \
             record.commit
         rows += r
@@ -455,33 +496,25 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
         if record.partial_time:
           partial_times.append(name)
         seconds[name] = sum(spent[name])
-        bar.read_back(sum(counts[:i + 1]))
+        if not parallel:
+          bar.read_back(sum(counts[:i + 1]))
         continue
-      before = _run_info(out, name) if resume else {}
-      result = engine.run(ctx, name, run_config(s, b), figures=False)
-      if result.errors:   # a failed ODE stage: its rows have no ode_rel_dev; say so
-        errors[name] = result.errors
-        failures[name] = dict(result.exceptions)
-        if progress:
-          print(f"atlas: bucket {b.index} ({_describe(b)}): " + "; ".join(
-              f"the {k} stage failed: {v}" for k, v in result.errors.items()), file=sys.stderr)
-      r, c = bucket_rows(s, b, result, start_id=start_id)
-      rows += r
-      curves += c
-      seconds[name], computed, whole = _record_time(out, spent, name,
-                                                    time.perf_counter() - t0, before)
-      if not whole:
+      done = _compute_bucket(s, b, ctx, start_id, spent, progress)
+      rows += done.rows
+      curves += done.curves
+      if done.errors:
+        errors[name], failures[name] = done.errors, done.failures
+      seconds[name], commits[name] = done.seconds, done.commit
+      if not done.whole:
         partial_times.append(name)
-      commits[name] = code_commit() if computed else None   # None: read from checkpoints
-      write_record(out, name, digest, r, c, start_id=start_id, seconds=spent[name],
-                   commit=commits[name], partial_time=not whole)
-      if not s["keep_checkpoints"]:
-        _drop_checkpoints(ctx, name)
-      (bar.update if computed else bar.read_back)(sum(counts[:i + 1]))
+      if parallel:   # a worker's record that could not be read back: computed here
+        bar.update(min(bar.total, bar.done + counts[i]))
+      else:
+        (bar.update if done.computed else bar.read_back)(sum(counts[:i + 1]))
   finally:
     bar.close()
   seconds["total"] = time.perf_counter() - start
-  seconds["computing"] = sum(seconds[f"bucket-{b.index:04d}"] for b in todo)
+  seconds["computing"] = sum(seconds[name] for name in names)
   rows = measures.with_flags(rows, TOLERANCES)
   stacked = _stack(curves)
   write_table(out / "atlas.csv", rows)
@@ -490,12 +523,76 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
   from analysis.summary import json_ready
   atomic.write_json(out / "atlas.json", json_ready({"settings": s, "n_buckets": len(todo),
                                          "n_configurations": sum(counts),
-                                         "n_rows": len(rows), "seconds": seconds, "errors": errors,
+                                         "n_rows": len(rows), "seconds": seconds,
+                                         "workers": workers if parallel else 1,
+                                         "errors": errors,
                                          "buckets_without_curves": no_curves,
                                          "commits": _by_commit(commits),
                                          "buckets_with_partial_times": partial_times,
                                          "tolerances": TOLERANCES, "findings": found}))
   return AtlasResult(rows, stacked, found, seconds, failures)
+
+
+class _Computed(NamedTuple):
+  """What :func:`_compute_bucket` computed and recorded."""
+  rows: list
+  curves: list
+  seconds: float       # its computing seconds over every process that computed part of it
+  computed: bool       # this process computed a chunk (else: read whole from checkpoints)
+  whole: bool          # ``seconds`` cover every chunk
+  commit: object
+  errors: dict         # ODE stage -> message, where a stage failed
+  failures: dict       # ODE stage -> its exception
+
+
+def _compute_bucket(s: dict, b: Bucket, ctx, start_id: int, spent: dict,
+                    progress: bool) -> _Computed:
+  """Run one bucket (its ``attndyn run``, from its checkpoints where ``ctx.resume``), write
+  its record and its time, and drop its checkpoints unless ``keep_checkpoints``."""
+  from attndyn.reproduce import engine
+  t0 = time.perf_counter()
+  out, name = Path(ctx.out), f"bucket-{b.index:04d}"
+  before = _run_info(out, name) if ctx.resume else {}
+  result = engine.run(ctx, name, run_config(s, b), figures=False)
+  if result.errors and progress:   # a failed ODE stage: its rows have no ode_rel_dev; say so
+    _say_failed(b, result.errors)
+  r, c = bucket_rows(s, b, result, start_id=start_id)
+  total, computed, whole = _record_time(out, spent, name, time.perf_counter() - t0, before)
+  commit = code_commit() if computed else None   # None: read from checkpoints
+  write_record(out, name, record_digest(s, b), r, c, start_id=start_id, seconds=spent[name],
+               commit=commit, partial_time=not whole)
+  if not s["keep_checkpoints"]:
+    _drop_checkpoints(ctx, name)
+  return _Computed(r, c, total, computed, whole, commit, dict(result.errors),
+                   dict(result.exceptions))
+
+
+def _say_failed(b: Bucket, errs: dict) -> None:
+  print(f"atlas: bucket {b.index} ({_describe(b)}): " + "; ".join(
+      f"the {k} stage failed: {v}" for k, v in errs.items()), file=sys.stderr)
+
+
+def _bucket_job(job: dict) -> dict:
+  """One bucket in a worker process (:func:`run_atlas` with ``workers``): computed and
+  recorded as :func:`run_atlas` would; returns its failed ODE stages (the rows are in its
+  record)."""
+  from attndyn import processes
+  s = settings(job["quick"], job["items"])
+  b = buckets(s)[job["index"]]
+  ctx = _ctx(Path(job["out"]), job["quick"], job["resume"], job["command"])
+  spent = _read_times(ctx.out) if job["resume"] else {}
+  done = _compute_bucket(s, b, ctx, job["start_id"], spent, progress=False)
+  return {"errors": done.errors,
+          "failures": {k: processes.portable(v) for k, v in done.failures.items()}}
+
+
+def _recorded(out: Path, name: str, digest: str) -> bool:
+  """Whether the bucket's record names these settings (:func:`read_record` checks the rest)."""
+  try:
+    return json.loads(_record_paths(out, name)[1].read_text(encoding="utf-8")).get(
+        "digest") == digest
+  except (OSError, ValueError, UnicodeDecodeError, AttributeError):
+    return False
 
 
 class Record(NamedTuple):
@@ -681,9 +778,24 @@ def _record_time(out: Path, spent: dict, name: str, seconds: float, before: dict
     whole = True
   from attndyn import outputs
   if outputs.is_writer():    # one process of a multi-host atlas writes, as for the runs' files
-    atomic.write_json(out / TIMES, {k: [x if math.isfinite(x) else None for x in v]
-                                    for k, v in spent.items()})
+    _store_time(out, name, spent[name])
   return sum(spent[name]), bool(computed), whole
+
+
+def _store_time(out: Path, name: str, seconds: list) -> None:
+  """Set the bucket's entry of :data:`TIMES`, keeping every other bucket's: read and
+  rewritten under a lock on ``out`` itself, since workers (:func:`run_atlas`'s ``workers``)
+  each record their own buckets into the one file."""
+  import fcntl
+  fd = os.open(out, os.O_RDONLY)
+  try:
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    times = _read_times(out)
+    times[name] = list(seconds)
+    atomic.write_json(out / TIMES, {k: [x if math.isfinite(x) else None for x in v]
+                                    for k, v in times.items()})
+  finally:
+    os.close(fd)
 
 
 def write_findings(out: Path, rows: list, s: dict, n_buckets: int, seconds: float) -> dict:

@@ -137,6 +137,9 @@ def _parser() -> argparse.ArgumentParser:
   atlas.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
   atlas.add_argument("--force", action="store_true",
                      help="write into a non-empty DIR (replaces only attndyn's own files)")
+  atlas.add_argument("--workers", default="auto", metavar="N|auto",
+                     help="buckets computed side by side, one process each (default auto: one "
+                          "per CPU core on a CPU, else 1)")
 
   bench = sub.add_parser("bench", help="run the benchmarks (benchmarks.run)", add_help=False,
                          description="Pass all arguments to benchmarks.run.main.")
@@ -361,10 +364,11 @@ def _explain(args) -> int:
 def _atlas(args) -> int:
   from pathlib import Path
 
-  from attndyn import atlas, atomic, lock, outputs
+  from attndyn import atlas, atomic, lock, outputs, processes
   from attndyn.reproduce import cli as reproduce_cli
   out = Path(args.out)
   atlas.settings(quick=args.quick, items=args.overrides)   # bad --set: before DIR is touched
+  workers = processes.parse_workers(args.workers)
   if args.resume and not ((out / "runs").is_dir() or (out / atlas.RECORDS).is_dir()):
     raise ConfigError(f"--resume: {str(out)!r} holds no atlas to continue (no runs/ or "
                       f"{atlas.RECORDS}/ folder); "
@@ -379,7 +383,8 @@ def _atlas(args) -> int:
     reproduce_cli._remove_leftovers(out)   # the same layout: DIR/runs/NAME per bucket
     atomic.remove_leftovers(records)       # and a record file a kill cut short
     result = atlas.run_atlas(args.out, quick=args.quick, items=args.overrides, resume=args.resume,
-                             progress=not args.no_progress, command=["attndyn"] + args.argv)
+                             progress=not args.no_progress, command=["attndyn"] + args.argv,
+                             workers=workers)
   print(f"wrote {args.out}/: atlas.csv ({len(result.rows)} rows), atlas.md, curves.npz, "
         f"{', '.join(result.findings.get('figures', []))} in {result.seconds['total']:.0f} s")
   # a failed ODE stage leaves its bucket's rows without ode_rel_dev: the exit code says so

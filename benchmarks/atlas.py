@@ -32,6 +32,12 @@ how many runs hold in one and not the other (each with the measure nearest its t
 measure's relative difference (median, 99th percentile, largest) and the buckets' computing
 seconds, B's over A's.
 
+``python -m benchmarks.atlas --out DIR --workers N [--quick] [--buckets I,J,...]`` times the
+sample twice, one run after the other in this process: computed in ``N`` worker processes
+(``run_atlas(workers=N)``, :mod:`attndyn.processes`), then one bucket after another here
+(``workers=1``, which compiles afresh: the workers' compiles stay in their processes). It prints
+both wall times, their ratio and the largest relative difference between the two tables.
+
 ``--baseline-ode`` also runs each sampled bucket with the reduced ODE solved once per
 learning rate, as before :func:`attndyn.pipeline.solve_lrs_together` solved it once for all
 of them in flow time; it prints both wall times per bucket and their ratio, in the same
@@ -232,6 +238,40 @@ def compare(a: Path, b: Path) -> dict:
   return doc
 
 
+def workers(out: Path, quick: bool, sample, n: int) -> int:
+  """``--workers N``: the sample's wall time in ``N`` worker processes and in this one."""
+  import math
+  from attndyn import atlas
+  s = atlas.settings(quick=quick)
+  everything = atlas.buckets(s)
+  if sample:
+    sample = [int(i) for i in sample.split(",")]
+  else:
+    sample = [b.index for b in everything] if quick else default_sample(s)
+  seconds, tables = {}, {}
+  for w in (n, 1):
+    t0 = time.perf_counter()
+    got = atlas.run_atlas(out / f"workers-{w}", quick=quick, only=sample, progress=False,
+                          findings=False, workers=w)
+    seconds[w], tables[w] = time.perf_counter() - t0, got.rows
+    print(f"workers={w}: {seconds[w]:.1f} s for {len(sample)} buckets, "
+          f"{sum(atlas.n_configurations(s, everything[i]) for i in sample)} configurations",
+          flush=True)
+  worst = 0.0
+  for ra, rb in zip(tables[n], tables[1]):
+    for k, v in rb.items():
+      if isinstance(v, float) and math.isfinite(v) and v != ra[k]:
+        worst = max(worst, abs(ra[k] - v) / max(abs(v), 1e-300))
+  doc = {"grid": "quick" if quick else "full", "buckets": sample, "workers": n,
+         "seconds": {str(k): v for k, v in seconds.items()}, "ratio": seconds[1] / seconds[n],
+         "rows": len(tables[1]), "largest_relative_difference": worst}
+  print(f"ratio (one process / {n} workers): {doc['ratio']:.2f}x; "
+        f"largest relative difference between the tables: {worst:.2e}")
+  out.mkdir(parents=True, exist_ok=True)
+  (out / "atlas_workers.json").write_text(json.dumps(doc, indent=1))
+  return 0
+
+
 def main(argv=None) -> int:
   if argv is None:
     argv = sys.argv[1:]
@@ -253,7 +293,11 @@ def main(argv=None) -> int:
   parser.add_argument("--baseline-ode", action="store_true",
                       help="also time each bucket with the reduced ODE solved once per learning "
                            "rate and print the ratio")
+  parser.add_argument("--workers", type=int, default=None, metavar="N",
+                      help="time the sample in N worker processes against one process")
   args = parser.parse_args(argv)
+  if args.workers is not None:
+    return workers(Path(args.out), args.quick, args.buckets, args.workers)
   compiles = []
   jax.monitoring.register_event_duration_secs_listener(
       lambda event, secs, **kw: compiles.append(secs)

@@ -108,6 +108,58 @@ def test_resume_gives_the_same_table(tiny_atlas):
   assert not differ, differ[:5]
 
 
+def test_worker_processes_compute_the_rows_one_process_does(tiny_atlas, tmp_path):
+  """``workers=2``: the Attn-TC bucket (tiny_atlas's) and an Attn-FC one, each computed in a
+  process of its own and read back here from its record.
+
+  Tolerance: rtol 1e-9 (float64), as test_rows_equal's: the same programs, but a worker held
+  to one core sums the ODE solver's reductions on one thread, in another order, and the
+  relative deviation's small denominator magnifies that rounding. Both buckets' times reach
+  atlas-seconds.json, which each worker updates with its own bucket under a lock.
+  """
+  _, one = tiny_atlas
+  items = [i for i in TINY if not i.startswith("classifiers")] + ['classifiers=["tc", "fc"]']
+  got = atlas.run_atlas(tmp_path, items=items, progress=False, findings=False, workers=2)
+  assert json.loads((tmp_path / "atlas.json").read_text())["workers"] == 2
+  assert {r["classifier"] for r in got.rows} == {"tc", "fc"}
+  tc = [r for r in got.rows if r["classifier"] == "tc"]
+  assert len(tc) == len(one.rows)
+  for ra, rb in zip(tc, one.rows):
+    for k, v in rb.items():
+      if isinstance(v, float):
+        np.testing.assert_allclose(ra[k], v, rtol=1e-9, atol=0, err_msg=k)
+      else:
+        assert ra[k] == v, k
+  times = json.loads((tmp_path / atlas.TIMES).read_text())
+  assert set(times) == {"bucket-0000", "bucket-0001"}
+  assert all(len(v) == 1 and v[0] > 0 for v in times.values())
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two"])
+def test_bad_workers_is_one_line(value, tmp_path, capsys):
+  code = cli.main(["atlas", "--out", str(tmp_path / "a"), "--workers", value, "--no-progress"])
+  err = capsys.readouterr().err
+  assert code == 2 and err.count("\n") == 1 and "--workers" in err and "auto" in err, err
+  assert not (tmp_path / "a").exists()
+
+
+def test_a_worker_killed_mid_atlas_is_one_line_naming_the_resume(tmp_path, capsys):
+  from unittest import mock
+  died = ChildProcessError("worker process 1 (pid 4242) was killed by signal 9 (SIGKILL) "
+                           "before finishing its job (out of memory? a kill?)")
+  with mock.patch.object(atlas, "run_atlas", side_effect=died):
+    code = cli.main(["atlas", "--out", str(tmp_path / "a"), "--quick", "--no-progress"])
+  err = capsys.readouterr().err
+  assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+  assert "killed by signal 9" in err and "--resume" in err
+
+
+def test_auto_workers_are_the_cores_on_a_cpu():
+  from attndyn import processes
+  assert processes.parse_workers("auto") == len(processes.usable_cores())
+  assert processes.parse_workers("3") == 3
+
+
 def _same_rows(a: list, b: list) -> list:
   """The (row, column, value, value) where two tables differ (NaN equals NaN)."""
   return [(i, k, ra.get(k), rb[k]) for i, (ra, rb) in enumerate(zip(a, b)) for k in rb

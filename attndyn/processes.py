@@ -1,0 +1,237 @@
+"""Independent jobs in worker processes, one per CPU core: :func:`run_jobs`.
+
+Used by ``attndyn atlas --workers`` (one bucket a job). On a CPU, XLA:CPU splits each kernel of
+a program across its threads, but tracing, compiling, making the data and writing files run
+on one thread, and small kernels leave the threads waiting on each other; a process held to
+each core keeps every core busy with work of its own. What that gains depends on the machine
+(``python -m benchmarks.atlas --workers N`` times it against one process).
+
+The workers are fresh interpreters (JAX's threads do not survive a ``fork``). What the machine
+does to one of them is answered as it would be in one process: a worker that raises sends its
+exception back, and :func:`run_jobs` raises it with the worker's traceback as its cause; a
+worker that dies (``kill -9``, the out-of-memory killer) is named in a
+:class:`ChildProcessError`. Either way the other workers are stopped (SIGTERM: each stops
+within a chunk, as after Ctrl-C) before it returns, and a worker whose parent dies stops by
+itself, so that no orphan keeps writing into a directory whose lock its parent held.
+"""
+import os
+import pickle
+import signal
+import sys
+import threading
+import traceback
+from typing import Any, Callable, Iterable, Optional
+
+# How often a worker checks that its parent lives, and the parent that its workers do (s).
+POLL = 0.2
+
+
+class RemoteTraceback(Exception):
+  """A worker's traceback, as text: the ``__cause__`` of the exception :func:`run_jobs` raises."""
+
+  def __str__(self):
+    return self.args[0]
+
+
+def usable_cores() -> list:
+  """The CPU cores this process may run on (all of ``os.cpu_count()`` where the OS does not say)."""
+  if hasattr(os, "sched_getaffinity"):
+    return sorted(os.sched_getaffinity(0))
+  return list(range(os.cpu_count() or 1))
+
+
+def parse_workers(text: str) -> int:
+  """``--workers``: a positive integer, or ``auto``: one per usable CPU core when JAX computes
+  on the CPU in one process (on an accelerator, processes would share it), else 1.
+
+  Raises:
+    ConfigError: anything else, in one line.
+  """
+  from tasks.errors import ConfigError
+  if str(text).strip() == "auto":
+    import jax
+    if jax.default_backend() != "cpu" or jax.process_count() > 1:
+      return 1
+    return len(usable_cores())
+  try:
+    n = int(str(text).strip())
+  except ValueError:
+    n = 0
+  if n < 1:
+    raise ConfigError(f"--workers {text!r} is not allowed: a positive integer (processes "
+                      f"computing side by side) or auto (one per CPU core).")
+  return n
+
+
+def jax_setup():
+  """A worker ``setup`` for :func:`run_jobs` that gives each worker this process's JAX
+  settings: float64 on or off, and the compile cache (:mod:`attndyn.compile_cache`: its
+  folder, size bound and threshold)."""
+  import functools
+
+  import jax
+  names = ("jax_enable_x64", "jax_compilation_cache_dir",
+           "jax_persistent_cache_min_compile_time_secs", "jax_compilation_cache_max_size")
+  return functools.partial(_configure, {k: getattr(jax.config, k) for k in names})
+
+
+def _configure(values: dict) -> None:
+  import jax
+  for k, v in values.items():
+    jax.config.update(k, v)
+
+
+def portable(err: BaseException) -> BaseException:
+  """``err`` if it pickles (and unpickles), else a RuntimeError with its type and message."""
+  try:
+    pickle.loads(pickle.dumps(err))
+    return err
+  except Exception:
+    return RuntimeError(f"{type(err).__name__}: {err}")
+
+
+def _watch_parent(parent: int) -> None:
+  """Exit this worker once its parent is gone (its lock on the output directory with it).
+
+  Everything a worker writes is written atomically, so leaving at any point is like the
+  ``kill -9`` the commands already survive."""
+  while os.getppid() == parent:
+    threading.Event().wait(POLL)
+  os._exit(1)
+
+
+def _serve(fd: int) -> None:
+  """A worker's main (``python -c "...; _serve(FD)"``): jobs in, results out over ``FD``.
+
+  It first receives its core and the parent's ``sys.path`` as plain data, holds itself to
+  the core before anything imports JAX (XLA sizes its thread pool from the cores a
+  process may use), then unpickles the job function (which imports its module)."""
+  from multiprocessing.connection import Connection
+  conn = Connection(fd)
+  core, path = conn.recv()
+  if core is not None:
+    os.sched_setaffinity(0, {core})
+  sys.path[:] = path
+
+  def on_sigterm(signum, frame):   # stop like Ctrl-C: the running chunk is given up
+    raise KeyboardInterrupt
+  signal.signal(signal.SIGTERM, on_sigterm)
+  code = 0
+  try:
+    fn, setup, parent = conn.recv()
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    if setup is not None:
+      setup()
+    while True:
+      job = conn.recv()
+      if job is None:
+        break
+      try:
+        result = fn(job)
+      except KeyboardInterrupt:
+        raise
+      except BaseException as err:     # sent back whole; this worker stops
+        conn.send(("failed", job, (portable(err), traceback.format_exc())))
+        code = 1
+        break
+      conn.send(("done", job, result))
+  except KeyboardInterrupt:
+    code = 130
+  except EOFError:                     # the parent closed the pipe: nothing more to do
+    code = 1
+  finally:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # An interrupted chunk may still be computing on XLA's threads: do not wait for it.
+    os._exit(code)
+
+
+def _ended(proc, i: int) -> ChildProcessError:
+  code = proc.wait()
+  how = (f"was killed by signal {-code} ({signal.Signals(-code).name})" if code < 0
+         else f"exited with code {code}")
+  return ChildProcessError(f"worker process {i} (pid {proc.pid}) {how} before finishing its "
+                           f"job (out of memory? a kill?)")
+
+
+def _hand_out(conn, left) -> list:
+  """Send the worker the next job (``[conn]``: it is busy) or, when none is left, the
+  sentinel that ends it (``[]``)."""
+  if left:
+    conn.send(left.popleft())
+    return [conn]
+  conn.send(None)
+  return []
+
+
+def run_jobs(fn: Callable[[Any], Any], jobs: Iterable[Any], *, workers: int,
+             setup: Optional[Callable[[], None]] = None,
+             on_result: Optional[Callable[[Any, Any], None]] = None) -> list:
+  """``[(job, fn(job)), ...]`` in the order they finished, computed in ``workers`` processes.
+
+  Args:
+    fn: a function of one job, importable by name (it is pickled, as are the jobs and what
+      it returns); the workers take the jobs in the order given, each the next one as it
+      finishes its last.
+    jobs: the jobs.
+    workers: processes to start (at most one per job). When they are as many as the usable
+      cores, each is held to its own core.
+    setup: run once in each worker before its first job (importable by name).
+    on_result: ``on_result(job, result)`` in this process as each job finishes.
+
+  Raises:
+    The exception a worker raised (its traceback as the cause); ``ChildProcessError`` when a
+    worker died without one. The other workers are stopped first.
+  """
+  import subprocess
+  from collections import deque
+  from multiprocessing.connection import Pipe, wait
+  jobs = list(jobs)
+  workers = max(1, min(workers, len(jobs)))
+  cores = usable_cores()
+  pin = hasattr(os, "sched_setaffinity") and workers == len(cores) and workers > 1
+  left, finished, procs, conns, clean = deque(jobs), [], [], [], False
+  try:
+    for i in range(workers):
+      mine, theirs = Pipe()
+      # A fresh interpreter, not multiprocessing's spawn: that one imports the caller's
+      # __main__ again, which a script without an `if __name__ == "__main__"` guard reruns.
+      procs.append(subprocess.Popen(
+          [sys.executable, "-c", f"from attndyn.processes import _serve; _serve({theirs.fileno()})"],
+          pass_fds=(theirs.fileno(),)))
+      theirs.close()
+      conns.append(mine)
+      mine.send((cores[i] if pin else None, list(sys.path)))
+      mine.send((fn, setup, os.getpid()))
+    busy = []                          # the workers with a job
+    for conn in conns:
+      busy += _hand_out(conn, left)
+    while len(finished) < len(jobs):
+      for conn in wait(busy, timeout=POLL):
+        i = conns.index(conn)
+        try:
+          kind, job, payload = conn.recv()
+        except EOFError:
+          raise _ended(procs[i], i) from None
+        if kind == "failed":
+          err, text = payload
+          raise err from RemoteTraceback(f"\n\nIn worker process {i} (pid {procs[i].pid}):\n{text}")
+        busy.remove(conn)
+        busy += _hand_out(conn, left)
+        finished.append((job, payload))
+        if on_result is not None:
+          on_result(job, payload)
+    clean = True
+  finally:
+    for p in procs:
+      if p.poll() is None and not clean:
+        p.terminate()
+    for p in procs:
+      try:
+        p.wait(timeout=None if clean else 10)
+      except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    for conn in conns:
+      conn.close()
+  return finished
