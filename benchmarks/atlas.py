@@ -257,11 +257,16 @@ def workers(out: Path, quick: bool, sample, n: int) -> int:
     print(f"workers={w}: {seconds[w]:.1f} s for {len(sample)} buckets, "
           f"{sum(atlas.n_configurations(s, everything[i]) for i in sample)} configurations",
           flush=True)
-  worst = 0.0
+  # a NaN or infinity in one table only, or a missing row, counts as an infinite difference
+  worst = 0.0 if len(tables[n]) == len(tables[1]) else math.inf
   for ra, rb in zip(tables[n], tables[1]):
     for k, v in rb.items():
-      if isinstance(v, float) and math.isfinite(v) and v != ra[k]:
-        worst = max(worst, abs(ra[k] - v) / max(abs(v), 1e-300))
+      u = ra.get(k)
+      if not isinstance(v, float) or u == v or (isinstance(u, float) and math.isnan(u)
+                                                and math.isnan(v)):
+        continue
+      finite = isinstance(u, float) and math.isfinite(u) and math.isfinite(v)
+      worst = max(worst, abs(u - v) / max(abs(v), 1e-300) if finite else math.inf)
   doc = {"grid": "quick" if quick else "full", "buckets": sample, "workers": n,
          "seconds": {str(k): v for k, v in seconds.items()}, "ratio": seconds[1] / seconds[n],
          "rows": len(tables[1]), "largest_relative_difference": worst}
