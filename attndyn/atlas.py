@@ -465,17 +465,18 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
   start = time.perf_counter()
   try:
     if parallel:
+      from attndyn import processes
       bar.read_back(sum(counts[i] for i in range(len(todo)) if i not in pending))
 
       def finished(job, result):
         i = job["position"]
         if result["errors"]:
-          errors[names[i]], failures[names[i]] = result["errors"], result["failures"]
+          errors[names[i]] = result["errors"]
+          failures[names[i]] = {k: processes.rebuild(v) for k, v in result["failures"].items()}
           if progress:
             _say_failed(todo[i], result["errors"])
         bar.update(bar.done + counts[i])
 
-      from attndyn import processes
       processes.run_jobs(
           _bucket_job, [{"out": str(out), "quick": quick, "items": list(items),
                          "resume": resume, "command": command, "index": todo[i].index,
@@ -583,7 +584,7 @@ def _bucket_job(job: dict) -> dict:
   spent = _read_times(ctx.out) if job["resume"] else {}
   done = _compute_bucket(s, b, ctx, job["start_id"], spent, progress=False)
   return {"errors": done.errors,
-          "failures": {k: processes.portable(v) for k, v in done.failures.items()}}
+          "failures": {k: processes.describe(v) for k, v in done.failures.items()}}
 
 
 def _recorded(out: Path, name: str, digest: str) -> bool:

@@ -6,7 +6,9 @@ on one thread, and small kernels leave the threads waiting on each other; a proc
 each core keeps every core busy with work of its own. What that gains depends on the machine
 (``python -m benchmarks.atlas --workers N`` times it against one process).
 
-The workers are fresh interpreters (JAX's threads do not survive a ``fork``). What the machine
+The workers are fresh interpreters (JAX's threads do not survive a ``fork``), told what to run
+by name (``module:function``) and sent jobs and results as JSON, so nothing is unpickled
+(attndyn never unpickles: :mod:`analysis.npz`). What the machine
 does to one of them is answered as it would be in one process: a worker that raises sends its
 exception back, and :func:`run_jobs` raises it with the worker's traceback as its cause; a
 worker that dies (``kill -9``, the out-of-memory killer) is named in a
@@ -14,8 +16,9 @@ worker that dies (``kill -9``, the out-of-memory killer) is named in a
 within a chunk, as after Ctrl-C) before it returns, and a worker whose parent dies stops by
 itself, so that no orphan keeps writing into a directory whose lock its parent held.
 """
+import importlib
+import json
 import os
-import pickle
 import signal
 import sys
 import threading
@@ -63,31 +66,62 @@ def parse_workers(text: str) -> int:
   return n
 
 
-def jax_setup():
+def jax_setup() -> tuple:
   """A worker ``setup`` for :func:`run_jobs` that gives each worker this process's JAX
   settings: float64 on or off, and the compile cache (:mod:`attndyn.compile_cache`: its
   folder, size bound and threshold)."""
-  import functools
-
   import jax
   names = ("jax_enable_x64", "jax_compilation_cache_dir",
            "jax_persistent_cache_min_compile_time_secs", "jax_compilation_cache_max_size")
-  return functools.partial(_configure, {k: getattr(jax.config, k) for k in names})
+  return configure_jax, {k: getattr(jax.config, k) for k in names}
 
 
-def _configure(values: dict) -> None:
+def configure_jax(values: dict) -> None:
   import jax
   for k, v in values.items():
     jax.config.update(k, v)
 
 
-def portable(err: BaseException) -> BaseException:
-  """``err`` if it pickles (and unpickles), else a RuntimeError with its type and message."""
+def describe(err: BaseException) -> dict:
+  """``err`` as JSON: its class (``module.Name``), message and traceback (:func:`rebuild`)."""
+  return {"type": f"{type(err).__module__}.{type(err).__qualname__}", "message": str(err),
+          "traceback": "".join(traceback.format_exception(err))}
+
+
+def rebuild(doc: dict, where: str = "the worker process") -> BaseException:
+  """The exception :func:`describe` described: its class made from its message, or a
+  RuntimeError naming the class where that cannot be done; its traceback, in ``where``,
+  as the cause."""
+  module, _, name = doc["type"].rpartition(".")
   try:
-    pickle.loads(pickle.dumps(err))
-    return err
+    cls = getattr(importlib.import_module(module), name)
+    err = cls(doc["message"]) if issubclass(cls, BaseException) else None
   except Exception:
-    return RuntimeError(f"{type(err).__name__}: {err}")
+    err = None
+  if err is None:
+    err = RuntimeError(f"{name}: {doc['message']}")
+  err.__cause__ = RemoteTraceback(f"\n\nIn {where}:\n{doc['traceback']}")
+  return err
+
+
+def _named(fn) -> str:
+  return f"{fn.__module__}:{fn.__qualname__}"
+
+
+def _resolve(name: str):
+  module, _, qualname = name.partition(":")
+  obj = importlib.import_module(module)
+  for part in qualname.split("."):
+    obj = getattr(obj, part)
+  return obj
+
+
+def _send(conn, doc) -> None:
+  conn.send_bytes(json.dumps(doc).encode())
+
+
+def _recv(conn):
+  return json.loads(conn.recv_bytes().decode())
 
 
 def _watch_parent(parent: int) -> None:
@@ -103,27 +137,28 @@ def _watch_parent(parent: int) -> None:
 def _serve(fd: int) -> None:
   """A worker's main (``python -c "...; _serve(FD)"``): jobs in, results out over ``FD``.
 
-  It first receives its core and the parent's ``sys.path`` as plain data, holds itself to
-  the core before anything imports JAX (XLA sizes its thread pool from the cores a
-  process may use), then unpickles the job function (which imports its module)."""
+  It first receives its core and the parent's ``sys.path``, holds itself to the core before
+  anything imports JAX (XLA sizes its thread pool from the cores a process may use), then
+  imports the job function by name."""
   from multiprocessing.connection import Connection
   conn = Connection(fd)
-  core, path = conn.recv()
-  if core is not None:
-    os.sched_setaffinity(0, {core})
-  sys.path[:] = path
+  first = _recv(conn)
+  if first["core"] is not None:
+    os.sched_setaffinity(0, {first["core"]})
+  sys.path[:] = first["path"]
 
   def on_sigterm(signum, frame):   # stop like Ctrl-C: the running chunk is given up
     raise KeyboardInterrupt
   signal.signal(signal.SIGTERM, on_sigterm)
   code = 0
   try:
-    fn, setup, parent = conn.recv()
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-    if setup is not None:
-      setup()
+    what = _recv(conn)
+    threading.Thread(target=_watch_parent, args=(what["parent"],), daemon=True).start()
+    if what["setup"] is not None:
+      _resolve(what["setup"])(what["setup_arg"])
+    fn = _resolve(what["fn"])
     while True:
-      job = conn.recv()
+      job = _recv(conn)
       if job is None:
         break
       try:
@@ -131,10 +166,10 @@ def _serve(fd: int) -> None:
       except KeyboardInterrupt:
         raise
       except BaseException as err:     # sent back whole; this worker stops
-        conn.send(("failed", job, (portable(err), traceback.format_exc())))
+        _send(conn, {"kind": "failed", "job": job, "error": describe(err)})
         code = 1
         break
-      conn.send(("done", job, result))
+      _send(conn, {"kind": "done", "job": job, "result": result})
   except KeyboardInterrupt:
     code = 130
   except EOFError:                     # the parent closed the pipe: nothing more to do
@@ -158,25 +193,26 @@ def _hand_out(conn, left) -> list:
   """Send the worker the next job (``[conn]``: it is busy) or, when none is left, the
   sentinel that ends it (``[]``)."""
   if left:
-    conn.send(left.popleft())
+    _send(conn, left.popleft())
     return [conn]
-  conn.send(None)
+  _send(conn, None)
   return []
 
 
 def run_jobs(fn: Callable[[Any], Any], jobs: Iterable[Any], *, workers: int,
-             setup: Optional[Callable[[], None]] = None,
+             setup: Optional[tuple] = None,
              on_result: Optional[Callable[[Any, Any], None]] = None) -> list:
   """``[(job, fn(job)), ...]`` in the order they finished, computed in ``workers`` processes.
 
   Args:
-    fn: a function of one job, importable by name (it is pickled, as are the jobs and what
-      it returns); the workers take the jobs in the order given, each the next one as it
-      finishes its last.
+    fn: a module-level function of one job (the worker imports it by name); the jobs and
+      what it returns are JSON values (as JSON gives them back: tuples as lists). The
+      workers take the jobs in the order given, each the next one as it finishes its last.
     jobs: the jobs.
     workers: processes to start (at most one per job). When they are as many as the usable
       cores, each is held to its own core.
-    setup: run once in each worker before its first job (importable by name).
+    setup: ``(function, argument)``, run as ``function(argument)`` once in each worker
+      before its first job (a module-level function and a JSON value; e.g. :func:`jax_setup`).
     on_result: ``on_result(job, result)`` in this process as each job finishes.
 
   Raises:
@@ -201,8 +237,9 @@ def run_jobs(fn: Callable[[Any], Any], jobs: Iterable[Any], *, workers: int,
           pass_fds=(theirs.fileno(),)))
       theirs.close()
       conns.append(mine)
-      mine.send((cores[i] if pin else None, list(sys.path)))
-      mine.send((fn, setup, os.getpid()))
+      _send(mine, {"core": cores[i] if pin else None, "path": list(sys.path)})
+      _send(mine, {"fn": _named(fn), "setup": None if setup is None else _named(setup[0]),
+                   "setup_arg": None if setup is None else setup[1], "parent": os.getpid()})
     busy = []                          # the workers with a job
     for conn in conns:
       busy += _hand_out(conn, left)
@@ -210,17 +247,17 @@ def run_jobs(fn: Callable[[Any], Any], jobs: Iterable[Any], *, workers: int,
       for conn in wait(busy, timeout=POLL):
         i = conns.index(conn)
         try:
-          kind, job, payload = conn.recv()
+          msg = _recv(conn)
         except EOFError:
           raise _ended(procs[i], i) from None
-        if kind == "failed":
-          err, text = payload
-          raise err from RemoteTraceback(f"\n\nIn worker process {i} (pid {procs[i].pid}):\n{text}")
+        if msg["kind"] == "failed":
+          err = rebuild(msg["error"], f"worker process {i} (pid {procs[i].pid})")
+          raise err from err.__cause__
         busy.remove(conn)
         busy += _hand_out(conn, left)
-        finished.append((job, payload))
+        finished.append((msg["job"], msg["result"]))
         if on_result is not None:
-          on_result(job, payload)
+          on_result(msg["job"], msg["result"])
     clean = True
   finally:
     for p in procs:
