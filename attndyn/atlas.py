@@ -36,7 +36,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -305,7 +305,14 @@ def fast_path_work(s: dict, bucket: Bucket) -> FastPathWork:
 
 
 def bucket_cost(s: dict, bucket: Bucket) -> float:
-  """A bucket's computing cost in estimated seconds (:data:`COST`), for the ETA.
+  """A bucket's computing cost in estimated seconds (:data:`COST`), for the ETA: the sum of
+  :func:`stage_costs`."""
+  return sum(stage_costs(s, bucket).values())
+
+
+def stage_costs(s: dict, bucket: Bucket) -> dict:
+  """A bucket's estimated seconds (:data:`COST`) per stage of its run, in the order they run:
+  ``"gd"`` (with the compiles) and, where it is solved, ``"reduced"``.
 
   On the fast path, GD's work is :func:`fast_path_work`: each gathered float costs
   ``GATHER_COST`` multiply-adds, plus the products over the vocabulary. Off the fast path, a
@@ -320,8 +327,28 @@ def bucket_cost(s: dict, bucket: Bucket) -> float:
     sigmas, lengths = continuous(s, bucket)
     run_steps = len(sigmas) * s["seeds"] * sum(lengths)
     gd = COST["autodiff_token_step"] * run_steps * v["n_train"] * (v["n_nontopic"] + 1)
-  ode = COST["reduced_ode"] if run_config(s, bucket)["ode"]["kind"] == "reduced" else 0.0
-  return gd + COST["compile"] + ode
+  costs = {"gd": gd + COST["compile"]}
+  if run_config(s, bucket)["ode"]["kind"] == "reduced":
+    costs["reduced"] = COST["reduced_ode"]
+  return costs
+
+
+def _bucket_progress(s: dict, bucket: Bucket, report: Callable[[float, bool], None]):
+  """The ``on_progress`` of a bucket's run (:func:`attndyn.pipeline.run`) that calls
+  ``report(done, computed)``: ``done`` of the bucket's configurations are finished, each
+  stage counting for its share of :func:`stage_costs`; ``computed`` is False where what was
+  added since the last report was read from checkpoints (a resumed bucket)."""
+  costs = stage_costs(s, bucket)
+  scale = n_configurations(s, bucket) / sum(costs.values())
+  before = dict(zip(costs, np.cumsum([0.0] + list(costs.values()))))
+
+  def on_progress(stage, done, total, read_back):
+    if stage not in costs:
+      return
+    share = before[stage] + costs[stage] * done / max(total, 1)
+    report(scale * share, done > read_back)
+
+  return on_progress
 
 
 def run_config(s: dict, bucket: Bucket) -> dict:
@@ -468,6 +495,17 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
       from attndyn import processes
       bar.read_back(sum(counts[i] for i in range(len(todo)) if i not in pending))
 
+      partial = {}    # the running buckets' finished configurations (their reports)
+      whole = [bar.done]   # the configurations of the finished buckets
+
+      def show(computed: bool):
+        (bar.update if computed else bar.read_back)(
+            min(bar.total, whole[0] + sum(int(v) for v in partial.values())))
+
+      def reported(job, value):
+        partial[job["position"]] = value[0]
+        show(value[1])
+
       def finished(job, result):
         i = job["position"]
         if result["errors"]:
@@ -475,14 +513,17 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
           failures[names[i]] = {k: processes.rebuild(v) for k, v in result["failures"].items()}
           if progress:
             _say_failed(todo[i], result["errors"])
-        bar.update(bar.done + counts[i])
+        partial.pop(i, None)
+        whole[0] += counts[i]
+        show(True)
 
       processes.run_jobs(
           _bucket_job, [{"out": str(out), "quick": quick, "items": list(items),
                          "resume": resume, "command": command, "index": todo[i].index,
                          "start_id": start_ids[i], "position": i, "progress": progress}
                         for i in order if i in pending],
-          workers=workers, setup=processes.jax_setup(), on_result=finished)
+          workers=workers, setup=processes.jax_setup(), on_result=finished,
+          on_progress=reported)
     for i, b in enumerate(todo):
       name, start_id = names[i], start_ids[i]
       record = (read_record(out, name, record_digest(s, b), start_id=start_id, warn=progress)
@@ -500,7 +541,11 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
         if not parallel:
           bar.read_back(sum(counts[:i + 1]))
         continue
-      done = _compute_bucket(s, b, ctx, start_id, spent, progress)
+      base = sum(counts[:i])
+      done = _compute_bucket(
+          s, b, ctx, start_id, spent, progress,
+          on_progress=(lambda n, computed, base=base: (bar.update if computed else bar.read_back)(
+              base + int(n))) if progress and not parallel else None)
       rows += done.rows
       curves += done.curves
       if done.errors:
@@ -546,15 +591,18 @@ class _Computed(NamedTuple):
   failures: dict       # ODE stage -> its exception
 
 
-def _compute_bucket(s: dict, b: Bucket, ctx, start_id: int, spent: dict,
-                    progress: bool) -> _Computed:
+def _compute_bucket(s: dict, b: Bucket, ctx, start_id: int, spent: dict, progress: bool,
+                    on_progress: Callable[[float, bool], None] = None) -> _Computed:
   """Run one bucket (its ``attndyn run``, from its checkpoints where ``ctx.resume``), write
-  its record and its time, and drop its checkpoints unless ``keep_checkpoints``."""
+  its record and its time, and drop its checkpoints unless ``keep_checkpoints``.
+  ``on_progress(done, computed)``: after each chunk (:func:`_bucket_progress`)."""
   from attndyn.reproduce import engine
   t0 = time.perf_counter()
   out, name = Path(ctx.out), f"bucket-{b.index:04d}"
   before = _run_info(out, name) if ctx.resume else {}
-  result = engine.run(ctx, name, run_config(s, b), figures=False)
+  result = engine.run(ctx, name, run_config(s, b), figures=False,
+                      on_progress=None if on_progress is None
+                      else _bucket_progress(s, b, on_progress))
   if result.errors and progress:   # a failed ODE stage: its rows have no ode_rel_dev; say so
     _say_failed(b, result.errors)
   r, c = bucket_rows(s, b, result, start_id=start_id)
@@ -582,7 +630,9 @@ def _bucket_job(job: dict) -> dict:
   b = buckets(s)[job["index"]]
   ctx = _ctx(Path(job["out"]), job["quick"], job["resume"], job["command"])
   spent = _read_times(ctx.out) if job["resume"] else {}
-  done = _compute_bucket(s, b, ctx, job["start_id"], spent, progress=False)
+  done = _compute_bucket(s, b, ctx, job["start_id"], spent, progress=False,
+                         on_progress=(lambda n, computed: processes.report([n, computed]))
+                         if job["progress"] else None)
   return {"errors": done.errors,
           "failures": {k: processes.describe(v) for k, v in done.failures.items()}}
 

@@ -320,12 +320,12 @@ def plan_chunk_size(cfg: RunConfig, devices=None) -> Optional[int]:
 
 def _stage(label: str, fn, inputs, cfg: RunConfig, chunk_size, progress: bool, devices,
            checkpoints=None, batched: bool = False, compiler_options=None, n_points=None,
-           times=None):
+           times=None, on_progress=None):
   """One stage over the sweep; with ``checkpoints``, read back finished chunks and save new ones.
 
   ``batched``: ``fn`` maps a whole chunk itself (see ``dynamics.run_sweep``). ``n_points``
   and ``times``: the points in ``inputs`` and the times each records, when not the sweep's
-  (the sweep's points and recorded steps).
+  (the sweep's points and recorded steps). ``on_progress``: see :func:`run`.
   """
   n_points = cfg.sweep.n_points if n_points is None else n_points
   times = np.asarray(cfg.train.record_steps()) if times is None else times
@@ -338,14 +338,18 @@ def _stage(label: str, fn, inputs, cfg: RunConfig, chunk_size, progress: bool, d
         label, bounds, lambda: jax.eval_shape(fn if batched else jax.vmap(fn), one),
         times=times)
     save = checkpoints.saver(label, bounds)
-  bar = ProgressBar(label, n_points, steps_per_point=cfg.train.steps,
-                    initial=bounds[len(done) - 1][1] if done else 0,
+  initial = bounds[len(done) - 1][1] if done else 0
+  bar = ProgressBar(label, n_points, steps_per_point=cfg.train.steps, initial=initial,
                     enabled=progress and jax.process_index() == 0)
+  if on_progress is not None:
+    on_progress(label, initial, n_points, initial)
 
   def on_chunk(finished, total, out):
     if save is not None:
       save(finished, out)
     bar.update(finished, total)
+    if on_progress is not None:
+      on_progress(label, finished, total, initial)
 
   try:
     return dynamics.run_sweep(fn, inputs, chunk_size=chunk_size, devices=devices,
@@ -358,7 +362,7 @@ def _stage(label: str, fn, inputs, cfg: RunConfig, chunk_size, progress: bool, d
 
 
 def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None,
-        gd: bool = True) -> RunResult:
+        gd: bool = True, on_progress=None) -> RunResult:
   """Run gradient descent and the configured ODEs over the sweep.
 
   Args:
@@ -372,6 +376,10 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
     gd: run the gradient-descent stage. ``False`` solves only the ODEs (the
       result's ``gd`` is ``None``): the reproductions check Theorem 1's
       invariant on a float64 ODE solve that needs no GD beside it.
+    on_progress: ``on_progress(stage, done, total, read_back)`` as each stage (``"gd"``,
+      then each ODE kind) starts and after each of its chunks: ``done`` of its ``total``
+      points are finished, the first ``read_back`` of them read from ``checkpoints``
+      (the orchestration's own progress, e.g. ``attndyn atlas``'s bar over many runs).
 
   Returns:
     A :class:`RunResult`. An ODE stage that raises is reported in
@@ -399,7 +407,7 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
       fn = (fast_gd_fn(cfg, setup, dataset) if fast
             else generic_gd_chunk(gd_fn(cfg, setup), cfg, setup, _serial_on(devices)))
       trajectory = _stage("gd", fn, inputs, cfg, chunk, progress, devices, checkpoints,
-                          batched=True,
+                          batched=True, on_progress=on_progress,
                           compiler_options=dynamics._FAST_COMPILER_OPTIONS if fast else None)
       seconds["gd"] = time.perf_counter() - start
     for kind in cfg.ode.kinds:
@@ -423,7 +431,8 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
                 batched=together or one_by_one):
         return _stage(kind, fn, points, cfg, chunk, progress, devices, checkpoints,
                       batched=batched, n_points=n_points, times=times,
-                      compiler_options=ode_compiler_options(kind, cfg.model.classifier))
+                      compiler_options=ode_compiler_options(kind, cfg.model.classifier),
+                      on_progress=on_progress)
 
       try:
         odes[kind] = (_solved_over_lrs(cfg, inputs, make, stage) if solve_lrs_together(cfg)

@@ -28,6 +28,8 @@ from typing import Any, Callable, Iterable, Optional
 # How often a worker checks that its parent lives, and the parent that its workers do (s).
 POLL = 0.2
 
+_running = None   # in a worker: (its connection, the job it is running)
+
 
 class RemoteTraceback(Exception):
   """A worker's traceback, as text: the ``__cause__`` of the exception :func:`run_jobs` raises."""
@@ -124,6 +126,14 @@ def _recv(conn):
   return json.loads(conn.recv_bytes().decode())
 
 
+def report(value) -> None:
+  """From a job running in a worker of :func:`run_jobs`: send ``value`` (a JSON value, e.g.
+  how far the job is) to the parent's ``on_progress(job, value)``. Anywhere else, nothing."""
+  if _running is not None:
+    conn, job = _running
+    _send(conn, {"kind": "progress", "job": job, "value": value})
+
+
 def _watch_parent(parent: int) -> None:
   """Exit this worker once its parent is gone (its lock on the output directory with it).
 
@@ -141,6 +151,7 @@ def _serve(fd: int) -> None:
   anything imports JAX (XLA sizes its thread pool from the cores a process may use), then
   imports the job function by name."""
   from multiprocessing.connection import Connection
+  global _running
   conn = Connection(fd)
   first = _recv(conn)
   if first["core"] is not None:
@@ -161,6 +172,7 @@ def _serve(fd: int) -> None:
       job = _recv(conn)
       if job is None:
         break
+      _running = (conn, job)
       try:
         result = fn(job)
       except KeyboardInterrupt:
@@ -169,6 +181,8 @@ def _serve(fd: int) -> None:
         _send(conn, {"kind": "failed", "job": job, "error": describe(err)})
         code = 1
         break
+      finally:
+        _running = None
       _send(conn, {"kind": "done", "job": job, "result": result})
   except KeyboardInterrupt:
     code = 130
@@ -201,7 +215,8 @@ def _hand_out(conn, left) -> list:
 
 def run_jobs(fn: Callable[[Any], Any], jobs: Iterable[Any], *, workers: int,
              setup: Optional[tuple] = None,
-             on_result: Optional[Callable[[Any, Any], None]] = None) -> list:
+             on_result: Optional[Callable[[Any, Any], None]] = None,
+             on_progress: Optional[Callable[[Any, Any], None]] = None) -> list:
   """``[(job, fn(job)), ...]`` in the order they finished, computed in ``workers`` processes.
 
   Args:
@@ -214,6 +229,8 @@ def run_jobs(fn: Callable[[Any], Any], jobs: Iterable[Any], *, workers: int,
     setup: ``(function, argument)``, run as ``function(argument)`` once in each worker
       before its first job (a module-level function and a JSON value; e.g. :func:`jax_setup`).
     on_result: ``on_result(job, result)`` in this process as each job finishes.
+    on_progress: ``on_progress(job, value)`` in this process for each :func:`report`
+      ``(value)`` a job makes (in the order it made them, before its ``on_result``).
 
   Raises:
     The exception a worker raised (its traceback as the cause); ``ChildProcessError`` when a
@@ -253,6 +270,10 @@ def run_jobs(fn: Callable[[Any], Any], jobs: Iterable[Any], *, workers: int,
         if msg["kind"] == "failed":
           err = rebuild(msg["error"], f"worker process {i} (pid {procs[i].pid})")
           raise err from err.__cause__
+        if msg["kind"] == "progress":
+          if on_progress is not None:
+            on_progress(msg["job"], msg["value"])
+          continue
         busy.remove(conn)
         busy += _hand_out(conn, left)
         finished.append((msg["job"], msg["result"]))

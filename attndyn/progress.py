@@ -89,8 +89,8 @@ class ProgressBar:
   def update(self, done: int, total: int = None, *_):
     """Record that ``done`` units are finished (``on_chunk`` signature)."""
     self._ran_cost += self.cost(done) - self.cost(self.done)
-    self.done = done
-    if done < self.total:
+    moved, self.done = done != self.done, done
+    if moved and done < self.total:
       self._draw(final=False)
 
   def read_back(self, done: int):
@@ -99,9 +99,10 @@ class ProgressBar:
     ETA, and while nothing has been computed yet the clock of the rate restarts."""
     if self.done == self.initial:
       self.start = self.clock()
+    moved = done != self.done
     self.initial += done - self.done
     self.done = done
-    if done < self.total:
+    if moved and done < self.total:
       self._draw(final=False)
 
   def close(self):

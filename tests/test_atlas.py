@@ -108,18 +108,24 @@ def test_resume_gives_the_same_table(tiny_atlas):
   assert not differ, differ[:5]
 
 
-def test_worker_processes_compute_the_rows_one_process_does(tiny_atlas, tmp_path):
+def test_worker_processes_compute_the_rows_one_process_does(tiny_atlas, tmp_path, capsys):
   """``workers=2``: the Attn-TC bucket (tiny_atlas's) and an Attn-FC one, each computed in a
   process of its own and read back here from its record.
 
   Tolerance: rtol 1e-9 (float64), as test_rows_equal's: the same programs, but a worker held
   to one core sums the ODE solver's reductions on one thread, in another order, and the
   relative deviation's small denominator magnifies that rounding. Both buckets' times reach
-  atlas-seconds.json, which each worker updates with its own bucket under a lock.
+  atlas-seconds.json, which each worker updates with its own bucket under a lock. The
+  progress bar moves as the workers finish chunks, not only buckets: each bucket's run
+  reports its 4 configurations as its stages' chunks finish, in steps of at most 2, so the
+  bar passes a count other than 0, 4 and 8.
   """
+  import re
   _, one = tiny_atlas
   items = [i for i in TINY if not i.startswith("classifiers")] + ['classifiers=["tc", "fc"]']
-  got = atlas.run_atlas(tmp_path, items=items, progress=False, findings=False, workers=2)
+  got = atlas.run_atlas(tmp_path, items=items, progress=True, findings=False, workers=2)
+  shown = {int(n) for n in re.findall(r" (\d+)/8 configurations", capsys.readouterr().err)}
+  assert shown - {0, 4, 8} and max(shown) == 8, shown
   assert json.loads((tmp_path / "atlas.json").read_text())["workers"] == 2
   assert {r["classifier"] for r in got.rows} == {"tc", "fc"}
   tc = [r for r in got.rows if r["classifier"] == "tc"]

@@ -18,6 +18,12 @@ def _square(x):
   return x * x
 
 
+def _count_to(n):
+  for i in range(1, n + 1):
+    processes.report(i)
+  return n
+
+
 def _fail_on_three(x):
   if x == 3:
     raise ValueError(f"job {x} is bad")
@@ -41,6 +47,18 @@ def test_every_job_once_with_its_result():
   got = processes.run_jobs(_square, range(7), workers=2, on_result=lambda j, r: seen.append(j))
   assert sorted(got) == [(x, x * x) for x in range(7)]
   assert sorted(seen) == list(range(7))
+
+
+def test_a_jobs_reports_reach_the_parent_in_order_before_its_result():
+  events = []
+  got = processes.run_jobs(_count_to, [2, 3, 4], workers=2,
+                           on_progress=lambda j, v: events.append((j, "progress", v)),
+                           on_result=lambda j, r: events.append((j, "done", r)))
+  assert sorted(got) == [(2, 2), (3, 3), (4, 4)]
+  for n in (2, 3, 4):
+    mine = [e[1:] for e in events if e[0] == n]
+    assert mine == [("progress", i) for i in range(1, n + 1)] + [("done", n)]
+  assert _count_to(2) == 2   # outside a worker, report does nothing
 
 
 def test_a_worker_exception_is_raised_with_its_traceback():

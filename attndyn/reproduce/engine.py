@@ -96,8 +96,8 @@ def _set_aside(folder: Path, run: str) -> Path:
   return target
 
 
-def run(ctx, name: str, raw: dict, *, gd: bool = True,
-        figures: bool = True) -> pipeline.RunResult:
+def run(ctx, name: str, raw: dict, *, gd: bool = True, figures: bool = True,
+        on_progress=None) -> pipeline.RunResult:
   """Run one ``attndyn run`` config for an experiment, into ``DIR/runs/NAME``.
 
   Args:
@@ -107,6 +107,8 @@ def run(ctx, name: str, raw: dict, *, gd: bool = True,
     raw: the TOML-shaped config (validated here).
     gd: run gradient descent (``False``: the ODEs alone; nothing but checkpoints is written).
     figures: draw the run's figures (sen.png, dynamics.png, loss.png, invariant.png).
+    on_progress: ``on_progress(stage, done, total, read_back)`` per stage and chunk
+      (:func:`attndyn.pipeline.run`).
 
   Returns:
     The :class:`attndyn.pipeline.RunResult` (host arrays).
@@ -124,7 +126,8 @@ def run(ctx, name: str, raw: dict, *, gd: bool = True,
     ctx.log(f"{name}: {cfg.sweep.n_points} runs, {cfg.train.steps} steps, ODEs: {cfg.ode.kind}"
             + (" (continuing from its checkpoints)" if resumed else ""))
     with pipeline.precision_scope(cfg.precision):
-      result = pipeline.run(cfg, progress=ctx.verbose, checkpoints=store, gd=gd)
+      result = pipeline.run(cfg, progress=ctx.verbose, checkpoints=store, gd=gd,
+                            on_progress=on_progress)
       if gd and outputs.is_writer():
         if figures:
           outputs.write_all(out, result, command=ctx.command, checkpoints=store)
