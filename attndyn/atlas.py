@@ -449,7 +449,7 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
   """
   from analysis import atlas as measures
   from attndyn.progress import ProgressBar
-  from attndyn.reproduce import engine
+  from attndyn.reproduce import engine, runner
   s = settings(quick, items)
   if not (isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1):
     raise ConfigError(f"workers = {workers!r} is not allowed: a positive integer (processes "
@@ -522,8 +522,9 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
                          "resume": resume, "command": command, "index": todo[i].index,
                          "start_id": start_ids[i], "position": i, "progress": progress}
                         for i in order if i in pending],
-          workers=workers, setup=processes.jax_setup(), on_result=finished,
-          on_progress=reported)
+          workers=workers, setup=(_worker_setup, {"jax": processes.jax_setup()[1],
+                                                  "revision": runner.revision()}),
+          on_result=finished, on_progress=reported)
     for i, b in enumerate(todo):
       name, start_id = names[i], start_ids[i]
       record = (read_record(out, name, record_digest(s, b), start_id=start_id, warn=progress)
@@ -619,6 +620,15 @@ def _compute_bucket(s: dict, b: Bucket, ctx, start_id: int, spent: dict, progres
 def _say_failed(b: Bucket, errs: dict) -> None:
   print(f"atlas: bucket {b.index} ({_describe(b)}): " + "; ".join(
       f"the {k} stage failed: {v}" for k, v in errs.items()), file=sys.stderr)
+
+
+def _worker_setup(arg: dict) -> None:
+  """A bucket worker's setup: this process's JAX settings, and its code's commit (the
+  records name the code the command started with, not the checkout as a worker finds it)."""
+  from attndyn import processes
+  from attndyn.reproduce import runner
+  processes.configure_jax(arg["jax"])
+  runner.inherit_revision(arg["revision"])
 
 
 def _bucket_job(job: dict) -> dict:

@@ -108,7 +108,8 @@ def test_resume_gives_the_same_table(tiny_atlas):
   assert not differ, differ[:5]
 
 
-def test_worker_processes_compute_the_rows_one_process_does(tiny_atlas, tmp_path, capsys):
+def test_worker_processes_compute_the_rows_one_process_does(tiny_atlas, tmp_path, capsys,
+                                                           monkeypatch):
   """``workers=2``: the Attn-TC bucket (tiny_atlas's) and an Attn-FC one, each computed in a
   process of its own and read back here from its record.
 
@@ -118,12 +119,20 @@ def test_worker_processes_compute_the_rows_one_process_does(tiny_atlas, tmp_path
   atlas-seconds.json, which each worker updates with its own bucket under a lock. The
   progress bar moves as the workers finish chunks, not only buckets: each bucket's run
   reports its 4 configurations as its stages' chunks finish, in steps of at most 2, so the
-  bar passes a count other than 0, 4 and 8.
+  bar passes a count other than 0, 4 and 8. The records name the code this process started
+  with (its commit), though the workers import it later.
   """
   import re
+
+  from attndyn.reproduce import runner
   _, one = tiny_atlas
   items = [i for i in TINY if not i.startswith("classifiers")] + ['classifiers=["tc", "fc"]']
+  # the commit this process started with, which the workers' records must name whatever the
+  # checkout holds when they read it
+  monkeypatch.setitem(runner._REVISION, "value", {"commit": "f" * 40, "dirty": False})
   got = atlas.run_atlas(tmp_path, items=items, progress=True, findings=False, workers=2)
+  for record in (tmp_path / atlas.RECORDS).glob("*.json"):
+    assert json.loads(record.read_text())["commit"] == "f" * 40
   shown = {int(n) for n in re.findall(r" (\d+)/8 configurations", capsys.readouterr().err)}
   assert shown - {0, 4, 8} and max(shown) == 8, shown
   assert json.loads((tmp_path / "atlas.json").read_text())["workers"] == 2

@@ -256,6 +256,13 @@ def revision() -> Optional[dict]:
   return None if value is None else dict(value)
 
 
+def inherit_revision(value: Optional[dict]) -> None:
+  """Take ``value`` (the parent's :func:`revision`) as this process's: a worker process
+  (:mod:`attndyn.processes`) runs the code its parent loaded when the command started, and
+  reads it lazily, so the checkout as the worker finds it later may be another."""
+  _REVISION["value"] = None if value is None else dict(value)
+
+
 def _read_revision() -> Optional[dict]:
   import subprocess
   root = Path(__file__).resolve().parents[2]
