@@ -623,12 +623,18 @@ def _say_failed(b: Bucket, errs: dict) -> None:
 
 
 def _worker_setup(arg: dict) -> None:
-  """A bucket worker's setup: this process's JAX settings, and its code's commit (the
-  records name the code the command started with, not the checkout as a worker finds it)."""
+  """A bucket worker's setup: this process's JAX settings and its code's commit (the records
+  name the code the command started with, not the checkout as a worker finds it), and the
+  modules a bucket runs imported now, as :func:`run_atlas` imports them when it starts, not
+  when the first bucket reaches them minutes later (by when the checkout may hold other code)."""
+  import importlib
+
   from attndyn import processes
+  processes.configure_jax(arg["jax"])   # before anything the imports may compute
   from attndyn.reproduce import runner
-  processes.configure_jax(arg["jax"])
   runner.inherit_revision(arg["revision"])
+  for module in ("attndyn.reproduce.engine", "analysis.atlas"):
+    importlib.import_module(module)
 
 
 def _bucket_job(job: dict) -> dict:
