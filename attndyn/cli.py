@@ -385,8 +385,9 @@ def _atlas(args) -> int:
     result = atlas.run_atlas(args.out, quick=args.quick, items=args.overrides, resume=args.resume,
                              progress=not args.no_progress, command=["attndyn"] + args.argv,
                              workers=workers)
-  print(f"wrote {args.out}/: atlas.csv ({len(result.rows)} rows), atlas.md, curves.npz, "
-        f"{', '.join(result.findings.get('figures', []))} in {result.seconds['total']:.0f} s")
+  files = [f"atlas.csv ({len(result.rows)} rows)", "atlas.md", "curves.npz",
+           *result.findings.get("figures", [])]
+  print(f"wrote {args.out}/: {', '.join(files)} in {result.seconds['total']:.0f} s")
   # a failed ODE stage leaves its bucket's rows without ode_rel_dev: the exit code says so
   # (2: the machine's failure, --resume solves it again; 1: a bug, its traceback in a file)
   errs = [e for stages in result.failures.values() for e in stages.values()]
