@@ -522,7 +522,7 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
                          "resume": resume, "command": command, "index": todo[i].index,
                          "start_id": start_ids[i], "position": i, "progress": progress}
                         for i in order if i in pending],
-          workers=workers, setup=(_worker_setup, {"jax": processes.jax_setup()[1],
+          workers=workers, setup=(_worker_setup, {"jax": processes.jax_settings(),
                                                   "revision": runner.revision()}),
           on_result=finished, on_progress=reported)
     for i, b in enumerate(todo):

@@ -68,17 +68,18 @@ def parse_workers(text: str) -> int:
   return n
 
 
-def jax_setup() -> tuple:
-  """A worker ``setup`` for :func:`run_jobs` that gives each worker this process's JAX
-  settings: float64 on or off, and the compile cache (:mod:`attndyn.compile_cache`: its
-  folder, size bound and threshold)."""
+def jax_settings() -> dict:
+  """This process's JAX settings a worker needs to compute as it would (float64 on or off, and
+  the compile cache, :mod:`attndyn.compile_cache`: its folder, size bound and threshold), as
+  JSON for :func:`configure_jax` in a worker's ``setup``."""
   import jax
   names = ("jax_enable_x64", "jax_compilation_cache_dir",
            "jax_persistent_cache_min_compile_time_secs", "jax_compilation_cache_max_size")
-  return configure_jax, {k: getattr(jax.config, k) for k in names}
+  return {k: getattr(jax.config, k) for k in names}
 
 
 def configure_jax(values: dict) -> None:
+  """Apply :func:`jax_settings` of another process."""
   import jax
   for k, v in values.items():
     jax.config.update(k, v)
@@ -227,7 +228,8 @@ def run_jobs(fn: Callable[[Any], Any], jobs: Iterable[Any], *, workers: int,
     workers: processes to start (at most one per job). When they are as many as the usable
       cores, each is held to its own core.
     setup: ``(function, argument)``, run as ``function(argument)`` once in each worker
-      before its first job (a module-level function and a JSON value; e.g. :func:`jax_setup`).
+      before its first job (a module-level function and a JSON value; e.g.
+      ``(configure_jax, jax_settings())``).
     on_result: ``on_result(job, result)`` in this process as each job finishes.
     on_progress: ``on_progress(job, value)`` in this process for each :func:`report`
       ``(value)`` a job makes (in the order it made them, before its ``on_result``).
