@@ -29,8 +29,9 @@ is ``ν`` (so ``final_params`` are model parameters), which turns eqs (5)-(8) in
    \\qquad \\text{(eq 8, form="lemma2")}
 
 with ``h_i = ∇_{ν̄} l(χ_i, y_i)`` from the actual classifier (FC, TC or TL): in
-closed form ``U δ_i`` for the linear ones (:func:`linear_velocity`), by autodiff
-for TL (:func:`autodiff_velocity`), and the descent sign (the paper's eqs 1-8
+closed form ``U δ_i`` for the linear ones (:func:`linear_velocity`) and in hidden
+space for TL (:func:`relu_velocity`), both equal to autodiff of the classifier
+(:func:`autodiff_velocity`), and the descent sign (the paper's eqs 1-8
 omit it). A trainable
 classifier follows ``dθ_c/dt = -lr ∇_{θ_c} L`` of the reduced model. Along
 ``form="lemma2"`` Theorem 1's
@@ -147,11 +148,12 @@ def reduced_velocity(state: ReducedState, c: NonTopic, classifier0: dict, lr, q_
     form: ``"exact"`` or ``"lemma2"``.
     trainable: parameter group -> trains.
 
-  FC/TC use :func:`linear_velocity` (class space), TL :func:`autodiff_velocity`;
-  the two agree for FC/TC to float rounding (tested).
+  FC/TC use :func:`linear_velocity` (class space), TL :func:`relu_velocity` (hidden
+  space); each equals :func:`autodiff_velocity` to float rounding (tested).
   """
   classifier = classifier0 if state.classifier is None else state.classifier
-  velocity = linear_velocity if "U" in classifier else autodiff_velocity
+  velocity = (linear_velocity if "U" in classifier else
+              relu_velocity if "U1" in classifier else autodiff_velocity)
   return velocity(state, c, classifier, lr, q_sq, form=form, trainable=trainable)
 
 
@@ -218,6 +220,53 @@ def linear_velocity(state: ReducedState, c: NonTopic, classifier: dict, lr, q_sq
   if state.classifier is not None:
     grad_u = state.nu.T @ per_topic.T + jnp.einsum("dn,jn->dj", c.nubar, (1.0 - a) * delta)
     d_classifier = {"U": -lr * grad_u}
+  return ReducedState(d_nu, d_s, d_classifier)
+
+
+def relu_velocity(state: ReducedState, c: NonTopic, classifier: dict, lr, q_sq, *,
+                  form: str, trainable: Mapping[str, bool]) -> ReducedState:
+  """:func:`reduced_velocity` for TL (logits ``U₂ᵀ ReLU(U₁ᵀν̄ + b₁) + b₂``), in hidden space.
+
+  The same map as :func:`autodiff_velocity`, written out so that no ``[d, n]`` array is
+  formed. A second copy because TL's solves are the long ones (its ReLU kinks floor the
+  solver's steps, so a float64 solve at a tight tolerance takes tens of thousands of
+  steps) and autodiff builds the contexts ``ν̄(χ_i)`` and their gradients, ``[d, n]``
+  each, at every evaluation (``python -m benchmarks.tl_velocity`` times both; the tests
+  hold them equal). With ``ν̄(χ_i) = a_i ν_t + (1 − a_i) ν̄(χ_i∖t)`` the pre-activations are
+  ``p_i = a_i U₁ᵀν_t + (1 − a_i) U₁ᵀν̄(χ_i∖t) + b₁``; with the class probabilities ``π_i``,
+  ``δ_i = (π_i − y_i)/n`` and
+  ``g_i = 1[p_i > 0] ⊙ U₂δ_i`` the gradient is ``h_i = U₁ g_i``, so eq (5) is
+  ``ν̇_t = −lr U₁ Σ_{i∈Ψ_t} a_i g_i``, eq (6)'s ``(ν_t − ν̄(χ_i))ᵀh_i =
+  (1 − a_i)(U₁ᵀν_t − U₁ᵀν̄(χ_i∖t))ᵀg_i``, and ``∂L/∂U₁ = Σ_t ν_t (Σ_{i∈Ψ_t} a_i g_i)ᵀ +
+  Σ_i (1 − a_i) ν̄(χ_i∖t) g_iᵀ``. At ``p_i = 0`` the ReLU's derivative is 0, as
+  ``jax.nn.relu``'s is.
+  """
+  u1, b1, u2, b2 = (classifier[k] for k in ("U1", "b1", "U2", "b2"))
+  member_t = c.member.T                                               # [T, n]
+  a = jax.nn.sigmoid(state.s @ member_t - c.log_z)                    # [n]
+  topic_pre = (state.nu @ u1).T @ member_t                            # [H, n] U₁ᵀν_t
+  rest_pre = channel_mix(u1, c.nubar)                                 # [H, n] U₁ᵀν̄(χ∖t)
+  pre = a * topic_pre + (1.0 - a) * rest_pre + b1[:, None]
+  on = pre > 0
+  hidden = jnp.where(on, pre, 0.0)
+  logits = channel_mix(u2, hidden) + b2[:, None]                      # [J, n]
+  delta = (jax.nn.softmax(logits, axis=0) - jax.nn.one_hot(c.labels, u2.shape[1], axis=0,
+                                                            dtype=logits.dtype)) / logits.shape[1]
+  g = jnp.where(on, channel_mix(u2.T, delta), 0.0)                    # [H, n]
+  per_topic = (a * g) @ c.member                                      # [H, T] Σ_{Ψ_t} a g
+  d_nu = -lr * (u1 @ per_topic).T                                     # eq (5) / (7)
+  if form == "lemma2":
+    d_s = lemma2_score_velocity(state, c, d_nu, q_sq)                 # eq (8)
+  else:
+    gap = jnp.sum((topic_pre - rest_pre) * g, axis=0)                 # [n]
+    d_s = -lr * q_sq * ((a * (1.0 - a) * gap) @ c.member)             # eq (6)
+    d_nu, d_s = _frozen_to_zero(d_nu, d_s, trainable)
+  d_classifier = None
+  if state.classifier is not None:
+    grad_u1 = state.nu.T @ per_topic.T + jnp.einsum("dn,hn->dh", c.nubar, (1.0 - a) * g)
+    d_classifier = {"U1": -lr * grad_u1, "b1": -lr * jnp.sum(g, axis=1),
+                    "U2": -lr * jnp.einsum("hn,jn->hj", hidden, delta),
+                    "b2": -lr * jnp.sum(delta, axis=1)}
   return ReducedState(d_nu, d_s, d_classifier)
 
 

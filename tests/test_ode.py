@@ -23,7 +23,7 @@ import models  # noqa: E402
 import tasks  # noqa: E402
 from dynamics import xla_options  # noqa: E402
 from dynamics.ode import failure_time  # noqa: E402
-from dynamics.reduced_ode import (ReducedState, autodiff_velocity, linear_velocity,  # noqa: E402
+from dynamics.reduced_ode import (ReducedState, autodiff_velocity, linear_velocity, relu_velocity,  # noqa: E402
                                   nontopic_constants, reduced_velocity)
 from models import lu  # noqa: E402
 
@@ -210,21 +210,28 @@ def test_reduced_exact_velocity_is_the_model_gradient(classifier, freeze):
 
 @pytest.mark.parametrize("form,freeze", [("lemma2", ()), ("exact", ()), ("exact", ("keys",)),
                                          ("exact", ("embeddings",))])
-@pytest.mark.parametrize("classifier", ["fc", "tc"])
-def test_linear_velocity_equals_autodiff_velocity(classifier, form, freeze):
-  """The class-space velocity of FC/TC is the autodiff one (eqs 5-8), away from the start."""
+@pytest.mark.parametrize("classifier", ["fc", "tc", "tl"])
+def test_closed_form_velocity_equals_autodiff_velocity(classifier, form, freeze):
+  """The class-space velocity of FC/TC and the hidden-space one of TL are the autodiff one
+  (eqs 5-8), away from the start (TL: some hidden units on and some off)."""
   task, data, cfg, params0 = _setup(classifier, freeze=freeze)
   trainable = cfg.trainable()
   n_topic = task.n_topic_words
   consts = nontopic_constants(params0, data.train, data.train_topic_word, jnp.arange(n_topic))
   rng = np.random.default_rng(7)
+  closed_form = relu_velocity if classifier == "tl" else linear_velocity
   classifier = params0["classifier"]
   nu = params0["embeddings"][:n_topic] + 0.3 * rng.normal(size=(n_topic, cfg.embed_dim))
   state = ReducedState(nu, jnp.asarray(rng.normal(size=n_topic)),
                        classifier if trainable["classifier"] else None)
+  if closed_form is relu_velocity:   # the ReLU's both sides are exercised
+    context = models.lu.apply(dynamics.reduced_ode.full_params(state, params0, jnp.arange(n_topic)),
+                              data.train).context
+    on = np.asarray(context @ classifier["U1"] + classifier["b1"]) > 0
+    assert 0.1 < on.mean() < 0.9, on.mean()
   q = params0["query"]
   kw = dict(form=form, trainable=trainable)
-  got = jax.jit(lambda st: linear_velocity(st, consts, classifier, 0.3, q @ q, **kw))(state)
+  got = jax.jit(lambda st: closed_form(st, consts, classifier, 0.3, q @ q, **kw))(state)
   want = jax.jit(lambda st: autodiff_velocity(st, consts, classifier, 0.3, q @ q, **kw))(state)
   assert (got.classifier is None) == (state.classifier is None)
   for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
