@@ -23,8 +23,8 @@ import models  # noqa: E402
 import tasks  # noqa: E402
 from dynamics import xla_options  # noqa: E402
 from dynamics.ode import failure_time  # noqa: E402
-from dynamics.reduced_ode import (ReducedState, autodiff_velocity, linear_velocity, relu_velocity,  # noqa: E402
-                                  nontopic_constants, reduced_velocity)
+from dynamics.reduced_ode import (ReducedState, autodiff_velocity, linear_velocity,  # noqa: E402
+                                  nontopic_constants, reduced_velocity, relu_velocity)
 from models import lu  # noqa: E402
 
 # Each example of the Theorem-1 test below is a full adaptive ODE solve per classifier (seconds
@@ -225,8 +225,8 @@ def test_closed_form_velocity_equals_autodiff_velocity(classifier, form, freeze)
   state = ReducedState(nu, jnp.asarray(rng.normal(size=n_topic)),
                        classifier if trainable["classifier"] else None)
   if closed_form is relu_velocity:   # the ReLU's both sides are exercised
-    context = models.lu.apply(dynamics.reduced_ode.full_params(state, params0, jnp.arange(n_topic)),
-                              data.train).context
+    full = dynamics.reduced_ode.full_params(state, params0, jnp.arange(n_topic))
+    context = models.lu.apply(full, data.train).context
     on = np.asarray(context @ classifier["U1"] + classifier["b1"]) > 0
     assert 0.1 < on.mean() < 0.9, on.mean()
   q = params0["query"]
