@@ -201,21 +201,13 @@ def linear_velocity(state: ReducedState, c: NonTopic, classifier: dict, lr, q_sq
   several), which is most of a reduced solve's run time.
   """
   u = classifier["U"]                                                 # [d, J]
-  member_t = c.member.T                                               # [T, n]
-  a = jax.nn.sigmoid(state.s @ member_t - c.log_z)                    # [n]
-  topic_logits = (state.nu @ u).T @ member_t                          # [J, n] Uᵀν_t
-  rest_logits = channel_mix(u, c.nubar)                               # [J, n] Uᵀν̄(χ∖t)
-  logits = a * topic_logits + (1.0 - a) * rest_logits
-  delta = (jax.nn.softmax(logits, axis=0) - jax.nn.one_hot(c.labels, u.shape[1], axis=0,
-                                                            dtype=logits.dtype)) / logits.shape[1]
+  a, topic_logits, rest_logits = _projected(state, c, u)              # Uᵀν_t, Uᵀν̄(χ∖t)
+  delta = _residual(a * topic_logits + (1.0 - a) * rest_logits, c.labels)
   per_topic = (a * delta) @ c.member                                  # [J, T] Σ_{Ψ_t} a δ
   d_nu = -lr * (u @ per_topic).T                                      # eq (5) / (7)
-  if form == "lemma2":
-    d_s = lemma2_score_velocity(state, c, d_nu, q_sq)                 # eq (8)
-  else:
-    gap = jnp.sum((topic_logits - rest_logits) * delta, axis=0)       # [n]
-    d_s = -lr * q_sq * ((a * (1.0 - a) * gap) @ c.member)             # eq (6)
-    d_nu, d_s = _frozen_to_zero(d_nu, d_s, trainable)
+  gap = jnp.sum((topic_logits - rest_logits) * delta, axis=0)         # [n]
+  d_nu, d_s = _closed_form_scores(state, c, d_nu, a, gap, lr, q_sq, form=form,
+                                  trainable=trainable)
   d_classifier = None
   if state.classifier is not None:
     grad_u = state.nu.T @ per_topic.T + jnp.einsum("dn,jn->dj", c.nubar, (1.0 - a) * delta)
@@ -242,25 +234,17 @@ def relu_velocity(state: ReducedState, c: NonTopic, classifier: dict, lr, q_sq, 
   ``jax.nn.relu``'s is.
   """
   u1, b1, u2, b2 = (classifier[k] for k in ("U1", "b1", "U2", "b2"))
-  member_t = c.member.T                                               # [T, n]
-  a = jax.nn.sigmoid(state.s @ member_t - c.log_z)                    # [n]
-  topic_pre = (state.nu @ u1).T @ member_t                            # [H, n] U₁ᵀν_t
-  rest_pre = channel_mix(u1, c.nubar)                                 # [H, n] U₁ᵀν̄(χ∖t)
+  a, topic_pre, rest_pre = _projected(state, c, u1)                   # U₁ᵀν_t, U₁ᵀν̄(χ∖t)
   pre = a * topic_pre + (1.0 - a) * rest_pre + b1[:, None]
   on = pre > 0
   hidden = jnp.where(on, pre, 0.0)
-  logits = channel_mix(u2, hidden) + b2[:, None]                      # [J, n]
-  delta = (jax.nn.softmax(logits, axis=0) - jax.nn.one_hot(c.labels, u2.shape[1], axis=0,
-                                                            dtype=logits.dtype)) / logits.shape[1]
+  delta = _residual(channel_mix(u2, hidden) + b2[:, None], c.labels)  # [J, n]
   g = jnp.where(on, channel_mix(u2.T, delta), 0.0)                    # [H, n]
   per_topic = (a * g) @ c.member                                      # [H, T] Σ_{Ψ_t} a g
   d_nu = -lr * (u1 @ per_topic).T                                     # eq (5) / (7)
-  if form == "lemma2":
-    d_s = lemma2_score_velocity(state, c, d_nu, q_sq)                 # eq (8)
-  else:
-    gap = jnp.sum((topic_pre - rest_pre) * g, axis=0)                 # [n]
-    d_s = -lr * q_sq * ((a * (1.0 - a) * gap) @ c.member)             # eq (6)
-    d_nu, d_s = _frozen_to_zero(d_nu, d_s, trainable)
+  gap = jnp.sum((topic_pre - rest_pre) * g, axis=0)                   # [n]
+  d_nu, d_s = _closed_form_scores(state, c, d_nu, a, gap, lr, q_sq, form=form,
+                                  trainable=trainable)
   d_classifier = None
   if state.classifier is not None:
     grad_u1 = state.nu.T @ per_topic.T + jnp.einsum("dn,hn->dh", c.nubar, (1.0 - a) * g)
@@ -268,6 +252,33 @@ def relu_velocity(state: ReducedState, c: NonTopic, classifier: dict, lr, q_sq, 
                     "U2": -lr * jnp.einsum("hn,jn->hj", hidden, delta),
                     "b2": -lr * jnp.sum(delta, axis=1)}
   return ReducedState(d_nu, d_s, d_classifier)
+
+
+def _projected(state: ReducedState, c: NonTopic, w: jax.Array):
+  """``(a, Wᵀν_t, Wᵀν̄(χ∖t))`` per sentence (``[n]``, ``[K, n]``, ``[K, n]`` for ``w [d, K]``):
+  the topic word's attention and the two parts of ``Wᵀν̄(χ_i) = a_i Wᵀν_t + (1 − a_i)
+  Wᵀν̄(χ_i∖t)``, the closed-form velocities' first layer."""
+  member_t = c.member.T                                               # [T, n]
+  a = jax.nn.sigmoid(state.s @ member_t - c.log_z)                    # [n] e^{s_t}/Z(χ)
+  return a, (state.nu @ w).T @ member_t, channel_mix(w, c.nubar)
+
+
+def _residual(logits: jax.Array, labels: jax.Array) -> jax.Array:
+  """``δ_i = (π_i − y_i)/n``, ``[J, n]``: the gradient of the mean cross-entropy with
+  respect to logits ``[J, n]``."""
+  onehot = jax.nn.one_hot(labels, logits.shape[0], axis=0, dtype=logits.dtype)
+  return (jax.nn.softmax(logits, axis=0) - onehot) / logits.shape[1]
+
+
+def _closed_form_scores(state: ReducedState, c: NonTopic, d_nu, a, gap, lr, q_sq, *,
+                        form: str, trainable: Mapping[str, bool]):
+  """``(ν̇_t, ṡ_t)`` of a closed-form velocity from ``ν̇_t``: eq (8) for ``form="lemma2"``;
+  for ``"exact"`` eq (6) from each sentence's ``gap_i = (ν_t − ν̄(χ_i))ᵀh_i / (1 − a_i)``,
+  with frozen groups' velocities zero. (``gap`` is unused under lemma2; jit drops it.)"""
+  if form == "lemma2":
+    return d_nu, lemma2_score_velocity(state, c, d_nu, q_sq)          # eq (8)
+  d_s = -lr * q_sq * ((a * (1.0 - a) * gap) @ c.member)               # eq (6)
+  return _frozen_to_zero(d_nu, d_s, trainable)
 
 
 def lemma2_score_velocity(state: ReducedState, c: NonTopic, d_nu, q_sq):
