@@ -87,8 +87,10 @@ def finite_population_factor(n: int, batch_size: int, sampling: str) -> float:
   Args:
     n: number of training samples.
     batch_size: ``B``.
-    sampling: ``"replacement"`` (``c_s = 1``) or ``"shuffle"`` (without
-      replacement: ``c_s = (n - B)/(n - 1)``).
+    sampling: ``"replacement"`` (``c_s = 1``) or ``"shuffle"`` /
+      ``"shuffle_keep_last"`` (without replacement: ``c_s = (n - B)/(n - 1)``,
+      the covariance of one step of ``B``; the SME has no epochs, so the two
+      shuffled samplings give the same SME).
   """
   check(sampling in SAMPLING, "sampling", sampling, f"one of {', '.join(SAMPLING)}")
   check(isinstance(batch_size, int) and 1 <= batch_size <= n, "batch_size", batch_size,
