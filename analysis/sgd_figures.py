@@ -99,3 +99,41 @@ def histogram_figure(groups: Mapping[str, np.ndarray], path, *, refs: Mapping[st
   if title:
     ax.set_title(title, fontsize="medium")
   return _save(fig, path)
+
+
+def shuffle_figure(tau, curves: Mapping[str, np.ndarray], rows: Sequence[tuple], path, *,
+                   title: str = "") -> str:
+  """Shuffled-epoch SGD against its SME: variance along τ, and measured against predicted ratio.
+
+  Args:
+    tau: ``[K]`` gradient-flow times.
+    curves: label -> ``[K]`` across-seed variance (left panel, log scale).
+    rows: ``(label, Var_SDE/Var_SGD, (lo, hi), predicted)`` per shuffled configuration (right
+      panel): the measured ratio with its interval, the prediction from the epoch-boundary noise
+      alone as a bar (an arrow where it is infinite).
+  """
+  fig, axes = _grid(1, 2, width=5.2, height=4.0)
+  ax = axes[0, 0]
+  for (label, v), color in zip(curves.items(), COLORS):
+    ax.plot(tau, np.asarray(v, np.float64), color=color, linewidth=1.3, label=label,
+            linestyle="--" if label.startswith("SDE") else "-")
+  ax.set_yscale("log")
+  figure_io.dress(ax, "across-seed Var of $s_t$ (mean over topic words)",
+                  "gradient-flow time τ = lr·step", "Var")
+  ax = axes[0, 1]
+  top = max([r[2][1] for r in rows] + [p for *_, p in rows if np.isfinite(p)])
+  labelled = False
+  for i, (label, ratio, (lo, hi), pred) in enumerate(rows):
+    ax.errorbar([i], [ratio], yerr=[[ratio - lo], [hi - ratio]], fmt="o", color="C0",
+                label="measured (95% bootstrap)" if i == 0 else None)
+    if np.isfinite(pred):
+      ax.plot([i - 0.3, i + 0.3], [pred, pred], "k-", linewidth=2,
+              label=None if labelled else "epoch-boundary noise alone")
+      labelled = True
+    else:
+      ax.annotate("∞", (i, top * 3), ha="center", fontsize="large")
+  ax.set_xticks(range(len(rows)), [r[0] for r in rows], fontsize="small")
+  ax.set_yscale("log")
+  ax.set_ylim(top=top * 10)
+  figure_io.dress(ax, "Var_SDE / Var_SGD: measured and predicted", "", "ratio")
+  return figure_io.finish(fig, axes, 2, path, title)

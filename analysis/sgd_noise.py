@@ -14,10 +14,13 @@ References:
   Lu, Mao & Nayak, "On the Dynamics of Training Attention Models", ICLR 2021
   (the observables: scores ``s_t``, norms ``‖v_t‖``, Theorem 1's ``Q_t``).
 """
+import math
 from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from dynamics.sde import finite_population_factor
+from dynamics.train import steps_per_epoch
 from tasks.errors import check
 
 
@@ -187,3 +190,39 @@ def curve_moments(obs: dict, names=("score", "emb_norm", "loss")) -> dict:
     out[name] = {"mean": m.mean.mean(axes) if axes else m.mean,
                  "var": m.var.mean(axes) if axes else m.var}
   return out
+
+
+def epoch_boundary_ratio(n: int, batch_size: int, sampling: str) -> float:
+  r"""Var_SME / Var_SGD of shuffled SGD predicted from its epoch-boundary noise alone (first order).
+
+  At fixed θ, with ``g_i = ḡ + e_i`` (``Σ_i e_i = 0``), ``K = n // B`` and
+  ``r = n mod B``, one shuffled epoch moves θ by ``−lr(E ḡ + w Σ_{i∈R} e_i)``: the
+  within-epoch noises cancel except for a uniformly random set ``R`` of ``r``
+  samples, those dropped (``"shuffle"``: ``E = K`` steps, ``w = −1/B``) or those
+  of the final short batch (``"shuffle_keep_last"``: ``E = K + 1``,
+  ``w = 1/r − 1/B``). Its covariance is ``lr² w² r(n − r)/(n − 1) Σ`` per epoch;
+  the SME (:mod:`dynamics.sde`) puts ``E lr² c_s Σ/B`` into the same ``E``
+  steps, ``c_s = (n − B)/(n − 1)``. Both scale with the same ``Σ(θ)`` along the
+  path, so to first order in lr the variances at a fixed epoch end are in the
+  ratio of these two rates:
+
+  .. math:: R = \frac{E\, c_s / B}{w^2\, r (n - r)/(n - 1)}, \qquad
+     R_{\text{drop-last}} = \frac{K B (n - B)}{r (n - r)}, \quad
+     R_{\text{short batch}} = \frac{(K + 1) B r (n - B)}{(B - r)^2 (n - r)}.
+
+  Derived in docs/sgd_sde.md; ``inf`` when ``B`` divides ``n`` (no boundary
+  noise: what shuffled SGD keeps is of higher order in lr, from θ moving within
+  an epoch).
+
+  Args:
+    n: training samples.
+    batch_size: ``B``.
+    sampling: ``"shuffle"`` (drop-last) or ``"shuffle_keep_last"``.
+  """
+  epoch = steps_per_epoch(n, batch_size, sampling)
+  r = n % batch_size
+  if r == 0:
+    return math.inf
+  w = 1 / batch_size if sampling == "shuffle" else 1 / r - 1 / batch_size
+  sme = epoch * finite_population_factor(n, batch_size, sampling) / batch_size
+  return sme / (w ** 2 * r * (n - r) / (n - 1))

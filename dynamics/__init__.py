@@ -8,6 +8,8 @@ from dynamics.sweep import sweep_mesh as sweep_mesh
 from dynamics.train import TrainConfig as TrainConfig
 from dynamics.train import make_train as make_train
 from dynamics.train import minibatch as minibatch
+from dynamics.train import minibatch_value_and_grad as minibatch_value_and_grad
+from dynamics.train import steps_per_epoch as steps_per_epoch
 from dynamics.trajectory import Trajectory as Trajectory
 from dynamics.ode import gradient_flow as gradient_flow
 from dynamics.reduced_ode import reduced_sen_ode as reduced_sen_ode

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from dynamics.optimizers import base_optimizer, masked_optimizer
-from dynamics.train import TrainConfig, guarded_update, minibatch
+from dynamics.train import TrainConfig, guarded_update, minibatch_value_and_grad
 from dynamics.trajectory import Trajectory
 from models.objective import accuracy
 from tasks.batch import Batch
@@ -145,8 +145,11 @@ def make_train_early_stopping(loss_fn: Callable, train_batch: Batch, dev_batch: 
     opt = masked_optimizer(base_optimizer(cfg.optimizer, lr), trainable)
 
     def step_fn(state: _State, step):
-      b = train_batch if full else minibatch(train_batch, key, step, cfg.batch_size, cfg.sampling)
-      loss, grads = grad_fn(state.params, b)
+      if full:
+        loss, grads = grad_fn(state.params, train_batch)
+      else:
+        loss, grads = minibatch_value_and_grad(grad_fn, state.params, train_batch, key, step,
+                                               cfg.batch_size, cfg.sampling)
       params, opt_state, failed_at, _ = guarded_update(
           opt, grads, loss, state.params, state.opt_state, state.failed_at, step,
           running=state.stopped_at < 0)

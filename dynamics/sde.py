@@ -50,10 +50,15 @@ increments, cheaper). Every solve is pure: vmap it over Brownian keys with the
 same ``params0`` so that the spread of the trajectories is the noise alone.
 
 Validity: the SME is a weak approximation of order 1 in ``lr`` of SGD with
-replacement; it ignores the higher cumulants of the minibatch gradient and the
-``O(lr²)`` modified-drift terms, and with sampling without replacement it
-treats the steps of an epoch as independent, though their noise sums to zero
-over an epoch at fixed θ (so it overstates the epoch-scale variance).
+replacement (Li, Tai & E derive it for independent minibatches); it ignores
+the higher cumulants of the minibatch gradient and the ``O(lr²)``
+modified-drift terms. For shuffled epochs ``c_s`` corrects one step's
+covariance only: the SME still treats the steps of an epoch as independent,
+whereas at fixed θ their noises cancel over an epoch except for the samples
+left over at its end (dropped, or a final short batch), so it overstates the
+epoch-scale variance, by the factor that
+:func:`analysis.sgd_noise.epoch_boundary_ratio` gives to first order
+(docs/sgd_sde.md).
 
 References:
   Li, Tai & E, "Stochastic Modified Equations and Adaptive Stochastic Gradient
@@ -87,8 +92,10 @@ def finite_population_factor(n: int, batch_size: int, sampling: str) -> float:
   Args:
     n: number of training samples.
     batch_size: ``B``.
-    sampling: ``"replacement"`` (``c_s = 1``) or ``"shuffle"`` (without
-      replacement: ``c_s = (n - B)/(n - 1)``).
+    sampling: ``"replacement"`` (``c_s = 1``) or ``"shuffle"`` /
+      ``"shuffle_keep_last"`` (without replacement: ``c_s = (n - B)/(n - 1)``,
+      the covariance of one step of ``B``; the SME has no epochs, so the two
+      shuffled samplings give the same SME).
   """
   check(sampling in SAMPLING, "sampling", sampling, f"one of {', '.join(SAMPLING)}")
   check(isinstance(batch_size, int) and 1 <= batch_size <= n, "batch_size", batch_size,

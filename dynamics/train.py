@@ -17,7 +17,7 @@ from dynamics.trajectory import Trajectory
 from tasks.batch import Batch
 from tasks.errors import check, is_concrete_number
 
-SAMPLING = ("shuffle", "replacement")
+SAMPLING = ("shuffle", "replacement", "shuffle_keep_last")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,9 +34,13 @@ class TrainConfig:
     batch_size: minibatch size for ``sgd`` and the other optimisers, at most
       the training set; unset (``None``) or 0 means the full batch, which ``gd``
       requires.
-    sampling: minibatches drawn by reshuffling every epoch (``shuffle``,
-      without replacement; a final partial batch is dropped) or independently
-      each step (``replacement``).
+    sampling: minibatches drawn by reshuffling every epoch, without
+      replacement: ``shuffle`` drops the ``n mod batch_size`` samples left at
+      the end of each epoch's permutation (drop-last: ``n // batch_size`` steps
+      per epoch), ``shuffle_keep_last`` gives them a step of their own, a final
+      short batch whose loss is the mean over those samples (``⌈n / batch_size⌉``
+      steps per epoch; the same steps as ``shuffle`` when batch_size divides n);
+      or independently each step (``replacement``).
     flow_time: if set (> 0), every run stops at the same flow time τ = lr·step: a run
       of learning rate lr takes ⌈flow_time / lr⌉ steps, rounded up to a multiple of
       ``record_every`` (to within a relative 1e-5), and its parameters (and records)
@@ -147,16 +151,75 @@ def guarded_update(opt: optax.GradientTransformation, grads, loss, params, opt_s
   return keep(new_params, params), keep(new_opt, opt_state), failed_at, move
 
 
+def steps_per_epoch(n: int, batch_size: int, sampling: str) -> int:
+  """Optimiser steps in one epoch of a shuffled ``sampling``: ``n // batch_size`` with drop-last
+  (``"shuffle"``), ``⌈n / batch_size⌉`` with a final short batch (``"shuffle_keep_last"``)."""
+  check(sampling in ("shuffle", "shuffle_keep_last"), "sampling", sampling,
+        "'shuffle' or 'shuffle_keep_last' (sampling with replacement has no epochs)")
+  check(isinstance(batch_size, int) and 1 <= batch_size <= n, "batch_size", batch_size,
+        f"an integer in 1..n = {n}")
+  return -(-n // batch_size) if sampling == "shuffle_keep_last" else n // batch_size
+
+
 def minibatch(batch: Batch, key: jax.Array, step: jax.Array, batch_size: int, sampling: str) -> Batch:
-  """The minibatch of ``step``: a slice of this epoch's permutation, or an i.i.d. draw."""
+  """The minibatch of ``step``: a slice of this epoch's permutation (drop-last), or an i.i.d. draw.
+
+  ``sampling`` is ``"shuffle"`` or ``"replacement"``: every minibatch has
+  ``batch_size`` samples. A final short batch (``"shuffle_keep_last"``) has
+  another shape, so its steps go through :func:`minibatch_value_and_grad`.
+  """
+  check(sampling in ("shuffle", "replacement"), "sampling", sampling,
+        "'shuffle' or 'replacement' (minibatches of batch_size samples; "
+        "'shuffle_keep_last' is drawn by minibatch_value_and_grad)")
   n = batch.tokens.shape[0]
   if sampling == "replacement":
     idx = jax.random.randint(jax.random.fold_in(key, step), (batch_size,), 0, n)
   else:
-    per_epoch = n // batch_size
+    per_epoch = steps_per_epoch(n, batch_size, "shuffle")
     perm = jax.random.permutation(jax.random.fold_in(key, step // per_epoch), n)
     idx = jax.lax.dynamic_slice(perm, ((step % per_epoch) * batch_size,), (batch_size,))
   return jax.tree.map(lambda x: x[idx], batch)
+
+
+def minibatch_value_and_grad(value_and_grad: Callable, params, batch: Batch, key: jax.Array,
+                             step: jax.Array, batch_size: int, sampling: str):
+  """``value_and_grad(params, b)`` on the minibatch ``b`` of ``step``, for every ``sampling``.
+
+  ``"shuffle"`` and ``"replacement"`` evaluate it on :func:`minibatch` (drop-last
+  for ``"shuffle"``). ``"shuffle_keep_last"`` with ``r = n mod batch_size > 0``
+  makes every epoch ``n // batch_size + 1`` steps of one permutation: full slices
+  of ``batch_size`` and then the ``r`` samples left, a step whose loss is the mean
+  over those ``r`` (the step of a data loader that keeps its last batch). With
+  ``r = 0`` it is ``"shuffle"``, step for step.
+
+  Args:
+    value_and_grad: ``value_and_grad(params, batch) -> (loss, grads)``.
+    params: the parameters the gradient is taken at.
+    batch: the training set.
+    key: the run's minibatch-order key.
+    step: the optimiser step (an int32 scalar, traced or not).
+    batch_size: ``B``.
+    sampling: one of :data:`SAMPLING`.
+  """
+  check(sampling in SAMPLING, "sampling", sampling, f"one of {', '.join(SAMPLING)}")
+  n = batch.tokens.shape[0]
+  r = n % batch_size
+  if sampling != "shuffle_keep_last" or r == 0:
+    drawn = "replacement" if sampling == "replacement" else "shuffle"
+    return value_and_grad(params, minibatch(batch, key, step, batch_size, drawn))
+  per_epoch = steps_per_epoch(n, batch_size, sampling)
+  perm = jax.random.permutation(jax.random.fold_in(key, step // per_epoch), n)
+  within = step % per_epoch
+  take = lambda idx: jax.tree.map(lambda x: x[idx], batch)
+
+  def full_batch(_):
+    idx = jax.lax.dynamic_slice(perm, (within * batch_size,), (batch_size,))
+    return value_and_grad(params, take(idx))
+
+  def last_batch(_):
+    return value_and_grad(params, take(perm[n - r:]))
+
+  return jax.lax.cond(within == per_epoch - 1, last_batch, full_batch, None)
 
 
 def make_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: TrainConfig,
@@ -189,8 +252,11 @@ def make_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: TrainConf
     opt = masked_optimizer(base_optimizer(cfg.optimizer, lr), trainable)
 
     def step_fn(state: TrainState, _):
-      b = batch if full else minibatch(batch, key, state.step, cfg.batch_size, cfg.sampling)
-      loss, grads = grad_fn(state.params, b)
+      if full:
+        loss, grads = grad_fn(state.params, batch)
+      else:
+        loss, grads = minibatch_value_and_grad(grad_fn, state.params, batch, key, state.step,
+                                               cfg.batch_size, cfg.sampling)
       params, opt_state, failed_at, _ = guarded_update(
           opt, grads, loss, state.params, state.opt_state, state.failed_at, state.step)
       return TrainState(params, opt_state, state.step + 1, failed_at), None

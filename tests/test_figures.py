@@ -25,6 +25,9 @@ def test_every_reproduction_figure_writes_a_png_into_a_new_folder(tmp_path):
       lu2021_figures.distribution_panels({"Δs": {"FC": runs, "TC": runs + 0.5}}, out / "dist.png"),
       sgd_figures.band_panels([{"title": "s", "curves": [("SGD", x, runs)], "refs": [("GF", x, x)]}],
                               out / "band.png"),
+      sgd_figures.shuffle_figure(x, {"SGD": runs[0] + 0.1, "SDE": runs[1] + 0.1},
+                                 [("B 3", 20.0, (15.0, 25.0), 21.0), ("B 4", 900.0, (800.0, 1e3),
+                                                                      np.inf)], out / "shuffle.png"),
       snell_figures.curve_panels([{"title": "acc", "t": x, "curves": {"perm": runs}}], out / "sn.png"),
       yang_figures.f1_curves(runs, runs, out / "f1.png", title="F1"),
   ]

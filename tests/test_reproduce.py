@@ -304,6 +304,14 @@ def test_snell_presets_and_models_are_checked_before_anything_runs(tmp_path, cap
   assert not (tmp_path / "x" / runner.EXPERIMENTS_DIR).exists()
 
 
+def test_a_shuffled_batch_size_beyond_the_training_set_is_one_line(tmp_path, capsys):
+  code = cli.main(["reproduce", "sgd", "--out", str(tmp_path / "x"), "--quick", "--quiet",
+                   "--set", "noise.keep_last_batch_sizes=[500]"])
+  err = capsys.readouterr().err
+  assert code == 2 and err.count("\n") == 1, err
+  assert "noise.keep_last_batch_sizes holds 500: a shuffled batch size is 1..task.n_train = 200" in err
+
+
 def test_seeds_and_times_may_be_zero_where_counts_may_not():
   """A seed or a time τ takes 0; a count (seeds, steps, sizes) starts at 1 — as declared, whatever the name."""
   noise = next(m for m in runner.experiment_modules("sgd") if m.NAME == "noise")

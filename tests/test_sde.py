@@ -102,6 +102,40 @@ def test_minibatch_sgd_variance_matches_exact_recursion():
   assert final(jax.random.PRNGKey(5)) != final(jax.random.PRNGKey(6))
 
 
+@pytest.mark.parametrize("n,b,sampling", [(10, 4, "shuffle"), (10, 4, "shuffle_keep_last"),
+                                           (10, 3, "shuffle_keep_last"), (10, 5, "shuffle")])
+def test_shuffled_epoch_noise_is_the_boundary_samples(n, b, sampling):
+  # Constant per-sample gradients (l_i = −a_i θ): at every epoch's end shuffled SGD's variance is
+  # the epoch-boundary noise alone, so Var_SME / Var_SGD is epoch_boundary_ratio exactly (inf: 0).
+  a = np.random.default_rng(1).normal(size=n)
+  batch = Batch(jnp.arange(n, dtype=jnp.int32)[:, None], jnp.ones((n, 1), bool),
+                jnp.zeros(n, jnp.int32))
+  loss = lambda p, bt: (-jnp.mean(jnp.asarray(a)[bt.tokens[:, 0]]) * p["theta"], None)
+  lr, epochs, seeds = 0.1, 5, 4000
+  epoch = dynamics.steps_per_epoch(n, b, sampling)
+  cfg = dynamics.TrainConfig(optimizer="sgd", lr=lr, steps=epochs * epoch, record_every=epoch,
+                             batch_size=b, sampling=sampling)
+  train = dynamics.make_train(loss, batch, lambda p, p0: p["theta"], cfg, {"theta": True})
+  theta = np.asarray(jax.jit(jax.vmap(lambda k: train({"theta": jnp.asarray(0.0)}, k)
+                                      .observables))(jax.random.split(jax.random.PRNGKey(3), seeds)))
+  # an epoch's mean move is E steps of the full gradient whichever r samples are left over
+  np.testing.assert_allclose(theta.mean(0), lr * a.mean() * epoch * np.arange(epochs + 1),
+                             atol=5 * np.sqrt(theta[:, -1].var() / seeds) + 1e-12)
+  # the SME over the same steps, exact for constant gradients: steps · lr² c_s Σ / B
+  sme = epochs * epoch * lr ** 2 * sde.finite_population_factor(n, b, sampling) * a.var() / b
+  ratio = sgd_noise.epoch_boundary_ratio(n, b, sampling)
+  var = theta[:, -1].var(ddof=1)
+  if np.isinf(ratio):
+    assert var < 1e-24 * sme
+  else:
+    # sampling error of a variance over 4000 seeds: sd ≈ sqrt(2/4000) ≈ 2.2% (a bit more for a
+    # sum of few discrete draws); 0.12 is five of those
+    assert abs(sme / var / ratio - 1) < 0.12, (sme / var, ratio)
+    # the variance grows by one epoch's boundary noise per epoch
+    np.testing.assert_allclose(theta.var(0, ddof=1)[1:] / np.arange(1, epochs + 1),
+                               var / epochs, rtol=0.2)
+
+
 def _tiny_lu(classifier="tc"):
   task = tasks.TopicTaskConfig(n_topics=2, words_per_topic=2, vocab_size=12, n_nontopic=3,
                                n_train=10, n_test=4)

@@ -69,6 +69,51 @@ def test_shuffled_minibatches_visit_every_sample_once_per_epoch():
   assert not np.array_equal(first[0], first[1]), "each epoch should draw a new permutation"
 
 
+def _epoch_counts(n, b, sampling, key, steps):
+  """Per step: how often each sample enters the step's loss, weighted by 1/(its batch's size)."""
+  batch = tasks.Batch(jnp.arange(n)[:, None], jnp.ones((n, 1), bool), jnp.arange(n))
+  weights = lambda p, bt: (jnp.asarray(bt.labels.shape[0], jnp.float64),
+                           jnp.zeros(n).at[bt.labels].add(1.0) / bt.labels.shape[0])
+  step = jax.jit(lambda s: dynamics.minibatch_value_and_grad(weights, None, batch, key, s, b,
+                                                              sampling))
+  out = [step(jnp.asarray(s, jnp.int32)) for s in range(steps)]
+  return np.array([o[0] for o in out]), np.stack([np.asarray(o[1]) for o in out])
+
+
+def test_final_short_batch_sees_every_sample_once_per_epoch():
+  n, b, key = 14, 4, jax.random.PRNGKey(7)    # 3 full batches and one of r = 2
+  epoch = dynamics.steps_per_epoch(n, b, "shuffle_keep_last")
+  assert epoch == 4 and dynamics.steps_per_epoch(n, b, "shuffle") == 3
+  sizes, w = _epoch_counts(n, b, "shuffle_keep_last", key, 3 * epoch)
+  np.testing.assert_array_equal(sizes, [4, 4, 4, 2] * 3)
+  for e in range(3):   # every sample in exactly one step of the epoch; the short step's mean is over its 2
+    counts = (w[e * epoch:(e + 1) * epoch] * sizes[e * epoch:(e + 1) * epoch, None]).sum(0)
+    np.testing.assert_array_equal(counts, np.ones(n))
+  assert not np.array_equal(w[:epoch], w[epoch:2 * epoch]), "each epoch should draw a new permutation"
+  # drop-last: 3 steps of 4 per epoch, 2 samples unseen in each epoch
+  sizes, w = _epoch_counts(n, b, "shuffle", key, 6)
+  np.testing.assert_array_equal(sizes, [4] * 6)
+  for e in range(2):
+    counts = (w[3 * e:3 * e + 3] * 4).sum(0)
+    assert sorted(counts) == [0.0] * 2 + [1.0] * (n - 2)
+
+
+def test_final_short_batch_equals_drop_last_when_batch_size_divides_n():
+  # n = 24, B = 6: nothing is left over, so keeping the last batch changes nothing, bit for bit
+  model, keep = _setup(optimizer="sgd", batch_size=6, sampling="shuffle_keep_last")
+  _, drop = _setup(optimizer="sgd", batch_size=6, sampling="shuffle")
+  params0 = model.init(jax.random.PRNGKey(1))
+  a, b = (jax.jit(t)(params0, jax.random.PRNGKey(4)) for t in (keep, drop))
+  for x, y in zip(jax.tree.leaves((a.observables, a.final_params)),
+                  jax.tree.leaves((b.observables, b.final_params))):
+    np.testing.assert_array_equal(x, y)
+  # B = 5 leaves 4: the two samplings then train differently
+  _, keep5 = _setup(optimizer="sgd", batch_size=5, sampling="shuffle_keep_last")
+  _, drop5 = _setup(optimizer="sgd", batch_size=5, sampling="shuffle")
+  a, b = (jax.jit(t)(params0, jax.random.PRNGKey(4)).observables["loss"] for t in (keep5, drop5))
+  assert np.all(np.isfinite(a)) and not np.array_equal(a, b)
+
+
 def test_minibatch_order_depends_only_on_the_key():
   model, train = _setup(optimizer="sgd", batch_size=6, sampling="replacement")
   params0 = model.init(jax.random.PRNGKey(1))
