@@ -99,7 +99,10 @@ def _tv_path(y: jax.Array, edge: jax.Array, lam: jax.Array):
   """
   length = y.shape[0]
   sign = jnp.sign(y[1:] - y[:-1])                      # the jump signs never change before fusing
-  boundary = ~edge | (sign != 0)                       # [L-1]: a group ends at j
+  # [L-1]: a group ends at j. Equal neighbours start fused for λ > 0 (a perturbation smaller
+  # than λ keeps them together, so the Jacobian averages them); at λ = 0 the prox is the
+  # identity and nothing is fused.
+  boundary = ~edge | (sign != 0) | (lam <= 0)
 
   def groups(boundary):
     start = jnp.concatenate([jnp.ones((1,), bool), boundary])
@@ -496,7 +499,12 @@ def _sparsemap_solve(unary, mask, pairwise, n_slots: int, max_iter: int,
   # A convex combination of 0/1 vertices lies in [0, 1]; the rounded weighted sum can land an
   # ulp above 1 (every active structure has z_i = 1 and the weights sum to 1 + ulp): clip.
   mu = jnp.clip(jnp.einsum("bkd,bk->bd", feats, alpha), 0.0, 1.0)
-  return SparseMAPResult(mu[:, :length], mu[:, length:], structs, alpha, converged, n_iter)
+  mu_u = mu[:, :length]
+  if not full:
+    # With w = 0 the positions decouple and the solution is clip(θ, 0, 1); the weighted sum
+    # of structures equals it up to a few ulps, so such rows return the clip itself.
+    mu_u = jnp.where((pairwise == 0)[:, None], jnp.clip(theta, 0.0, 1.0), mu_u)
+  return SparseMAPResult(mu_u, mu[:, length:], structs, alpha, converged, n_iter)
 
 
 def _sizes(length: int, regulariser: str, max_structures: Optional[int],
