@@ -236,16 +236,19 @@ def main(argv=None) -> int:
   n_w = [sum(r[2] < 0 for r in rows), sum(r[2] == 0 for r in rows), sum(r[2] > 0 for r in rows)]
   print(f"{args.n} rows (seed {args.seed}), array length {MAX_LEN}, float64; real lengths 1..10: "
         f"{' '.join(map(str, counts))}; padded rows {sum(int((~r[1]).any()) for r in rows)}; "
-        f"w < 0 / = 0 / > 0: {n_w[0]} / {n_w[1]} / {n_w[2]}; λ = 0: {sum(r[3] == 0 for r in rows)}")
+        f"w < 0 / = 0 / > 0: {n_w[0]} / {n_w[1]} / {n_w[2]}; "
+        f"λ = 0: {sum(r[3] == 0 for r in rows)}")
   print()
   print("| normaliser | reference | max abs deviation |")
   print("|---|---|---:|")
   print(f"| fusedmax | sparsemax(TV prox by BVLS on the dual) | {dev['fusedmax']:.2e} |")
   print(f"| CRF marginals | enumeration of 2^n structures | {dev['crf']:.2e} |")
   print(f"| CRF log Z | enumeration | {dev['crf_log_z']:.2e} |")
-  print(f"| SparseMAP μ_U | clipped TV prox (certified over 2^n structures) | {dev['sparsemap']:.2e} |")
+  print("| SparseMAP μ_U | clipped TV prox (certified over 2^n structures) "
+        f"| {dev['sparsemap']:.2e} |")
   print(f"| SparseMAP μ_V | the same | {dev['sparsemap_pairs']:.2e} |")
-  print(f"| SparseMAP ∂μ_U/∂θ | central differences of the reference ({fd_rows} rows without a kink) "
+  print(f"| SparseMAP ∂μ_U/∂θ | central differences of the reference "
+        f"({fd_rows} rows without a kink) "
         f"| {dev['sparsemap_jac']:.2e} |")
   print(f"| SparseMAP ∂μ_U/∂w | the same ({fd_w_rows} rows) | {dev['sparsemap_jac_w']:.2e} |")
   print()
