@@ -99,7 +99,10 @@ def _tv_path(y: jax.Array, edge: jax.Array, lam: jax.Array):
   """
   length = y.shape[0]
   sign = jnp.sign(y[1:] - y[:-1])                      # the jump signs never change before fusing
-  boundary = ~edge | (sign != 0)                       # [L-1]: a group ends at j
+  # [L-1]: a group ends at j. Equal neighbours start fused for λ > 0 (a perturbation smaller
+  # than λ keeps them together, so the Jacobian averages them); at λ = 0 the prox is the
+  # identity and nothing is fused.
+  boundary = ~edge | (sign != 0) | (lam <= 0)
 
   def groups(boundary):
     start = jnp.concatenate([jnp.ones((1,), bool), boundary])
@@ -322,6 +325,16 @@ def _features(z, edge):
   return jnp.concatenate([z, z[..., :-1] * z[..., 1:] * edge], axis=-1)
 
 
+# What SparseMAP regularises: Niculae et al. (2018) only the unary marginals ("unary", the
+# default); "full" regularises the pairwise ones too (the Euclidean projection onto 𝓜).
+SPARSEMAP_REGULARISERS = ("unary", "full")
+
+
+def _regularised(z, edge, full: bool):
+  """The part of a structure's vertex that the quadratic term sees: ``z`` or ``[z; z_j z_{j+1}]``."""
+  return _features(z, edge) if full else z
+
+
 class SparseMAPResult(NamedTuple):
   """SparseMAP's solution for one row (leading batch axes ``[...]`` when batched).
 
@@ -361,65 +374,71 @@ def _kkt_solve(gram, active, rhs_top, rhs_last):
   Inactive slots get identity rows (``x_k = 0`` there). Returns ``(x [K], τ [])``.
   """
   k = gram.shape[0]
-  kkt = _kkt_matrix(gram, active)
-  sol, _ = _refine(jnp.linalg.inv(kkt), kkt, _kkt_rhs(active, rhs_top, rhs_last))
+  sol = jnp.linalg.solve(_kkt_matrix(gram, active), _kkt_rhs(active, rhs_top, rhs_last))
   return sol[:k], sol[k]
 
 
-def _swap_column(inv, kkt_old, kkt_new, slot):
-  """The inverse of ``kkt_new`` from ``inv = kkt_old⁻¹`` when only row/column ``slot`` changed.
+def _active_set_step(structs, active, alpha, eta, edge, mask, full: bool):
+  """One iteration of the active-set method on one row.
 
-  The change is the symmetric rank-2 ``d e_kᵀ + e_k dᵀ − d_k e_k e_kᵀ``
-  (``d`` the change of column ``k``): Woodbury with a 2×2 inverse, O(K²).
-  """
-  d = kkt_new[:, slot] - kkt_old[:, slot]
-  e = jnp.zeros_like(d).at[slot].set(1.0)
-  u = jnp.stack([d - 0.5 * d[slot] * e, e], axis=1)     # [K+1, 2]
-  v = jnp.stack([e, d - 0.5 * d[slot] * e], axis=1)
-  inv_u = inv @ u
-  m = jnp.eye(2, dtype=inv.dtype) + v.T @ inv_u
-  m_inv = jnp.array([[m[1, 1], -m[0, 1]], [-m[1, 0], m[0, 0]]]) / (m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0])
-  return inv - inv_u @ (m_inv @ (v.T @ inv))
+  The active structures ``A`` are kept affinely independent in the regularised part
+  ``q(z)`` (so the KKT matrix is nonsingular). On ``A`` the equality-constrained QP
+  ``min ½‖Σ β_k q_k‖² − Σ β_k s_k, Σ β_k = 1`` (``s_k = η·f(z_k)`` a structure's score) is
+  solved exactly; then
 
+  * ``β`` infeasible (a weight < 0): step from ``α`` towards ``β`` until a weight hits 0
+    and drop that structure (Nocedal & Wright 2006, Alg. 16.3);
+  * ``β`` feasible: the MAP oracle (Viterbi) at the gradient ``η − μ`` (``μ``'s pairwise
+    part 0 under ``"unary"``) returns the best structure ``z``; its gain over the active
+    ones is ``f(z)·(η − μ) − τ``. No gain: optimal. A gain and ``q(z)`` outside the
+    affine hull of the active ``q_k``: ``z`` joins with weight 0. A gain and ``q(z) =
+    Σ c_k q_k`` with ``Σ c_k = 1`` (affinely dependent: only possible under ``"unary"``,
+    e.g. ``q(100) = q(110) − q(010) + q(000)``): the QP on ``A ∪ {z}`` is unbounded
+    along ``e_z − c``, which keeps ``μ_U`` and gains ``t·gain``; step along it until
+    the first weight with ``c_k > 0`` hits 0 and let ``z`` take that slot. The exchanged
+    set is affinely independent again (``c_k ≠ 0``).
 
-def _refine(inv, kkt, rhs):
-  """``kkt⁻¹ rhs`` from an approximate inverse: 2 steps of iterative refinement.
-
-  Returns ``(solution, relative residual)``; a large residual means ``inv`` has drifted.
-  """
-  sol = inv @ rhs
-  for _ in range(2):
-    sol = sol + inv @ (rhs - kkt @ sol)
-  resid = jnp.max(jnp.abs(rhs - kkt @ sol))
-  scale = jnp.max(jnp.abs(kkt)) * jnp.max(jnp.abs(sol)) + jnp.max(jnp.abs(rhs))
-  return sol, resid / scale
-
-
-def _active_set_step(sol, structs, gram, inv, kkt, active, alpha, eta, edge, mask):
-  """One iteration of the active-set method on one row, given the KKT solution ``sol``.
-
-  Returns the new ``(structs, gram, inv, active, alpha)`` and ``(done, optimal)``.
+  Returns the new ``(structs, active, alpha)`` and ``(done, optimal)``.
   """
   n_slots, length = structs.shape
   eps = jnp.finfo(eta.dtype).eps
   feats = _features(structs, edge)                     # [K, D]
+  quad = _regularised(structs, edge, full)             # [K, Q]
+  kkt = _kkt_matrix(quad @ quad.T, active)
+  lu = jax.scipy.linalg.lu_factor(kkt)
+  sol = jax.scipy.linalg.lu_solve(lu, _kkt_rhs(active, feats @ eta, 1.0))
   beta, tau = jnp.where(active, sol[:n_slots], 0.0), sol[n_slots]
   # Weights within rounding of 0 count as 0 (else a structure is dropped and re-added).
   feasible = jnp.all(jnp.where(active, beta >= -32 * eps, True))
 
-  # Feasible: beta is optimal on the active set; ask the MAP oracle (Viterbi) for a
-  # structure that improves on it (the objective's gradient in μ is eta − μ).
-  weights = jnp.maximum(beta, 0.0)
-  grad = eta - feats.T @ weights
+  # Feasible: the oracle's best structure at the gradient η − μ.
+  weights = jnp.where(active, jnp.maximum(beta, 0.0), 0.0)
+  mu_q = quad.T @ weights
+  grad = eta - jnp.zeros_like(eta).at[:mu_q.shape[0]].set(mu_q)
   z_new = _viterbi(grad[:length], grad[length:], mask)
-  f_new = _features(z_new, edge)
-  gain = f_new @ grad - tau                            # > 0: z_new improves the objective
+  gain = _features(z_new, edge) @ grad - tau           # > 0: z_new improves the objective
   known = jnp.any(active & jnp.all(structs == z_new, axis=-1))
   tol = 32 * eps * (1.0 + jnp.abs(tau) + jnp.sum(jnp.abs(grad)))
   optimal = (gain <= tol) | known
+  # The affine projection Σ c_k q_k of q(z_new) onto the active set's hull (the same KKT
+  # matrix); it reproduces q(z_new) exactly when z_new is affinely dependent. 0/1 vectors
+  # outside the hull lie at a distance of order 1, far above sqrt(eps).
+  q_new = _regularised(z_new, edge, full)
+  proj = jax.scipy.linalg.lu_solve(lu, _kkt_rhs(active, quad @ q_new, 1.0))
+  c = jnp.where(active, proj[:n_slots], 0.0)
+  dependent = jnp.linalg.norm(quad.T @ c - q_new) <= jnp.sqrt(eps) * (1.0 + jnp.linalg.norm(q_new))
   free = jnp.argmin(active)
-  full = jnp.all(active)
-  add = feasible & ~optimal & ~full
+  full_set = jnp.all(active)
+  improve = feasible & ~optimal
+  add = improve & ~dependent & ~full_set
+  ray = improve & dependent
+
+  # Ray step along e_new − c: the first weight with c_k > 0 to reach 0 leaves, z_new takes its slot.
+  leaving = active & (c > 32 * eps)
+  ray_ratio = jnp.where(leaving, weights / jnp.where(leaving, c, 1.0), jnp.inf)
+  out = jnp.argmin(ray_ratio)
+  t = ray_ratio[out]
+  ray_alpha = jnp.where(active, jnp.maximum(weights - t * c, 0.0), 0.0).at[out].set(t)
 
   # Infeasible: step from alpha towards beta until the first weight hits 0; drop it.
   shrinking = active & (beta < alpha) & (beta < 0)
@@ -428,111 +447,186 @@ def _active_set_step(sol, structs, gram, inv, kkt, active, alpha, eta, edge, mas
   step = jnp.clip(ratio[blocking], 0.0, 1.0)
   stepped = jnp.where(active, alpha + step * (beta - alpha), 0.0).at[blocking].set(0.0)
 
-  new_alpha = jnp.where(feasible, weights, stepped)
+  new_alpha = jnp.where(feasible, jnp.where(ray, ray_alpha, weights), stepped)
   new_active = jnp.where(feasible, active.at[free].set(active[free] | add),
                          active.at[blocking].set(False))
-  new_structs = jnp.where(add, structs.at[free].set(z_new), structs)
-  row = (feats @ f_new).at[free].set(f_new @ f_new)
-  new_gram = jnp.where(add, gram.at[free].set(row).at[:, free].set(row), gram)
-  slot = jnp.where(feasible, free, blocking)
-  new_inv = jnp.where(add | ~feasible,
-                      _swap_column(inv, kkt, _kkt_matrix(new_gram, new_active), slot), inv)
-  return (new_structs, new_gram, new_inv, new_active, new_alpha), (feasible & (optimal | full),
-                                                                  feasible & optimal)
+  slot = jnp.where(ray, out, free)
+  new_structs = jnp.where(add | ray, structs.at[slot].set(z_new), structs)
+  return (new_structs, new_active, new_alpha), (feasible & (optimal | (full_set & ~dependent)),
+                                                feasible & optimal)
 
 
-def _sparsemap_solve(unary, mask, pairwise, n_slots: int, max_iter: int) -> SparseMAPResult:
-  """The active-set method (Nocedal & Wright 2006, Alg. 16.3) over structures.
+def _sparsemap_solve(unary, mask, pairwise, n_slots: int, max_iter: int,
+                     full: bool) -> SparseMAPResult:
+  """The active-set method over structures (:func:`_active_set_step`), rows ``[B, L]``.
 
-  Rows ``unary, mask [B, L]``, ``pairwise [B]``. Each iteration solves the KKT system
-  of the current structures from a kept inverse, updated by rank-2 (Woodbury) steps as
-  a structure enters or leaves (O(K²) instead of an O(K³) solve), with iterative
-  refinement; when any row's residual shows the inverse has drifted, every row's
-  inverse is recomputed (one shared branch, so the O(K³) is paid only then).
+  ``pairwise [B]``. Every row starts from its MAP structure; the loop runs until every
+  row is done (optimal, or its slots are full) or ``max_iter``.
   """
   dtype = unary.dtype
   n_rows, length = unary.shape
-  eps = jnp.finfo(dtype).eps
   edge = _edges(mask).astype(dtype)
   theta, edge_w = _chain_potentials(unary, mask, pairwise[:, None])
   eta = jnp.concatenate([theta, edge_w], axis=-1)      # the score of z is eta·features(z)
 
   z0 = jax.vmap(_viterbi)(theta, edge_w, mask)         # start from the MAP structures
-  f0 = jax.vmap(_features)(z0, edge)
   structs = jnp.zeros((n_rows, n_slots, length), dtype).at[:, 0].set(z0)
-  gram = jnp.zeros((n_rows, n_slots, n_slots), dtype).at[:, 0, 0].set(jnp.sum(f0 * f0, -1))
   active = jnp.zeros((n_rows, n_slots), bool).at[:, 0].set(True)
   alpha = jnp.zeros((n_rows, n_slots), dtype).at[:, 0].set(1.0)
-  inv = jnp.linalg.inv(jax.vmap(_kkt_matrix)(gram, active))
-
-  def rows_kkt(structs, gram, active):
-    feats = jax.vmap(_features)(structs, edge)
-    rhs = jax.vmap(_kkt_rhs)(active, jnp.einsum("bkd,bd->bk", feats, eta), jnp.ones(n_rows, dtype))
-    return jax.vmap(_kkt_matrix)(gram, active), rhs
+  step = jax.vmap(partial(_active_set_step, full=full))
 
   def body(state):
-    (structs, gram, inv, active, alpha), done, converged, it, n_iter = state
-    kkt, rhs = rows_kkt(structs, gram, active)
-    sol, resid = jax.vmap(_refine)(inv, kkt, rhs)
-    drifted = jnp.max(jnp.where(done, 0.0, resid)) > 1e3 * eps
-    def fresh():
-      new_inv = jnp.linalg.inv(kkt)
-      return new_inv, jax.vmap(_refine)(new_inv, kkt, rhs)[0]
-
-    inv, sol = jax.lax.cond(drifted, fresh, lambda: (inv, sol))
-    new, (now_done, optimal) = jax.vmap(_active_set_step)(sol, structs, gram, inv, kkt, active,
-                                                          alpha, eta, edge, mask)
+    carry, done, converged, it, n_iter = state
+    new, (now_done, optimal) = step(*carry, eta, edge, mask)
     keep = lambda old, upd: jnp.where(done.reshape(done.shape + (1,) * (old.ndim - 1)), old, upd)
-    new = jax.tree_util.tree_map(keep, (structs, gram, inv, active, alpha), new)
+    new = jax.tree_util.tree_map(keep, carry, new)
     return (new, done | now_done, converged | (~done & optimal), it + 1,
             n_iter + (~done).astype(jnp.int32))
 
   def cond(state):
     return ~jnp.all(state[1]) & (state[3] < max_iter)
 
-  state = ((structs, gram, inv, active, alpha), jnp.zeros(n_rows, bool), jnp.zeros(n_rows, bool),
+  state = ((structs, active, alpha), jnp.zeros(n_rows, bool), jnp.zeros(n_rows, bool),
            jnp.zeros((), jnp.int32), jnp.zeros(n_rows, jnp.int32))
-  (structs, gram, _, active, _), _, converged, _, n_iter = jax.lax.while_loop(cond, body, state)
+  (structs, active, _), _, converged, _, n_iter = jax.lax.while_loop(cond, body, state)
   # The final weights by one direct solve on the final active set, kept a convex combination.
-  alpha, _ = jax.vmap(_kkt_solve)(gram, active, jnp.einsum("bkd,bd->bk", jax.vmap(_features)(
-      structs, edge), eta), jnp.ones(n_rows, dtype))
+  feats = jax.vmap(_features)(structs, edge)
+  quad = jax.vmap(partial(_regularised, full=full))(structs, edge)
+  alpha, _ = jax.vmap(_kkt_solve)(jnp.einsum("bkq,bjq->bkj", quad, quad), active,
+                                  jnp.einsum("bkd,bd->bk", feats, eta), jnp.ones(n_rows, dtype))
   alpha = jnp.where(active, jnp.maximum(alpha, 0.0), 0.0)
   alpha = alpha / jnp.sum(alpha, axis=-1, keepdims=True)
   # A convex combination of 0/1 vertices lies in [0, 1]; the rounded weighted sum can land an
   # ulp above 1 (every active structure has z_i = 1 and the weights sum to 1 + ulp): clip.
-  mu = jnp.clip(jnp.einsum("bkd,bk->bd", jax.vmap(_features)(structs, edge), alpha), 0.0, 1.0)
-  return SparseMAPResult(mu[:, :length], mu[:, length:], structs, alpha, converged, n_iter)
+  mu = jnp.clip(jnp.einsum("bkd,bk->bd", feats, alpha), 0.0, 1.0)
+  mu_u = mu[:, :length]
+  if not full:
+    # With w = 0 the positions decouple and the solution is clip(θ, 0, 1); the weighted sum
+    # of structures equals it up to a few ulps, so such rows return the clip itself.
+    mu_u = jnp.where((pairwise == 0)[:, None], jnp.clip(theta, 0.0, 1.0), mu_u)
+  return SparseMAPResult(mu_u, mu[:, length:], structs, alpha, converged, n_iter)
 
 
-def _sizes(length: int, max_structures: Optional[int], max_iter: Optional[int]):
-  # The solution is a convex combination of at most dim + 1 = 2L affinely independent
-  # vertices (Carathéodory), and the active set keeps its structures affinely independent.
-  n_slots = 2 * length if max_structures is None else int(max_structures)
+def _sizes(length: int, regulariser: str, max_structures: Optional[int],
+           max_iter: Optional[int]):
+  check(regulariser in SPARSEMAP_REGULARISERS, "regulariser", regulariser,
+        f"one of {', '.join(SPARSEMAP_REGULARISERS)}")
+  full = regulariser == "full"
+  # The active set stays affinely independent in the regularised part: at most dim + 1
+  # structures, L + 1 for μ_U ∈ R^L, 2L for [μ_U; μ_V] ∈ R^{2L-1}.
+  default = 2 * length if full else length + 1
+  n_slots = default if max_structures is None else int(max_structures)
   check(n_slots >= 1, "max_structures", max_structures, "a positive integer")
-  return n_slots, (10 * n_slots + 10 if max_iter is None else int(max_iter))
+  return n_slots, (10 * n_slots + 10 if max_iter is None else int(max_iter)), full
 
 
-@partial(jax.custom_jvp, nondiff_argnums=(3, 4))
-def _sparsemap_rows(unary, mask, pairwise, n_slots, max_iter):
-  return _sparsemap_solve(unary, mask, pairwise, n_slots, max_iter).marginals
+@partial(jax.custom_jvp, nondiff_argnums=(3, 4, 5))
+def _sparsemap_rows(unary, mask, pairwise, n_slots, max_iter, full):
+  return _sparsemap_solve(unary, mask, pairwise, n_slots, max_iter, full).marginals
+
+
+def _optimal_face(grad, edge_w, mask):
+  """Structures that affinely span every best structure of ``Σ g_i z_i + Σ_j v_j z_j z_{j+1}`` (one row).
+
+  The best structures are the paths of the chain's trellis that use only tight
+  transitions (those on some best path). With canonical best prefixes ``P(i, b)`` (the
+  forward pass's back-pointers) and suffixes ``S(i, b)`` (the backward pass's), the
+  paths ``P(i, b) ∪ S(i, b)`` through every state and ``P(i, a) ∪ S(i+1, b)`` through
+  every transition affinely span all best paths: a best path ``e_1 … e_n`` telescopes
+  to ``Σ_k π(e_k) − Σ_{k<n} π(state after e_k)``, coefficients summing to 1.
+
+  Returns ``(candidates [6L−4, L], tight [6L−4])``: those paths and whether each is best
+  (within rounding); a path through a padded position is never best.
+  """
+  length = grad.shape[0]
+  dtype = grad.dtype
+  th = jnp.where(mask, grad, -jnp.inf)
+  bits = jnp.array([0.0, 1.0], dtype)
+  pair = lambda w: w * bits[:, None] * bits[None, :]   # [a, b]: w a b
+  state = lambda t: jnp.stack([jnp.zeros((), dtype), t])   # [0, t] (t may be -inf)
+
+  def fwd(f, xs):
+    t, w = xs                                           # position i+1, edge i
+    to = f[:, None] + pair(w)
+    return state(t) + jnp.max(to, 0), jnp.argmax(to, 0)
+
+  f0 = state(th[0])
+  f_last, back = jax.lax.scan(fwd, f0, (th[1:], edge_w))
+
+  def bwd(b, xs):
+    t, w = xs
+    to = pair(w) + (state(t) + b)[None, :]
+    return jnp.max(to, 1), jnp.argmax(to, 1)
+
+  _, ahead = jax.lax.scan(bwd, jnp.zeros((2,), dtype), (th[1:], edge_w), reverse=True)
+  eye = jnp.eye(length, dtype=dtype)
+
+  def prefix(p, xs):                                    # P(i+1, b) = P(i, back[i][b]) + b e_{i+1}
+    bp, e = xs
+    new = p[bp] + bits[:, None] * e[None, :]
+    return new, new
+
+  p0 = bits[:, None] * eye[0][None, :]
+  _, ps = jax.lax.scan(prefix, p0, (back, eye[1:]))
+  pre = jnp.concatenate([p0[None], ps])                 # [L, 2, L]
+
+  def suffix(s, xs):                                    # S(i, a) = S(i+1, ahead[i][a]) + a e_i
+    fp, e = xs
+    new = s[fp] + bits[:, None] * e[None, :]
+    return new, new
+
+  s_last = bits[:, None] * eye[-1][None, :]
+  _, ss = jax.lax.scan(suffix, s_last, (ahead, eye[:-1]), reverse=True)
+  suf = jnp.concatenate([ss, s_last[None]])             # [L, 2, L]
+  through_state = (pre + suf - bits[None, :, None] * eye[:, None, :]).reshape(2 * length, length)
+  through_edge = (pre[:-1, :, None, :] + suf[1:, None, :, :]).reshape(4 * (length - 1), length)
+  cand = jnp.concatenate([through_state, through_edge])
+  valid = jnp.all(jnp.where(mask, True, cand == 0.0), axis=-1)
+  g = jnp.where(mask, grad, 0.0)
+  score = cand @ g + (cand[:, :-1] * cand[:, 1:]) @ edge_w
+  best = jnp.max(jnp.where(valid, score, -jnp.inf))
+  tol = jnp.sqrt(jnp.finfo(dtype).eps) * (1.0 + jnp.sum(jnp.abs(g)) + jnp.sum(jnp.abs(edge_w)))
+  return cand, valid & (score >= best - tol)
+
+
+def _face_jvp(res: SparseMAPResult, unary, mask, pairwise, d_eta, full: bool):
+  """``dμ_U`` of the SparseMAP solution ``res`` along ``dη``, from its optimal face (one row).
+
+  At a point where the solution is differentiable, ``μ`` stays in the affine hull of the
+  optimal face ``F`` (every structure whose gain is 0), spanned by the directions ``D``
+  (rows: the face's spanning structures' vertices minus one of them). Stationarity
+  along them, ``D (η − μ_q) = 0`` (``μ_q`` the regularised part, ``Q`` the rows' part of
+  it), differentiated with ``dμ = Dᵀ dβ``: ``Q Qᵀ dβ = D dη``, so
+  ``dμ_U = D_Uᵀ (QQᵀ)^+ D dη``. With ``F`` spanned by the active set alone this is
+  Niculae et al. (2018, Sec. 3.3)'s ``Mᵀ Z F dη`` on the active set; the face also
+  counts the structures the solution could use but does not (ties, e.g. ``w = 0``, where
+  every structure within the clip's free positions is optimal).
+  """
+  length = unary.shape[0]
+  edge = _edges(mask).astype(unary.dtype)
+  theta, edge_w = _chain_potentials(unary, mask, pairwise)
+  mu = jnp.concatenate([res.marginals, res.pair_marginals])
+  eta = jnp.concatenate([theta, edge_w])
+  grad = eta - (mu if full else jnp.concatenate([res.marginals, jnp.zeros_like(edge_w)]))
+  cand, tight = _optimal_face(grad[:length], grad[length:], mask)
+  feats = _features(cand, edge)
+  ref = feats[jnp.argmax(tight)]
+  dirs = jnp.where(tight[:, None], feats - ref, 0.0)   # [N, D]
+  quad = dirs if full else dirs[:, :length]
+  pinv = jnp.linalg.pinv(quad)                          # [Q, N]: (QQᵀ)^+ = pinv(Q)ᵀ pinv(Q)
+  d_beta = pinv.T @ (pinv @ (dirs @ d_eta))
+  return dirs[:, :length].T @ d_beta
 
 
 @_sparsemap_rows.defjvp
-def _sparsemap_rows_jvp(n_slots, max_iter, primals, tangents):
+def _sparsemap_rows_jvp(n_slots, max_iter, full, primals, tangents):
   unary, mask, pairwise = primals
   d_unary, _, d_pairwise = tangents
-  res = _sparsemap_solve(unary, mask, pairwise, n_slots, max_iter)
-  length = unary.shape[-1]
+  res = _sparsemap_solve(unary, mask, pairwise, n_slots, max_iter, full)
   edge = _edges(mask).astype(unary.dtype)
-  feats = jax.vmap(_features)(res.structures, edge)   # [B, K, D]
-  active = res.weights > 0
-  # Niculae et al. 2018, Sec. 3.3: on the active set, dα = Z F dη with
-  # Z = G⁻¹ − G⁻¹11ᵀG⁻¹ / (1ᵀG⁻¹1), i.e. the KKT system with right-hand side [F dη; 0].
   d_eta = jnp.concatenate([jnp.where(mask, d_unary, 0.0), d_pairwise[:, None] * edge], axis=-1)
-  gram = jnp.einsum("bkd,bjd->bkj", feats, feats)
-  d_alpha, _ = jax.vmap(_kkt_solve)(gram, active, jnp.einsum("bkd,bd->bk", feats, d_eta),
-                                    jnp.zeros(unary.shape[0], unary.dtype))
-  return res.marginals, jnp.einsum("bkd,bk->bd", feats, d_alpha)[:, :length]
+  d_mu = jax.vmap(partial(_face_jvp, full=full))(res, unary, mask, pairwise, d_eta)
+  return res.marginals, jnp.where(mask, d_mu, 0.0)
 
 
 def _flat_rows(unary, mask, pairwise):
@@ -544,61 +638,75 @@ def _flat_rows(unary, mask, pairwise):
 
 
 def sparsemap(unary: jax.Array, pairwise=SPARSEMAP_PAIRWISE, mask: Optional[jax.Array] = None,
-              *, max_structures: Optional[int] = None,
+              *, regulariser: str = "unary", max_structures: Optional[int] = None,
               max_iter: Optional[int] = None) -> jax.Array:
   """SparseMAP marginals of the binary chain (Niculae et al. 2018): structured sparsemax.
 
-  .. math:: μ^\\star = \\arg\\max_{μ ∈ \\mathcal{M}} η^\\top μ − \\tfrac12 \\|μ\\|^2
-     = \\arg\\min_{μ∈\\mathcal{M}} \\|μ − η\\|^2,
+  Niculae et al. (2018, eq. 4 with the unary/pairwise split of Sec. 2) regularise only
+  the unary marginals:
 
-  ``𝓜 = conv{[z; z_j z_{j+1}] : z ∈ {0,1}^L}`` the marginal polytope of the chain and
-  ``η = [θ; w 1_E]``. Returns the unary part ``μ_U = Σ_k α_k z_k`` of a sparse convex
-  combination of structures (see :func:`sparsemap_solve` for them and their weights).
+  .. math:: μ^\\star = \\arg\\max_{μ ∈ \\mathcal{M}} θ^\\top μ_U + w\\,1_E^\\top μ_V
+     − \\tfrac12 \\|μ_U\\|^2,
 
-  Algorithm: the active-set method (Nocedal & Wright 2006, Alg. 16.3), as Niculae et
-  al. recommend over Frank-Wolfe: it finds the exact solution in finitely many steps,
-  each solving the KKT system on the current structures and calling the MAP oracle
-  (Viterbi) at the gradient ``η − μ``; it stops when no structure improves on the
-  active ones (up to a few ulps of rounding) or the oracle returns one already active.
-  We regularise all of ``μ`` (unary and pairwise), i.e. project ``η`` onto the
-  marginal polytope. The paper's default regularises only ``μ_U``; that leaves
-  ``G = FFᵀ`` singular whenever a new structure's unary part is an affine combination
-  of the active ones (e.g. 100 = 110 − 010 + 000), while with the full vectors an
-  improving structure is never in the active set's affine hull, so the KKT system
-  stays nonsingular and ``K = 2L`` slots always suffice.
+  ``𝓜 = conv{[z; z_j z_{j+1}] : z ∈ {0,1}^L}`` the marginal polytope of the chain
+  (``μ_U`` the unary, ``μ_V`` the pairwise marginals on the edges ``E``). That is the
+  default, ``regulariser="unary"``. With ``w = 0`` the positions are independent and
+  ``μ_U = clip(θ, 0, 1)``; ``w > 0`` pulls adjacent positions towards equal values,
+  ``w < 0`` apart.
+
+  ``regulariser="full"`` regularises ``‖μ‖²``, all of it: the Euclidean projection of
+  ``η = [θ; w 1_E]`` onto ``𝓜``. It is a different normaliser: the pairwise part of a
+  structure then costs ``½‖μ_V‖²`` too, so even with ``w = 0`` adjacent selections
+  repel (``θ = [1, 1]`` gives ``[2/3, 2/3]``, not ``[1, 1]``).
+
+  Returns the unary part ``μ_U = Σ_k α_k z_k`` of a sparse convex combination of
+  structures (see :func:`sparsemap_solve` for them and their weights).
+
+  Algorithm: the active-set method (Nocedal & Wright 2006, Alg. 16.3) over structures,
+  as Niculae et al. use: each iteration solves the KKT system on the current structures
+  exactly and calls the MAP oracle (Viterbi) at the gradient; it stops when no structure
+  improves on the active ones (up to a few ulps) or the oracle returns one already
+  active. With only ``μ_U`` regularised the Hessian ``G = MᵀM`` over structures is
+  singular whenever a structure's unary part is an affine combination of the active
+  ones' (e.g. ``100 = 110 − 010 + 000``); such a structure is exchanged into the active
+  set by a step along the null direction (see :func:`_active_set_step`), so the active
+  set stays affinely independent, its KKT matrix nonsingular, and ``L + 1`` slots
+  always suffice (``2L`` under ``"full"``).
 
   Gradient: the closed form on the active set (Niculae et al. 2018, Sec. 3.3),
-  ``∂μ/∂η = Fᵀ Z F`` with ``Z = G⁻¹ − G⁻¹11ᵀG⁻¹/(1ᵀG⁻¹1)``, ``F`` the active
-  structures' vertices, by :func:`jax.custom_jvp`; no unrolling of the solver.
+  ``∂μ_U/∂η = Mᵀ Z F`` with ``Z = G⁻¹ − G⁻¹11ᵀG⁻¹/(1ᵀG⁻¹1)``, ``F`` the active
+  structures' vertices and ``M`` their unary parts, by :func:`jax.custom_jvp`; no
+  unrolling of the solver.
 
   Args:
     unary: ``[..., L]`` scores ``θ``.
     pairwise: ``w``, a number or ``[...]`` (one a row).
     mask: ``[..., L]`` bool, True for real words (default: all real).
-    max_structures: active-set capacity ``K`` (default ``2L``, always enough; a smaller
-      one is faster but may stop unconverged).
+    regulariser: ``"unary"`` (Niculae et al. 2018, the default) or ``"full"`` (the
+      projection of ``[θ; w 1_E]`` onto ``𝓜``).
+    max_structures: active-set capacity ``K`` (default ``L + 1``, ``2L`` under
+      ``"full"``: always enough; a smaller one may stop unconverged).
     max_iter: active-set iteration cap (default ``10K + 10``).
 
-  Batch by passing ``[..., L]``: the solver is written for a batch of rows. Under
-  :func:`jax.vmap` its shared branch (recomputing the KKT inverses when they drift)
-  becomes a select that recomputes them every iteration: correct, but slower.
+  Batch by passing ``[..., L]``: the solver is written for a batch of rows.
 
   Returns:
     ``[..., L]`` marginals in ``[0, 1]`` (they do not sum to 1); masked ones 0.
   """
-  n_slots, iters = _sizes(unary.shape[-1], max_structures, max_iter)
+  n_slots, iters, full = _sizes(unary.shape[-1], regulariser, max_structures, max_iter)
   rows, mask, w, batch = _flat_rows(unary, mask, pairwise)
-  return _sparsemap_rows(rows, mask, w, n_slots, iters).reshape(unary.shape)
+  return _sparsemap_rows(rows, mask, w, n_slots, iters, full).reshape(unary.shape)
 
 
 def sparsemap_solve(unary: jax.Array, pairwise=SPARSEMAP_PAIRWISE,
-                    mask: Optional[jax.Array] = None, *, max_structures: Optional[int] = None,
+                    mask: Optional[jax.Array] = None, *, regulariser: str = "unary",
+                    max_structures: Optional[int] = None,
                     max_iter: Optional[int] = None) -> SparseMAPResult:
   """:func:`sparsemap`'s full solution: marginals, structures, weights, convergence.
 
   Not differentiable (use :func:`sparsemap`). Arguments as :func:`sparsemap`.
   """
-  n_slots, iters = _sizes(unary.shape[-1], max_structures, max_iter)
+  n_slots, iters, full = _sizes(unary.shape[-1], regulariser, max_structures, max_iter)
   rows, mask, w, batch = _flat_rows(unary, mask, pairwise)
-  res = _sparsemap_solve(rows, mask, w, n_slots, iters)
+  res = _sparsemap_solve(rows, mask, w, n_slots, iters, full)
   return jax.tree_util.tree_map(lambda a: a.reshape(batch + a.shape[1:]), res)

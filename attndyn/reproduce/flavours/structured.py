@@ -17,7 +17,8 @@ on the query word's own gold chunk against uniform attention's share
 (:mod:`analysis.structured_attention`). Claims judged are the lecture's qualitative
 statements; performance comparisons are ``info``.
 
-SparseMAP runs an active-set QP per attention row with KKT matrices of size 2L + 1;
+SparseMAP (Niculae et al.'s: only the unary marginals regularised, pairwise w = 1) runs an
+active-set QP per attention row with KKT matrices of size L + 2;
 at CoNLL lengths (up to 78) and under ``vmap`` that is far too slow to train with on
 this machine, so sentences are capped at ``max_len`` words (every normaliser sees the
 same sentences).
