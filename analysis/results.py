@@ -25,7 +25,7 @@ import numpy as np
 from analysis import npz
 from analysis.summary import aggregate
 from dynamics.trajectory import Trajectory
-from tasks.errors import ConfigError
+from tasks.errors import ConfigError, digits_error, too_many_digits
 
 # The layout of summary.json: 2 moved the run-dependent `created`, `command` and
 # `seconds` to run_info.json and added `diverged` per run and `n_diverged`.
@@ -195,6 +195,10 @@ def read_summary(path) -> dict:
   except json.JSONDecodeError as err:
     raise ConfigError(f"{what} line {err.lineno} column {err.colno} is not valid JSON "
                       f"({err.msg}): the file is truncated or was edited.") from None
+  except ValueError as err:
+    if too_many_digits(err):
+      raise digits_error(what) from None
+    raise
   if not isinstance(doc, dict) or "schema_version" not in doc:
     raise ConfigError(f"{what} has no schema_version: it was not written by attndyn.")
   version = doc["schema_version"]

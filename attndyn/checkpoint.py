@@ -26,7 +26,7 @@ import numpy as np
 
 from analysis import npz
 from attndyn import atomic, schema
-from tasks.errors import ConfigError
+from tasks.errors import ConfigError, digits_error, too_many_digits
 
 DIRNAME, MANIFEST = "checkpoints", "manifest.json"
 FORMAT = 1
@@ -100,6 +100,10 @@ def _read_json(path: Path, what: str) -> dict:
   except json.JSONDecodeError as err:
     raise ConfigError(f"{what} line {err.lineno} column {err.colno} is not valid JSON "
                       f"({err.msg}).") from None
+  except ValueError as err:
+    if too_many_digits(err):
+      raise digits_error(what) from None
+    raise
 
 
 def _verify(root: Path, run: Optional[str]) -> None:
@@ -165,7 +169,7 @@ class Checkpoints:
     manifest = {"format": FORMAT, "config_hash": config_hash(config), "chunk_size": chunk_size,
                 **_environment(), "run_id": run_id(config), "config": config}
     if writer:
-      root.mkdir(parents=True, exist_ok=True)
+      atomic.make_dirs(root)
       for old in sorted(root.glob("*/chunk_*.npz")) + sorted(root.glob("*/.chunk_*.tmp")):
         old.unlink()
       atomic.write_json(root / MANIFEST, manifest)
@@ -357,7 +361,7 @@ class Checkpoints:
     arrays = {leaf_name(p): np.asarray(leaf) for p, leaf in paths}
     arrays[_BOUNDS] = np.asarray(bounds, np.int64)
     path = self._path(stage, index)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.make_dirs(path.parent)
     meta = {} if seconds is None else {"seconds": float(seconds)}
     atomic.write(path, lambda tmp: npz.write(tmp, arrays, run_id=self.run_id, meta=meta))
 

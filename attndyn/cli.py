@@ -24,7 +24,7 @@ import threading
 import tomllib
 
 from attndyn import compile_cache
-from tasks.errors import ConfigError, is_environment_failure
+from tasks.errors import ConfigError, digits_error, is_environment_failure, too_many_digits
 
 _RUN_EPILOG = """examples:
   attndyn run --preset quick --out results/quick
@@ -62,7 +62,9 @@ _REPORT_EPILOG = """examples:
   attndyn report results/quick --out /tmp/quick-report
 
 Writes report.md (the headline table, every run, diverged runs, ODE deviations)
-and the four figures, regenerated from summary.json and trajectories.npz.
+and the four figures, regenerated from summary.json and trajectories.npz. An OUT
+other than DIR must be new or empty (--force: replace only report.md and the
+figures there).
 """
 
 
@@ -111,6 +113,8 @@ def _parser() -> argparse.ArgumentParser:
   report.add_argument("dir", metavar="DIR", help="a directory written by `attndyn run`")
   report.add_argument("--out", metavar="OUT", help="where to write (default: DIR)")
   report.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+  report.add_argument("--force", action="store_true",
+                      help="write into a non-empty OUT, replacing only report.md and the figures")
 
   presets = sub.add_parser("presets", help="list the named presets",
                            description="List the named presets, or print one as TOML.",
@@ -312,11 +316,14 @@ def _write_report(args, out) -> int:
     raise ConfigError(f"{str(Path(args.dir) / outputs.SUMMARY)!r}: config.task.n_nontopic = "
                       f"{n_nontopic!r}, where attndyn writes a positive integer: the file is "
                       f"damaged.")
+  _check_report_out(args, out)
   try:
     out.mkdir(parents=True, exist_ok=True)
   except OSError as err:
     raise ConfigError(f"--out {str(out)!r} cannot be created: {err.strerror or err}.") from None
   report_md = out / "report.md"
+  for path in [report_md] + [out / name for name in outputs.FIGURES]:
+    atomic.refuse_link(path)
   if report_md.exists() and not report_md.is_file():
     raise ConfigError(f"--out {str(out)!r}: {str(report_md)!r} is not a file, and "
                       f"attndyn writes report.md there. Rename or remove it, or pick another --out.")
@@ -330,6 +337,27 @@ def _write_report(args, out) -> int:
   for name, message in failed.items():
     print(f"attndyn: warning: figure {name} failed: {message}", file=sys.stderr)
   return 0
+
+
+def _check_report_out(args, out) -> None:
+  """``report --out OUT``: like every command, a non-empty OUT is refused without --force
+  (its report.md or figures may be someone's); writing into the results directory itself
+  replaces only the report and figures attndyn drew there."""
+  from attndyn import lock
+  if args.force or not out.is_dir():
+    return
+  try:
+    if out.samefile(args.dir):
+      return
+  except OSError:
+    pass
+  entries = sorted(p.name for p in out.iterdir() if p.name != lock.LOCKFILE)
+  if entries:
+    raise ConfigError(
+        f"--out {str(out)!r} is not empty (it holds {', '.join(entries[:3])}"
+        f"{', ...' if len(entries) > 3 else ''}). attndyn never overwrites files it did not "
+        f"write: pick a new directory, or pass --force to replace only report.md and the "
+        f"figures there.")
 
 
 def _presets(args) -> int:
@@ -422,26 +450,35 @@ ERROR_LOG = "attndyn-error.log"
 
 def _write_traceback(args, *errs: BaseException) -> str:
   """Write ``errs`` (by default the exception being handled), with their tracebacks, to
-  ``--out``'s :data:`ERROR_LOG` (or a temporary file when there is no such directory);
-  return its path."""
-  import tempfile
+  ``--out``'s :data:`ERROR_LOG` (or a new temporary file when there is no such directory, or
+  a link stands there); return its path. Never raises: it runs in the last-resort handler."""
   import traceback
   trace = ("\n".join("".join(traceback.format_exception(e)) for e in errs) if errs
            else traceback.format_exc())
-  text = f"attndyn {' '.join(getattr(args, 'argv', []) or [])}\n{trace}"
+  return _write_log(args, f"attndyn {' '.join(getattr(args, 'argv', []) or [])}\n{trace}")
+
+
+def _write_log(args, text: str, *, append: bool = False) -> str:
+  """Write ``text`` to ``--out``'s :data:`ERROR_LOG` (``append``: after what this command
+  already wrote there), else to a new temporary file; return its path. Never raises."""
+  import tempfile
+  from attndyn import atomic
   out = getattr(args, "out", None)
-  if out and os.path.isdir(out):
-    try:
-      path = os.path.join(out, ERROR_LOG)
-      with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-      return path
-    except OSError:
-      pass
-  fd, path = tempfile.mkstemp(prefix="attndyn-error-", suffix=".log")
-  with os.fdopen(fd, "w", encoding="utf-8") as f:
-    f.write(text)
-  return path
+  before = getattr(args, "error_log_text", "") if append else ""
+  text = before + ("\n" if before else "") + text
+  args.error_log_text = text
+  try:
+    if out and os.path.isdir(out):
+      return str(atomic.write_text(os.path.join(out, ERROR_LOG), text))
+  except (OSError, ValueError):   # a full or read-only --out, a link there, a name too long
+    pass
+  try:
+    fd, path = tempfile.mkstemp(prefix="attndyn-error-", suffix=".log")   # O_EXCL, mode 0600
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+      f.write(text)
+    return path
+  except OSError as err:
+    return f"no file (it could not be written: {err.strerror or err})"
 
 
 def _os_error(err: OSError) -> str:
@@ -514,6 +551,39 @@ def main(argv=None) -> int:
   else:
     args = _parser().parse_args(argv)
   args.argv = argv
+  from attndyn.progress import guarded_streams
+  with guarded_streams() as (stdout, stderr):   # output streams are not the computation
+    code = _dispatch(args)
+    stdout.flush()
+    stderr.flush()
+    code = _streams_outcome(args, code, stdout, stderr)
+  stdout.silence()
+  stderr.silence()
+  return code
+
+
+def _streams_outcome(args, code: int, stdout, stderr) -> int:
+  """The exit code once the command ended with ``code``, given what happened to its streams.
+
+  A stream that failed (a closed pipe, a full disk) changed nothing that was computed or
+  written. What stderr could not say of a failed command goes to the error log in ``--out``;
+  a command that succeeded but whose stdout failed exits ``128 + SIGPIPE`` (141, as a
+  pipeline's reader that stopped reading expects) or, for any other failure, 2, saying so on
+  stderr in one line: the exit code says only what happened to the stream.
+  """
+  if stderr.failed is not None and code != 0 and stderr.lost:
+    _write_log(args, "what attndyn could not print on stderr "
+                     f"({stderr.failed}):\n" + "".join(stderr.lost), append=True)
+  if stdout.failed is None or code != 0:
+    return code
+  out = getattr(args, "out", None) or getattr(args, "dir", None)
+  print(f"attndyn: error: standard output could not be written ({stdout.failed}); nothing else "
+        f"failed" + (f": every output is in {str(out)!r}." if out else "."), file=sys.stderr)
+  return 128 + signal.SIGPIPE if stdout.broken_pipe else 2
+
+
+def _dispatch(args) -> int:
+  """Run ``args.command``; every way it can end is an exit code (see the module docstring)."""
   commands = {"run": _run, "report": _report, "presets": _presets, "bench": _bench,
               "reproduce": _reproduce, "explain": _explain, "atlas": _atlas}
   terminated = []
@@ -543,6 +613,10 @@ def main(argv=None) -> int:
           file=sys.stderr)
     return 2
   except Exception as err:
+    if too_many_digits(err):   # a reader this command reached that does not name its file
+      print(f"attndyn: error: {digits_error('an input (a TOML config, a --set value or a JSON file)')}",
+            file=sys.stderr)
+      return 2
     if is_environment_failure(err):   # out of memory (OSError is answered above)
       print("attndyn: error: out of memory; run the sweep in smaller chunks (--chunk-size N) "
             "or with fewer points, or, if one point alone does not fit, make it smaller "

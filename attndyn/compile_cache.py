@@ -78,6 +78,21 @@ def directory(environ: Mapping[str, str] = os.environ) -> Optional[Path]:
   return root / host_folder()
 
 
+def _writable(path: Path) -> bool:
+  """Whether the cache folder ``path`` exists (made when missing) and takes a file: a probe
+  created with ``O_EXCL | O_NOFOLLOW``, so that a link planted at its name is not followed."""
+  from attndyn import atomic
+  probe = path / f".probe-{os.getpid()}"
+  try:
+    atomic.make_dirs(path)
+    fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    os.close(fd)
+    os.unlink(probe)
+  except OSError:   # LinkRefused included: the cache only saves time
+    return False
+  return True
+
+
 def enable(environ: Mapping[str, str] = os.environ) -> Optional[Path]:
   """Turns the cache on for this process (before its first compile); returns its folder,
   or ``None`` when it is off or cannot be created.
@@ -97,12 +112,7 @@ def enable(environ: Mapping[str, str] = os.environ) -> Optional[Path]:
     return None
   if importlib.util.find_spec("filelock") is None:   # JAX needs it to bound and lock the cache
     return None
-  try:
-    path.mkdir(parents=True, exist_ok=True)
-    probe = path / f".probe-{os.getpid()}"
-    probe.write_bytes(b"")
-    probe.unlink()
-  except OSError:
+  if not _writable(path):
     return None
   import jax
   jax.config.update("jax_compilation_cache_dir", str(path))

@@ -86,13 +86,18 @@ def prepare_out_dir(path, *, force: bool = False, resume: bool = False) -> Path:
 
 def _check_own_entries(out: Path) -> None:
   """attndyn's own output names in ``out`` must be of the kind it writes there (a file where it
-  writes a file, a directory where it keeps checkpoints), so no write fails after a run."""
-  files = [out / name for name in (SUMMARY, TRAJECTORIES, CONFIG, RUN_INFO)]
+  writes a file, a directory where it keeps checkpoints) and no symbolic link, so no write fails
+  after a run."""
+  files = [out / name for name in (SUMMARY, TRAJECTORIES, CONFIG, RUN_INFO, *FIGURES)]
   root = out / checkpoint.DIRNAME
   dirs = [root]
-  if root.is_dir():
+  if root.is_dir() and not root.is_symlink():
     files.append(root / checkpoint.MANIFEST)
     dirs += [root / stage for stage in LABELS]
+    files += [p for stage in LABELS for p in (root / stage).glob("chunk_*.npz")
+              if (root / stage).is_dir()]
+  for path in files + dirs:   # before anything is computed, not when the results are written
+    atomic.refuse_link(path)
   for path in files:
     if path.exists() and not path.is_file():
       raise ConfigError(f"--out {str(out)!r}: {str(path)!r} is not a file, and attndyn writes a "
@@ -271,14 +276,13 @@ def _rescued(err: OSError, result: RunResult, run: str) -> Exception:
   """Save a finished run's results where there is room, when ``--out`` cannot take them.
 
   Writes ``config.toml``, ``trajectories.npz`` and ``summary.json`` (figures
-  left out) into ``$TMPDIR/attndyn-rescue-RUNID/`` and returns the one-line
-  error naming it; when that fails too, returns ``err`` itself (the CLI then
-  names the checkpoints that are kept, if any).
+  left out) into a new folder ``$TMPDIR/attndyn-rescue-RUNID-XXXXXXXX/`` (mode 0700,
+  an unpredictable name: in a shared ``/tmp`` nobody can plant a link there beforehand) and
+  returns the one-line error naming it; when that fails too, returns ``err`` itself (the CLI
+  then names the checkpoints that are kept, if any).
   """
-  import tempfile
-  rescue = Path(tempfile.gettempdir()) / f"{RESCUE_PREFIX}{run}"
   try:
-    rescue.mkdir(parents=True, exist_ok=True)
+    rescue = atomic.private_dir(f"{RESCUE_PREFIX}{run}-")
     write_config(rescue, result.config)
     write_npz(rescue, result, run=run)
     files = {"config": CONFIG, "trajectories": TRAJECTORIES, "figures": [], "figure_errors": {}}
