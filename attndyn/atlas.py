@@ -40,7 +40,7 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from attndyn import atomic, overrides, presets
+from attndyn import atomic, compile_cache, overrides, presets
 from attndyn.reproduce.lu2021 import synthetic
 from tasks.errors import ConfigError
 
@@ -525,7 +525,8 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
                          "start_id": start_ids[i], "position": i, "progress": progress}
                         for i in order if i in pending],
           workers=workers, setup=(_worker_setup, {"jax": processes.jax_settings(),
-                                                  "revision": runner.revision()}),
+                                                  "revision": runner.revision(),
+                                                  "cache": compile_cache.enabled_here()}),
           on_result=finished, on_progress=reported)
     for i, b in enumerate(todo):
       name, start_id = names[i], start_ids[i]
@@ -633,6 +634,9 @@ def _worker_setup(arg: dict) -> None:
 
   from attndyn import processes
   processes.configure_jax(arg["jax"])   # before anything the imports may compute
+  if arg.get("cache"):   # the parent's compile cache heals here too, with one warning
+    from attndyn import compile_cache
+    compile_cache.enable_in_worker()
   from attndyn.reproduce import runner
   runner.inherit_revision(arg["revision"])
   for module in ("attndyn.reproduce.engine", "analysis.atlas"):

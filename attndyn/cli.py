@@ -16,6 +16,7 @@ input or environment prints a traceback.
 """
 import argparse
 import contextlib
+import errno
 import importlib
 import os
 import signal
@@ -218,7 +219,7 @@ def _checkpoints(args, cfg, out, resumed):
 def _headline(doc) -> None:
   from attndyn import report
   print(report.table([(report.label(doc["config"]), doc["aggregate"])]))
-  for line in report.diverged_lines(doc):
+  for line in report.diverged_lines(doc) + report.ode_failed_lines(doc):
     print(line)
 
 
@@ -264,7 +265,25 @@ def _run_locked(args) -> int:
             f"{outputs.TRAJECTORIES}, {outputs.CONFIG} in {str(out)!r}: make room, then "
             f"`attndyn report {out}` draws them.", file=sys.stderr)
       return 2
-  return _failed_stages(args, out, result)
+  code = _failed_stages(args, out, result)
+  if outputs.is_writer() and code == 0:
+    code = _no_ode_result(doc, out)
+  return code
+
+
+def _no_ode_result(doc, out) -> int:
+  """2, with one line, when every solve of an ODE stage failed (its columns are all empty:
+  the config asks for what the solver cannot do), else 0. Everything was written."""
+  from attndyn import report
+  failed = report.all_odes_failed(doc)
+  if not failed:
+    return 0
+  ode = doc["config"].get("ode", {})
+  print("attndyn: error: every solve of an ODE stage failed, so its columns are empty: " +
+        ", ".join(f"{kind} ({reason}: {remedy})" for kind, reason, remedy in failed) +
+        f" (ode.max_steps = {ode.get('max_steps')}, ode.rtol = {ode.get('rtol')}, ode.atol = "
+        f"{ode.get('atol')}); everything else was written to {str(out)!r}.", file=sys.stderr)
+  return 2
 
 
 def _failed_stages(args, out, result) -> int:
@@ -445,6 +464,65 @@ def _reproduce(args) -> int:
     return reproduce_cli.main(args)
 
 
+EQX_ON_ERROR_VALUES = ("raise", "breakpoint", "nan", "off")   # equinox's own list
+_FLAGS_CHECKED = set()   # XLA_FLAGS values a child process has started JAX with
+
+
+def check_environment(*, distributed: bool = False) -> None:
+  """The environment variables JAX, XLA and equinox read, before any of them acts on one.
+
+  A bad one would otherwise end the command as a bug (equinox's ValueError, JAX's empty
+  AssertionError) or kill it outright (XLA exits on an unknown flag in ``XLA_FLAGS``, so a
+  child process starts JAX with them first, once per value and process: about half a second).
+
+  Raises:
+    ConfigError: naming the variable, its value and what is allowed.
+  """
+  import subprocess
+  eqx = os.environ.get("EQX_ON_ERROR")
+  if eqx is not None and eqx not in EQX_ON_ERROR_VALUES and "equinox" not in sys.modules:
+    raise ConfigError(f"EQX_ON_ERROR = {eqx!r} is not allowed: one of "
+                      f"{', '.join(EQX_ON_ERROR_VALUES)} (unset, attndyn uses nan).")
+  flags = os.environ.get("XLA_FLAGS", "").strip()
+  backend_started = "jax" in sys.modules and _backend_started()
+  if flags and flags not in _FLAGS_CHECKED and not backend_started:
+    try:
+      child = subprocess.run([sys.executable, "-c", "import jax; jax.devices('cpu')"],
+                             capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    except (OSError, subprocess.SubprocessError):
+      child = None
+    unknown = [line.split("XLA_FLAGS:", 1)[1].strip() for line in
+               (child.stderr.splitlines() if child is not None else [])
+               if "Unknown flag" in line and "XLA_FLAGS:" in line]
+    if unknown:
+      raise ConfigError(f"XLA_FLAGS = {flags!r} is not allowed: XLA does not know "
+                        f"{', '.join(unknown)}; it takes its own flags, --xla_NAME=VALUE "
+                        f"(unset XLA_FLAGS, or fix it).")
+    _FLAGS_CHECKED.add(flags)
+  platforms = os.environ.get("JAX_PLATFORMS", "").strip()
+  if platforms and not distributed and not backend_started:
+    # (a --distributed run starts its backend in jax.distributed.initialize, which says what
+    # went wrong itself)
+    import jax
+    try:
+      jax.devices()
+    except (RuntimeError, AssertionError) as err:
+      why = " ".join(str(err).split())[:200] or "no such backend on this machine"
+      raise ConfigError(f"JAX_PLATFORMS = {platforms!r} is not allowed here: JAX could not start "
+                        f"it ({why}); a platform this machine has, e.g. cpu, or unset "
+                        f"JAX_PLATFORMS to let JAX choose.") from None
+
+
+def _backend_started() -> bool:
+  """Whether this process's JAX has started a backend (its environment was read then)."""
+  try:
+    from jax._src import xla_bridge
+    return bool(getattr(xla_bridge, "_backends", None))
+  except ImportError:
+    return False
+
+
 ERROR_LOG = "attndyn-error.log"
 
 
@@ -484,9 +562,10 @@ def _write_log(args, text: str, *, append: bool = False) -> str:
 def _os_error(err: OSError) -> str:
   """``'PATH': No space left on device (ENOSPC)``: the file meant (not the temporary one an
   atomic write failed on) and the reason."""
-  import errno
   import re
   path = err.filename
+  if isinstance(path, str) and len(path) > 200:
+    path = path[:100] + "..." + path[-60:]
   if isinstance(path, str):
     head, name = os.path.split(path)
     match = re.fullmatch(r"\.(.+)\.[^.]+\.tmp", name)  # attndyn.atomic's temporary file
@@ -516,6 +595,16 @@ def _kept(args) -> str:
     return (f"; kept: the finished buckets and their checkpoints in {out!r}: `attndyn atlas "
             f"--out {out} --resume` continues from them.")
   return "; files attndyn had written are whole (each is written atomically)."
+
+
+def _guarded(hint, args) -> str:
+  """``hint(args)`` (:func:`_kept`, :func:`_resume_hint`), or ``""`` when looking at ``--out``
+  fails as the command did (a path too long, a permission): the last-resort handler never
+  raises."""
+  try:
+    return hint(args)
+  except (OSError, ValueError):
+    return ""
 
 
 def _resume_hint(args) -> str:
@@ -594,6 +683,8 @@ def _dispatch(args) -> int:
 
   previous = _install(signal.SIGTERM, on_sigterm)
   try:
+    if args.command != "presets":   # every other command starts JAX
+      check_environment(distributed=getattr(args, "distributed", False))
     if args.command in ("run", "reproduce", "explain", "atlas"):   # the commands that compile
       compile_cache.enable()
     return commands[args.command](args)
@@ -602,10 +693,14 @@ def _dispatch(args) -> int:
     return 2
   except KeyboardInterrupt:
     what = "terminated (SIGTERM)" if terminated else "interrupted"
-    print(f"attndyn: {what}" + _resume_hint(args), file=sys.stderr)
+    print(f"attndyn: {what}" + _guarded(_resume_hint, args), file=sys.stderr)
     return 128 + signal.SIGTERM if terminated else 130
   except OSError as err:  # the environment (a full disk, permissions, a read-only mount)
-    print(f"attndyn: error: {_os_error(err)}{_kept(args)}", file=sys.stderr)
+    if err.errno == errno.ENAMETOOLONG:   # bad input: nothing was written, nothing is kept
+      print(f"attndyn: error: {_os_error(err)}: a name in that path is longer than the file "
+            f"system allows (NAME_MAX, 255 bytes on most); pick a shorter one.", file=sys.stderr)
+      return 2
+    print(f"attndyn: error: {_os_error(err)}{_guarded(_kept, args)}", file=sys.stderr)
     return 2
   except RecursionError:
     print("attndyn: error: an input (a TOML config, a --set value or a JSON file) is nested "
@@ -624,7 +719,10 @@ def _dispatch(args) -> int:
             "train.steps / train.record_every).", file=sys.stderr)
       return 2
     # a bug: one line, and the traceback in a file for the bug report
-    message = " ".join(str(err).split())
+    try:
+      message = " ".join(str(err).split())
+    except Exception:   # an exception that cannot say what it is
+      message = "(its message could not be printed)"
     if len(message) > 300:
       message = message[:300] + " ..."
     print(f"attndyn: internal error: {type(err).__name__}: {message}; traceback in "

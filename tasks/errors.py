@@ -49,7 +49,7 @@ def _max_digits() -> int:
 def too_many_digits(err: BaseException) -> bool:
   """Whether ``err`` is Python refusing to read (or print) an integer of more than
   ``sys.get_int_max_str_digits()`` digits: bad input (a TOML, --set or JSON value), not a bug."""
-  return isinstance(err, ValueError) and "integer string conversion" in str(err)
+  return isinstance(err, ValueError) and "integer string conversion" in _text(err)
 
 
 def digits_error(what: str) -> ConfigError:
@@ -89,4 +89,12 @@ def is_concrete_number(x) -> bool:
 def is_environment_failure(err: BaseException) -> bool:
   """Whether ``err`` is the machine's (out of memory, a full disk, permissions), not a bug:
   the commands answer it with exit code 2, a bug with 1."""
-  return isinstance(err, (OSError, MemoryError)) or "RESOURCE_EXHAUSTED" in str(err)
+  return isinstance(err, (OSError, MemoryError)) or "RESOURCE_EXHAUSTED" in _text(err)
+
+
+def _text(err: BaseException) -> str:
+  """``str(err)``, or ``""`` for an exception that cannot say what it is."""
+  try:
+    return str(err)
+  except Exception:
+    return ""

@@ -305,3 +305,147 @@ def test_a_results_file_with_an_integer_of_5000_digits_is_a_config_error(
     argv = ["run", "--out", str(out), "--resume", "--no-progress"]
   assert cli.main(argv) == 2
   assert f"{str(path)!r} holds an integer of more than 4300 digits" in _one_line(capsys)
+
+
+# --- 8. a path too long is one line; the last-resort handler never raises ---------------------
+
+def test_an_out_path_too_long_is_one_line_exit_2(tmp_path, capsys):
+  out = tmp_path / ("x" * 300)
+  assert cli.main(["run", *TINY, "--out", str(out)]) == 2
+  err = _one_line(capsys)
+  assert "File name too long (ENAMETOOLONG): a name in that path is longer" in err and \
+      len(err) < 500, err
+
+
+def test_the_last_resort_handler_survives_a_failing_hint_and_message(tmp_path, capsys):
+  class Unprintable(Exception):
+    def __str__(self):
+      raise RuntimeError("no")
+  with mock.patch.object(pipeline, "run", side_effect=OSError(errno.EIO, "I/O error")), \
+      mock.patch.object(cli, "_kept", side_effect=OSError(errno.ENAMETOOLONG, "too long")):
+    assert cli.main(["run", *TINY, "--out", str(tmp_path / "o")]) == 2
+  assert _one_line(capsys).startswith("attndyn: error: I/O error (EIO)")
+  with mock.patch.object(pipeline, "run", side_effect=Unprintable()):
+    assert cli.main(["run", *TINY, "--out", str(tmp_path / "p")]) == 1
+  assert "Unprintable: (its message could not be printed)" in _one_line(capsys)
+
+
+# --- 9. the compile cache heals ---------------------------------------------------------------
+
+def test_a_damaged_or_foreign_cache_entry_is_deleted_once_with_one_warning(tmp_path, capsys):
+  from attndyn import compile_cache
+  compile_cache._warned.clear()
+  cache = compile_cache._healing_class()(str(tmp_path), max_size=compile_cache.MAX_BYTES)
+  cache.put("a", b"program a" * 100)
+  cache.put("b", b"program b" * 100)
+  assert cache.get("a") == b"program a" * 100
+  entry_a, entry_b = tmp_path / "a-cache", tmp_path / "b-cache"
+  assert entry_a.read_bytes().startswith(compile_cache._MAGIC)
+  entry_a.write_bytes(entry_a.read_bytes()[:50])          # truncated by a full disk
+  shutil.copy(tmp_path / "a-cache", tmp_path / "x")
+  shutil.copy(entry_b, tmp_path / "b-copy")
+  (tmp_path / "b-copy").replace(tmp_path / "c-cache")      # another key's file under key c
+  assert cache.get("a") is None and not entry_a.exists()
+  assert cache.get("c") is None and not (tmp_path / "c-cache").exists()
+  (tmp_path / "d-cache").write_bytes(b"garbage")           # written without the digest
+  assert cache.get("d") is None
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and f"the compile cache {str(tmp_path)!r} held a damaged" in err
+  cache.put("a", b"program a" * 100)                         # compiled again, stored again
+  assert cache.get("a") == b"program a" * 100 and cache.get("b") == b"program b" * 100
+  (tmp_path / "e-cache").symlink_to(tmp_path / "x")
+  assert cache.get("e") is None and (tmp_path / "x").exists()   # a link is never read
+
+
+def test_a_run_on_a_damaged_compile_cache_heals_it(tmp_path):
+  """Two real `attndyn run`s: the first fills the cache; one entry is then truncated and
+  another replaced by a third program's file (before, JAX kept the first for ever and loaded
+  the second, failing inside JAX with an AssertionError on every run); the second run exits 0
+  with one warning naming the cache, and leaves every entry whole and its own key's."""
+  import subprocess
+  import sys
+  from pathlib import Path
+
+  from attndyn import compile_cache
+  env = {k: v for k, v in os.environ.items()
+         if k not in ("JAX_COMPILATION_CACHE_DIR", "EQX_ON_ERROR")}
+  env.update(JAX_PLATFORMS="cpu", JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+             **{compile_cache.ENV: str(tmp_path / "cache")})
+  argv = [sys.executable, "-m", "attndyn.cli", "run", *TINY, "--set", "ode.kind=none"]
+  runs = []
+  for i in range(2):
+    runs.append(subprocess.run(argv + ["--out", str(tmp_path / f"run{i}")], env=env, text=True,
+                               capture_output=True, timeout=600))
+    assert runs[-1].returncode == 0, runs[-1].stderr
+    entries = sorted(Path(tmp_path / "cache").rglob("*-cache"), key=lambda p: -p.stat().st_size)
+    if i == 0:
+      assert "warning" not in runs[0].stderr and len(entries) >= 3
+      entries[0].write_bytes(entries[0].read_bytes()[:100])
+      shutil.copy(entries[2], entries[1])
+  assert runs[1].stderr.count("the compile cache") == 1, runs[1].stderr
+  assert "held a damaged entry" in runs[1].stderr and "Traceback" not in runs[1].stderr
+  for entry in entries:
+    key = entry.name[:-len("-cache")]
+    assert compile_cache._unseal(key, entry.read_bytes()) is not None, entry.name
+
+
+# --- 10. a bad environment is bad input: exit 2 naming the variable ---------------------------
+
+@pytest.mark.parametrize("name,value,expected", [
+    ("EQX_ON_ERROR", "x", "EQX_ON_ERROR = 'x' is not allowed: one of raise, breakpoint, nan, off"),
+    ("XLA_FLAGS", "--bogus", "XLA_FLAGS = '--bogus' is not allowed: XLA does not know --bogus"),
+])
+def test_a_bad_environment_variable_is_one_line_exit_2(name, value, expected, tmp_path,
+                                                       monkeypatch, capsys):
+  import sys
+  monkeypatch.setenv(name, value)
+  monkeypatch.delitem(sys.modules, "equinox", raising=False)   # as before equinox is imported
+  monkeypatch.setattr(cli, "_backend_started", lambda: False)  # as before JAX started
+  monkeypatch.setattr(cli, "_FLAGS_CHECKED", set())
+  with mock.patch.object(pipeline, "run", side_effect=AssertionError("ran")):
+    assert cli.main(["run", *TINY, "--out", str(tmp_path / "o")]) == 2
+  assert expected in _one_line(capsys)
+  assert not (tmp_path / "o").exists()
+
+
+def test_a_platform_jax_cannot_start_is_one_line_exit_2(results_dir, tmp_path):
+  import subprocess
+  import sys
+  env = {**os.environ, "JAX_PLATFORMS": "cuda", "CUDA_VISIBLE_DEVICES": ""}
+  done = subprocess.run([sys.executable, "-m", "attndyn.cli", "report", str(results_dir[0]),
+                         "--out", str(tmp_path / "r"), "--no-progress"], env=env, text=True,
+                        capture_output=True, timeout=300)
+  if done.returncode == 0:
+    pytest.skip("this machine has a CUDA backend")
+  assert done.returncode == 2, done.stderr
+  assert done.stderr.startswith("attndyn: error: JAX_PLATFORMS = 'cuda' is not allowed here: "
+                                "JAX could not start it") and done.stderr.count("\n") == 1
+
+
+# --- 12. ODE solves that fail get a line each; all of a stage failing is not exit 0 ------------
+
+def test_every_ode_solve_failing_is_a_line_per_run_and_exit_2(tmp_path, capsys):
+  out = tmp_path / "o"
+  code = cli.main(["run", *TINY, "--set", "ode.kind=reduced", "--set", "ode.max_steps=1",
+                   "--out", str(out)])
+  captured = capsys.readouterr()
+  assert code == 2
+  lines = [l for l in captured.out.splitlines() if l.startswith("ode failed: ")]
+  assert lines == [f"ode failed: reduced of run {i} (seed={i}, data_seed=0) at t=10 (max_steps); "
+                   f"its deviation from GD is left out" for i in range(2)]
+  assert captured.err.count("\n") == 1 and captured.err.startswith(
+      "attndyn: error: every solve of an ODE stage failed, so its columns are empty: reduced "
+      "(max_steps: raise ode.max_steps) (ode.max_steps = 1")
+  assert analysis.load(out).reduced is not None      # everything was written
+
+
+def test_ode_failure_lines_are_counted_past_ten_per_stage():
+  from attndyn import report
+  runs = [{"ode_failed_at": {"reduced": 5.0 if i % 2 else None},
+           "ode_failure_reason": {"reduced": "max_steps" if i % 2 else None}} for i in range(30)]
+  doc = {"runs": runs, "points": [{"seed": i} for i in range(30)],
+         "aggregate": {"ode_n_failed": {"reduced": 15}}}
+  lines = report.ode_failed_lines(doc)
+  assert len(lines) == 11 and lines[0].startswith("ode failed: reduced of run 1 (seed=1) at t=5")
+  assert lines[-1] == "ode failed: reduced of 5 more run(s)"
+  assert report.all_odes_failed(doc) == []
