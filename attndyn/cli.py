@@ -348,7 +348,11 @@ def _write_report(args, out) -> int:
                       f"attndyn writes report.md there. Rename or remove it, or pick another --out.")
   kinds = sorted(results.stages, key=lambda k: (k != "gd", k))
   trajs = {kind: results.trajectory(kind) for kind in kinds}
-  written, failed = outputs.draw_figures(out, trajs, n_nontopic, progress=not args.no_progress)
+  from attndyn import pipeline
+  # float64 results are drawn in float64 (the Corollary-1 curve is computed with JAX)
+  with pipeline.precision_scope(results.config.get("precision")):
+    written, failed = outputs.draw_figures(out, trajs, n_nontopic,
+                                           progress=not args.no_progress)
   text = report.markdown(results.summary, figures=written, source=str(args.dir))
   atomic.write_text(report_md, text)
   _headline(results.summary)

@@ -50,8 +50,8 @@ MIN_COMPILE_SECONDS = 0.05
 
 def host_folder() -> str:
   """A name for this host's CPU and JAX: ``cpu-<16 hex digits>``, from the machine type,
-  the CPU model and instruction-set flags (``/proc/cpuinfo`` where there is one) and the
-  jax and jaxlib versions."""
+  the CPU model and instruction-set flags (``/proc/cpuinfo`` where there is one), the
+  jax and jaxlib versions and the format of the entries (:func:`_seal`)."""
   import jax
   import jaxlib
   lines = []
@@ -63,8 +63,9 @@ def host_folder() -> str:
           lines.append(line)
   except OSError:
     pass
+  # the entries' format too (_MAGIC): an attndyn that stores them otherwise uses another folder
   ident = "|".join([platform.machine(), platform.processor(), *sorted(lines),
-                    jax.__version__, jaxlib.__version__])
+                    jax.__version__, jaxlib.__version__, _MAGIC.decode().strip()])
   return "cpu-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 

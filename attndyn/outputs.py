@@ -177,14 +177,17 @@ def draw_figures(out: Path, trajs: dict, m: int, *, progress: bool = False) -> t
   bar = ProgressBar("figures", len(FIGURES), steps_per_point=None, unit="figures",
                     enabled=progress)
   written, failed = [], {}
+  # a diverged run's inf and NaN are drawn as gaps (and named in the run's lines), not warned
+  # about by numpy on stderr
   try:
-    for i, name in enumerate(FIGURES):
-      try:
-        atomic.write(out / name, draw[name])
-        written.append(name)
-      except Exception as err:  # a figure must not cost the numbers
-        failed[name] = f"{type(err).__name__}: {err}"
-      bar.update(i + 1)
+    with np.errstate(all="ignore"):
+      for i, name in enumerate(FIGURES):
+        try:
+          atomic.write(out / name, draw[name])
+          written.append(name)
+        except Exception as err:  # a figure must not cost the numbers
+          failed[name] = f"{type(err).__name__}: {err}"
+        bar.update(i + 1)
   finally:
     bar.close()
   return written, failed
@@ -201,7 +204,8 @@ def summary(result: RunResult, *, files: dict, run: str = None) -> dict:
   Only what the config and the machine determine: no time, no command line. ``run``:
   the run id (default: :func:`run_id` of ``result``).
   """
-  runs = run_summaries(result.points, result.gd, result.odes, result.m)
+  with np.errstate(all="ignore"):   # a diverged run's numbers are null, and named, not warned
+    runs = run_summaries(result.points, result.gd, result.odes, result.m)
   return json_ready({
       "schema_version": SCHEMA_VERSION,
       "run_id": run or run_id(result),

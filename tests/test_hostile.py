@@ -73,7 +73,8 @@ def test_a_link_at_the_lock_is_refused_and_its_target_untouched(
 
 @pytest.mark.parametrize("name", ["summary.json", "trajectories.npz", "config.toml",
                                   "run_info.json", "sen.png", "checkpoints",
-                                  "checkpoints/manifest.json", "checkpoints/gd"])
+                                  "checkpoints/manifest.json", "checkpoints/gd",
+                                  "checkpoints/gd/chunk_00000.npz"])
 def test_a_link_where_a_run_writes_is_refused_before_anything_runs(
     name, results_dir, tmp_path, victim, capsys):
   out = _copy(results_dir, tmp_path)
@@ -91,6 +92,16 @@ def test_a_link_where_a_run_writes_is_refused_before_anything_runs(
   assert code == 2 and f"{str(target)!r} is a symbolic link" in err, err
   assert victim.read_text() == "mine\n" and target.is_symlink()
   assert not (tmp_path / "elsewhere").exists() or list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_a_link_where_report_writes_is_refused(results_dir, tmp_path, victim, capsys):
+  out = tmp_path / "r"
+  out.mkdir()
+  (out / "report.md").symlink_to(victim)
+  assert cli.main(["report", str(results_dir[0]), "--out", str(out), "--no-progress",
+                   "--force"]) == 2
+  assert f"{str(out / 'report.md')!r} is a symbolic link" in _one_line(capsys)
+  assert victim.read_text() == "mine\n" and sorted(p.name for p in out.iterdir()) == ["report.md"]
 
 
 def test_an_atomic_write_refuses_a_link_planted_at_its_path(tmp_path, victim):
@@ -449,3 +460,63 @@ def test_ode_failure_lines_are_counted_past_ten_per_stage():
   assert len(lines) == 11 and lines[0].startswith("ode failed: reduced of run 1 (seed=1) at t=5")
   assert lines[-1] == "ode failed: reduced of 5 more run(s)"
   assert report.all_odes_failed(doc) == []
+
+
+# --- 13. readers check the run id against the config they read --------------------------------
+
+def test_an_edited_config_in_summary_json_is_refused(results_dir, tmp_path, capsys):
+  out = _copy(results_dir, tmp_path)
+  doc = json.loads((out / "summary.json").read_text())
+  doc["config"]["train"]["lr"] = 0.5
+  (out / "summary.json").write_text(json.dumps(doc))
+  with pytest.raises(ConfigError, match="its config is not the one run .* ran"):
+    analysis.load(out)
+  assert cli.main(["report", str(out), "--no-progress"]) == 2
+  assert "the file was edited or damaged" in _one_line(capsys)
+  assert not (out / "report.md").exists()
+
+
+def test_the_run_id_readers_check_is_the_one_checkpoints_write(results_dir):
+  import jax
+
+  from analysis import results
+  from attndyn import checkpoint
+  doc = json.loads((results_dir[0] / "summary.json").read_text())
+  assert checkpoint.config_hash is results.config_hash and checkpoint.flatten is results.flatten
+  assert doc["run_id"] == checkpoint.run_id(doc["config"]) == results.run_id_of(
+      doc["config"], jax.default_backend(), jax.device_count())
+
+
+# --- 14. no numpy warnings on stderr; float64 results stay float64 ----------------------------
+
+def test_absurd_numbers_give_lines_not_runtime_warnings(tmp_path, capsys):
+  import warnings
+  out = tmp_path / "o"
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    code = cli.main(["run", *TINY, "--set", "model.embed_std=1e30", "--set", "ode.kind=reduced",
+                     "--out", str(out)])
+    assert code == 2   # every reduced solve failed (non-finite): the one error line says so
+    assert cli.main(["report", str(out), "--out", str(tmp_path / "r"), "--no-progress"]) == 0
+  assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == []
+  assert "Warning" not in capsys.readouterr().err
+
+
+def test_report_draws_float64_results_in_float64(tmp_path, capsys):
+  import numpy as np
+
+  from analysis import figures
+  out = tmp_path / "o"
+  assert cli.main(["run", *TINY, "--set", "precision=float64", "--set", "ode.kind=none",
+                   "--out", str(out)]) == 0
+  dtypes = []
+  real = figures.sen_norm
+
+  def recorded(score, m):
+    value = real(score, m)
+    dtypes.append(np.asarray(value).dtype)
+    return value
+  with mock.patch.object(figures, "sen_norm", recorded):
+    assert cli.main(["report", str(out), "--out", str(tmp_path / "r"), "--no-progress"]) == 0
+  assert dtypes == [np.float64]
+  assert analysis.load(out).gd["score"].data.dtype == np.float64
