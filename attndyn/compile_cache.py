@@ -124,6 +124,8 @@ def _healing_class():
     return _Healing
   from jax._src import lru_cache
   from attndyn import atomic
+  # JAX's file names (read now: a JAX without them keeps its own cache, _install_healing)
+  entry_suffix, atime_suffix = lru_cache._CACHE_SUFFIX, lru_cache._ATIME_SUFFIX
 
   class Healing(lru_cache.LRUCache):
     """JAX's least-recently-used file cache, whose entries are sealed (:func:`_seal`),
@@ -131,8 +133,7 @@ def _healing_class():
 
     def _paths(self, key):   # JAX's path may be an etils path: a local one is a plain Path
       folder = Path(os.fspath(self.path))
-      return folder / f"{key}{lru_cache._CACHE_SUFFIX}", \
-          folder / f"{key}{lru_cache._ATIME_SUFFIX}"
+      return folder / f"{key}{entry_suffix}", folder / f"{key}{atime_suffix}"
 
     def _stamp(self, key):
       if self.eviction_enabled:
@@ -176,8 +177,10 @@ def _healing_class():
         if entry.exists():
           return
         self._evict_if_needed(additional_size=len(data))
-        atomic.write(entry, lambda tmp: Path(tmp).write_bytes(data))
+        # the stamp first: eviction reads the stamp of every entry, and a kill between the two
+        # writes must not leave an entry without one (a stamp alone is never read)
         self._stamp(key)
+        atomic.write(entry, lambda tmp: Path(tmp).write_bytes(data))
       finally:
         if self.eviction_enabled:
           self.lock.release()
