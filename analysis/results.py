@@ -16,6 +16,7 @@ Example::
   res.points["train.lr"]                   # [P] grid coordinate of each run
 """
 import dataclasses
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional
@@ -25,7 +26,7 @@ import numpy as np
 from analysis import npz
 from analysis.summary import aggregate
 from dynamics.trajectory import Trajectory
-from tasks.errors import ConfigError
+from tasks.errors import ConfigError, digits_error, too_many_digits
 
 # The layout of summary.json: 2 moved the run-dependent `created`, `command` and
 # `seconds` to run_info.json and added `diverged` per run and `n_diverged`.
@@ -170,6 +171,58 @@ class Results:
     return Results(self.directory, summary, {n: v[idx] for n, v in self.points.items()}, stages)
 
 
+# Config fields that do not change the results (`attndyn run --resume` may change them).
+IGNORED = ("sweep.checkpoint_every",)
+
+
+def flatten(config: dict, prefix: str = "") -> dict:
+  """``{"train": {"lr": 0.1}}`` -> ``{"train.lr": 0.1}`` (grid tables stay values)."""
+  flat = {}
+  for key, value in config.items():
+    if isinstance(value, dict) and key != "grid":
+      flat.update(flatten(value, f"{prefix}{key}."))
+    else:
+      flat[f"{prefix}{key}"] = value
+  return flat
+
+
+def config_hash(config: dict) -> str:
+  """sha256 of the config's canonical JSON, leaving out :data:`IGNORED` fields."""
+  flat = {k: v for k, v in flatten(config).items() if k not in IGNORED}
+  return hashlib.sha256(json.dumps(flat, sort_keys=True).encode()).hexdigest()
+
+
+def run_id_of(config: dict, backend: str, device_count: int) -> str:
+  """The id of the run of ``config`` on ``device_count`` devices of ``backend``: a digest of
+  what determines the results, written into every file of a run
+  (:func:`attndyn.checkpoint.run_id` gives it this machine's backend)."""
+  key = json.dumps({"config_hash": config_hash(config), "backend": backend,
+                    "device_count": device_count}, sort_keys=True)
+  return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def check_config(path, summary: dict) -> None:
+  """summary.json's config must be the one its run id names, as a checkpoint's is: an edited
+  config (lr 0.1 -> 0.5) would otherwise be reported as what ran. A file without a run id or
+  environment (an older attndyn) is not checked.
+
+  Raises:
+    ConfigError: naming the file and both ids.
+  """
+  run, env = summary.get("run_id"), summary.get("environment")
+  if not (isinstance(run, str) and isinstance(env, dict) and "backend" in env
+          and "device_count" in env):
+    return
+  try:
+    expected = run_id_of(summary["config"], env["backend"], env["device_count"])
+  except (TypeError, ValueError):   # not JSON-able: damaged in a way the digest cannot take
+    expected = None
+  if expected != run:
+    raise ConfigError(f"{str(path)!r}: its config is not the one run {run} ran (that config "
+                      f"would be run {expected}): the file was edited or damaged. Run again "
+                      f"into it (--force, or --resume to rewrite it from its checkpoints).")
+
+
 def _line_of(data: bytes, offset: int) -> int:
   return data[:offset].count(b"\n") + 1
 
@@ -195,6 +248,10 @@ def read_summary(path) -> dict:
   except json.JSONDecodeError as err:
     raise ConfigError(f"{what} line {err.lineno} column {err.colno} is not valid JSON "
                       f"({err.msg}): the file is truncated or was edited.") from None
+  except ValueError as err:
+    if too_many_digits(err):
+      raise digits_error(what) from None
+    raise
   if not isinstance(doc, dict) or "schema_version" not in doc:
     raise ConfigError(f"{what} has no schema_version: it was not written by attndyn.")
   version = doc["schema_version"]
@@ -350,8 +407,9 @@ def load(directory) -> Results:
 
   Raises:
     ConfigError: the directory or one of its files is missing, truncated,
-      corrupt, of a newer schema version, inconsistent with the other, or from
-      another run than the other (:func:`check_one_run`).
+      corrupt, of a newer schema version, inconsistent with the other, from
+      another run than the other (:func:`check_one_run`), or holding a config that is not
+      its run id's (:func:`check_config`).
   """
   directory = Path(directory)
   if not directory.is_dir():
@@ -359,6 +417,7 @@ def load(directory) -> Results:
                       f"directory).")
   summary = read_summary(directory / SUMMARY)
   check_one_run(directory)
+  check_config(directory / SUMMARY, summary)
   arrays = npz.read(directory / TRAJECTORIES, what=repr(str(directory / TRAJECTORIES)))
   _check_arrays(directory / TRAJECTORIES, summary, arrays)
   points, stages = {}, {}

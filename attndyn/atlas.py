@@ -40,7 +40,7 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from attndyn import atomic, overrides, presets
+from attndyn import atomic, compile_cache, overrides, presets
 from attndyn.reproduce.lu2021 import synthetic
 from tasks.errors import ConfigError
 
@@ -456,6 +456,8 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
                       f"computing buckets side by side).")
   code_commit()   # the code this process runs, before anyone edits the checkout
   out = Path(out)
+  if resume:
+    check_resumed_settings(out, s)
   out.mkdir(parents=True, exist_ok=True)
   ctx = _ctx(out, quick, resume, command)
   todo = buckets(s)
@@ -523,7 +525,8 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
                          "start_id": start_ids[i], "position": i, "progress": progress}
                         for i in order if i in pending],
           workers=workers, setup=(_worker_setup, {"jax": processes.jax_settings(),
-                                                  "revision": runner.revision()}),
+                                                  "revision": runner.revision(),
+                                                  "cache": compile_cache.enabled_here()}),
           on_result=finished, on_progress=reported)
     for i, b in enumerate(todo):
       name, start_id = names[i], start_ids[i]
@@ -610,7 +613,7 @@ def _compute_bucket(s: dict, b: Bucket, ctx, start_id: int, spent: dict, progres
   total, computed, whole = _record_time(out, spent, name, time.perf_counter() - t0, before)
   commit = code_commit() if computed else None   # None: read from checkpoints
   write_record(out, name, record_digest(s, b), r, c, start_id=start_id, seconds=spent[name],
-               commit=commit, partial_time=not whole)
+               commit=commit, partial_time=not whole, settings=s)
   if not s["keep_checkpoints"]:
     _drop_checkpoints(ctx, name)
   return _Computed(r, c, total, computed, whole, commit, dict(result.errors),
@@ -631,6 +634,9 @@ def _worker_setup(arg: dict) -> None:
 
   from attndyn import processes
   processes.configure_jax(arg["jax"])   # before anything the imports may compute
+  if arg.get("cache"):   # the parent's compile cache heals here too, with one warning
+    from attndyn import compile_cache
+    compile_cache.enable_in_worker()
   from attndyn.reproduce import runner
   runner.inherit_revision(arg["revision"])
   for module in ("attndyn.reproduce.engine", "analysis.atlas"):
@@ -651,6 +657,40 @@ def _bucket_job(job: dict) -> dict:
                          if job["progress"] else None)
   return {"errors": done.errors,
           "failures": {k: processes.describe(v) for k, v in done.failures.items()}}
+
+
+# Settings that change what is kept, not the rows: --resume may change them.
+_RESUMABLE = ("keep_checkpoints",)
+
+
+def check_resumed_settings(out: Path, s: dict) -> None:
+  """``--resume`` continues the atlas ``out`` was started with, as ``attndyn run --resume``
+  does: settings that differ from the ones its atlas.json or bucket records name are refused,
+  each named, before anything is computed (a finished atlas is never silently recomputed and
+  replaced). Records of an older attndyn name no settings and are not compared.
+
+  Raises:
+    ConfigError: naming each setting that differs, its value there and now.
+  """
+  def comparable(doc):
+    return {k: v for k, v in doc.items() if k not in _RESUMABLE} if isinstance(doc, dict) \
+        else None
+  sources = [out / "atlas.json"] + sorted((out / RECORDS).glob("bucket-*.json"))
+  now = comparable(json.loads(json.dumps(s)))
+  for path in sources:
+    try:
+      before = comparable(json.loads(path.read_text(encoding="utf-8")).get("settings"))
+    except (OSError, ValueError, AttributeError):
+      continue          # unreadable: read_record names it and redoes its bucket
+    if before is None or before == now:
+      continue
+    changed = [f"{k} = {json.dumps(before.get(k))} there, {json.dumps(now.get(k))} now"
+               for k in sorted(set(before) | set(now)) if before.get(k) != now.get(k)]
+    raise ConfigError(
+        f"--resume: the atlas settings differ from the ones {str(out)!r} was started with "
+        f"({str(path)!r}): {'; '.join(changed)}. Resume with the same --quick and --set "
+        f"(the finished atlas is kept), or start afresh in another --out (or this one with "
+        f"--force, without --resume).")
 
 
 def _recorded(out: Path, name: str, digest: str) -> bool:
@@ -708,24 +748,26 @@ def _record_paths(out: Path, name: str) -> tuple:
 
 
 def write_record(out: Path, name: str, digest: str, rows: list, curves: list, *,
-                 start_id: int, seconds: list, commit=None, partial_time: bool = False) -> None:
+                 start_id: int, seconds: list, commit=None, partial_time: bool = False,
+                 settings: dict = None) -> None:
   """The bucket's record in ``DIR/buckets`` (see :data:`RECORDS`); the .json, which says the
   record is whole, is written last, each file atomically. One process writes it.
   ``commit``: :func:`code_commit` of the process that computed the bucket (``None`` when
   it was read whole from checkpoints written by an earlier process); ``partial_time``: the
-  seconds miss chunks whose files recorded none (see :func:`_record_time`)."""
+  seconds miss chunks whose files recorded none (see :func:`_record_time`); ``settings``: the
+  atlas's, which :func:`check_resumed_settings` compares on ``--resume``."""
   from attndyn import outputs
   if not outputs.is_writer():
     return
   table, meta, curve_file = _record_paths(out, name)
-  table.parent.mkdir(parents=True, exist_ok=True)
+  atomic.make_dirs(table.parent)
   write_table(table, rows)
   write_curves_file(curve_file, _stack(curves))
   env = outputs.environment()
   atomic.write_json(meta, {
       "bucket": name, "digest": digest, "rows": len(rows), "start_id": start_id,
       "seconds": [x if math.isfinite(x) else None for x in seconds],
-      "partial_time": partial_time,
+      "partial_time": partial_time, "settings": settings,
       "attndyn": env["versions"].get("attndyn"), "commit": commit, "environment": env})
 
 

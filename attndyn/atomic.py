@@ -1,15 +1,91 @@
-"""Atomic file writes: a temporary file in the same directory, then ``os.replace``.
+"""Atomic file writes, and the one way attndyn creates files and folders: never through a link.
 
 A crash or a kill at any moment leaves either the old file or the new one,
 never half of one, and at most a temporary file ``.NAME.XXXXXXXX.tmp`` beside
 it, which :func:`remove_leftovers` removes when the next command starts there.
+
+Every file attndyn creates or truncates goes through this module, so that a symbolic link
+someone planted where attndyn writes (``DIR/summary.json -> ~/victim``, a lock file, a folder
+in a shared ``/tmp``) is refused in one line naming the path, never followed:
+
+* :func:`write` creates its temporary file with ``O_EXCL`` (``mkstemp``) and refuses a link
+  at the path it replaces (``os.replace`` would not follow it, but it is not attndyn's to
+  remove);
+* :func:`open_own` opens a file attndyn keeps open (the lock) with ``O_NOFOLLOW`` and
+  refuses anything but a regular file with one link;
+* :func:`make_dirs` makes attndyn's own folders (``checkpoints/``, ``runs/NAME``), refusing a
+  link in their place; :func:`private_dir` makes a folder in a shared place (``$TMPDIR``)
+  with an unpredictable name and mode 0700 (``mkdtemp``).
 """
+import errno
 import json
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Callable
+
+from tasks.errors import ConfigError
+
+
+class LinkRefused(ConfigError, OSError):
+  """A symbolic link (or another file that is not attndyn's: a hard link, a FIFO) where
+  attndyn creates a file or folder. Bad input (exit 2, one line naming the path), and an
+  ``OSError`` (``ELOOP``) for the callers that keep computed results when a write fails."""
+
+  def __init__(self, path, what: str = "a symbolic link"):
+    message = (f"{str(path)!r} is {what}, which attndyn did not make and does not follow or "
+               f"replace: remove it (or pick another directory).")
+    ConfigError.__init__(self, message)
+    self.errno, self.strerror, self.filename = errno.ELOOP, message, str(path)
+
+  def __str__(self):
+    return self.strerror
+
+
+def refuse_link(path) -> None:
+  """Raise :class:`LinkRefused` when ``path`` is a symbolic link (a missing path is fine)."""
+  if os.path.islink(path):
+    raise LinkRefused(path)
+
+
+def open_own(path, flags: int = os.O_RDWR | os.O_CREAT, mode: int = 0o644) -> int:
+  """``os.open(path)`` that follows no link: a symbolic link at ``path`` is refused
+  (``O_NOFOLLOW``), and so is anything but a regular file with one name (a hard link to
+  someone's file, a FIFO), whose truncation would reach someone else's data.
+
+  Raises:
+    LinkRefused: naming ``path``.
+    OSError: any other failure to open it.
+  """
+  try:
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+  except OSError as err:
+    if err.errno == errno.ELOOP or os.path.islink(path):
+      raise LinkRefused(path) from None
+    raise
+  st = os.fstat(fd)
+  if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+    os.close(fd)
+    raise LinkRefused(path, "not a regular file of its own (a hard link, a FIFO or a device)")
+  return fd
+
+
+def make_dirs(path) -> Path:
+  """``path.mkdir(parents=True, exist_ok=True)`` for a folder attndyn makes inside a directory
+  it was given (``checkpoints/gd``, ``runs/NAME``): a symbolic link at ``path`` is refused."""
+  path = Path(path)
+  refuse_link(path)
+  path.mkdir(parents=True, exist_ok=True)
+  refuse_link(path)   # made by someone else between the two
+  return path
+
+
+def private_dir(prefix: str) -> Path:
+  """A new folder ``$TMPDIR/PREFIX<random>`` only this user can enter (``mkdtemp``, mode
+  0700): a name nobody can plant a link at in advance."""
+  return Path(tempfile.mkdtemp(prefix=prefix))
 
 
 # The temporary file of write(): "." + the file's name + "." + mkstemp's 8 random characters
@@ -70,16 +146,18 @@ def write(path, write_fn: Callable[[str], None]) -> Path:
     ``path`` as a :class:`pathlib.Path`.
   """
   path = Path(path)
+  refuse_link(path)
   fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
   os.close(fd)
   try:
     write_fn(tmp)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; give it a normal file's mode
+    refuse_link(path)   # planted while the content was written
     os.replace(tmp, path)
   except BaseException as err:
     if os.path.exists(tmp):
       os.remove(tmp)
-    if isinstance(err, OSError) and err.filename is None and err.errno is not None:
+    if isinstance(err, OSError) and not isinstance(err, LinkRefused) and err.filename is None and err.errno is not None:
       # a write through a file object (zipfile, savefig) names no file: name the one meant
       raise OSError(err.errno, err.strerror or str(err), str(path)) from err
     raise

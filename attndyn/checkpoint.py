@@ -13,7 +13,6 @@ bit-identical to an uninterrupted run's on the same machine. The manifest and
 every chunk (in its zip comment) carry the run's id (:func:`run_id`), so a
 chunk another run wrote into the same directory is refused by name.
 """
-import hashlib
 import json
 import sys
 import time
@@ -24,32 +23,16 @@ from typing import Callable, Optional, Tuple
 import jax
 import numpy as np
 
-from analysis import npz
+from analysis import npz, results
 from attndyn import atomic, schema
-from tasks.errors import ConfigError
+from tasks.errors import ConfigError, digits_error, too_many_digits
 
 DIRNAME, MANIFEST = "checkpoints", "manifest.json"
 FORMAT = 1
-# Config fields that do not change the results: they may differ on --resume.
-IGNORED = ("sweep.checkpoint_every",)
+# Config fields that do not change the results (they may differ on --resume), the flat
+# config and its digest: analysis.results's, which readers check summary.json against.
+IGNORED, flatten, config_hash = results.IGNORED, results.flatten, results.config_hash
 _BOUNDS = "_chunk/bounds"
-
-
-def flatten(config: dict, prefix: str = "") -> dict:
-  """``{"train": {"lr": 0.1}}`` -> ``{"train.lr": 0.1}`` (grid tables stay values)."""
-  flat = {}
-  for key, value in config.items():
-    if isinstance(value, dict) and key != "grid":
-      flat.update(flatten(value, f"{prefix}{key}."))
-    else:
-      flat[f"{prefix}{key}"] = value
-  return flat
-
-
-def config_hash(config: dict) -> str:
-  """sha256 of the config's canonical JSON, leaving out :data:`IGNORED` fields."""
-  flat = {k: v for k, v in flatten(config).items() if k not in IGNORED}
-  return hashlib.sha256(json.dumps(flat, sort_keys=True).encode()).hexdigest()
 
 
 def differences(old: dict, new: dict) -> list:
@@ -84,8 +67,7 @@ def run_id(config: dict) -> str:
   the same bytes (tests/test_determinism.py), so their files mix harmlessly and share an id,
   and a resumed run keeps the id of the run it continues.
   """
-  key = json.dumps({"config_hash": config_hash(config), **_environment()}, sort_keys=True)
-  return hashlib.sha256(key.encode()).hexdigest()[:32]
+  return results.run_id_of(config, **_environment())
 
 
 def _environment() -> dict:
@@ -100,6 +82,10 @@ def _read_json(path: Path, what: str) -> dict:
   except json.JSONDecodeError as err:
     raise ConfigError(f"{what} line {err.lineno} column {err.colno} is not valid JSON "
                       f"({err.msg}).") from None
+  except ValueError as err:
+    if too_many_digits(err):
+      raise digits_error(what) from None
+    raise
 
 
 def _verify(root: Path, run: Optional[str]) -> None:
@@ -165,7 +151,7 @@ class Checkpoints:
     manifest = {"format": FORMAT, "config_hash": config_hash(config), "chunk_size": chunk_size,
                 **_environment(), "run_id": run_id(config), "config": config}
     if writer:
-      root.mkdir(parents=True, exist_ok=True)
+      atomic.make_dirs(root)
       for old in sorted(root.glob("*/chunk_*.npz")) + sorted(root.glob("*/.chunk_*.tmp")):
         old.unlink()
       atomic.write_json(root / MANIFEST, manifest)
@@ -357,7 +343,7 @@ class Checkpoints:
     arrays = {leaf_name(p): np.asarray(leaf) for p, leaf in paths}
     arrays[_BOUNDS] = np.asarray(bounds, np.int64)
     path = self._path(stage, index)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.make_dirs(path.parent)
     meta = {} if seconds is None else {"seconds": float(seconds)}
     atomic.write(path, lambda tmp: npz.write(tmp, arrays, run_id=self.run_id, meta=meta))
 

@@ -16,6 +16,7 @@ input or environment prints a traceback.
 """
 import argparse
 import contextlib
+import errno
 import importlib
 import os
 import signal
@@ -24,7 +25,7 @@ import threading
 import tomllib
 
 from attndyn import compile_cache
-from tasks.errors import ConfigError, is_environment_failure
+from tasks.errors import ConfigError, digits_error, is_environment_failure, too_many_digits
 
 _RUN_EPILOG = """examples:
   attndyn run --preset quick --out results/quick
@@ -62,7 +63,9 @@ _REPORT_EPILOG = """examples:
   attndyn report results/quick --out /tmp/quick-report
 
 Writes report.md (the headline table, every run, diverged runs, ODE deviations)
-and the four figures, regenerated from summary.json and trajectories.npz.
+and the four figures, regenerated from summary.json and trajectories.npz. An OUT
+other than DIR must be new or empty (--force: replace only report.md and the
+figures there).
 """
 
 
@@ -111,6 +114,8 @@ def _parser() -> argparse.ArgumentParser:
   report.add_argument("dir", metavar="DIR", help="a directory written by `attndyn run`")
   report.add_argument("--out", metavar="OUT", help="where to write (default: DIR)")
   report.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+  report.add_argument("--force", action="store_true",
+                      help="write into a non-empty OUT, replacing only report.md and the figures")
 
   presets = sub.add_parser("presets", help="list the named presets",
                            description="List the named presets, or print one as TOML.",
@@ -214,7 +219,7 @@ def _checkpoints(args, cfg, out, resumed):
 def _headline(doc) -> None:
   from attndyn import report
   print(report.table([(report.label(doc["config"]), doc["aggregate"])]))
-  for line in report.diverged_lines(doc):
+  for line in report.diverged_lines(doc) + report.ode_failed_lines(doc):
     print(line)
 
 
@@ -260,7 +265,25 @@ def _run_locked(args) -> int:
             f"{outputs.TRAJECTORIES}, {outputs.CONFIG} in {str(out)!r}: make room, then "
             f"`attndyn report {out}` draws them.", file=sys.stderr)
       return 2
-  return _failed_stages(args, out, result)
+  code = _failed_stages(args, out, result)
+  if outputs.is_writer() and code == 0:
+    code = _no_ode_result(doc, out)
+  return code
+
+
+def _no_ode_result(doc, out) -> int:
+  """2, with one line, when every solve of an ODE stage failed (its columns are all empty:
+  the config asks for what the solver cannot do), else 0. Everything was written."""
+  from attndyn import report
+  failed = report.all_odes_failed(doc)
+  if not failed:
+    return 0
+  ode = doc["config"].get("ode", {})
+  print("attndyn: error: every solve of an ODE stage failed, so its columns are empty: " +
+        ", ".join(f"{kind} ({reason}: {remedy})" for kind, reason, remedy in failed) +
+        f" (ode.max_steps = {ode.get('max_steps')}, ode.rtol = {ode.get('rtol')}, ode.atol = "
+        f"{ode.get('atol')}); everything else was written to {str(out)!r}.", file=sys.stderr)
+  return 2
 
 
 def _failed_stages(args, out, result) -> int:
@@ -312,17 +335,24 @@ def _write_report(args, out) -> int:
     raise ConfigError(f"{str(Path(args.dir) / outputs.SUMMARY)!r}: config.task.n_nontopic = "
                       f"{n_nontopic!r}, where attndyn writes a positive integer: the file is "
                       f"damaged.")
+  _check_report_out(args, out)
   try:
     out.mkdir(parents=True, exist_ok=True)
   except OSError as err:
     raise ConfigError(f"--out {str(out)!r} cannot be created: {err.strerror or err}.") from None
   report_md = out / "report.md"
+  for path in [report_md] + [out / name for name in outputs.FIGURES]:
+    atomic.refuse_link(path)
   if report_md.exists() and not report_md.is_file():
     raise ConfigError(f"--out {str(out)!r}: {str(report_md)!r} is not a file, and "
                       f"attndyn writes report.md there. Rename or remove it, or pick another --out.")
   kinds = sorted(results.stages, key=lambda k: (k != "gd", k))
   trajs = {kind: results.trajectory(kind) for kind in kinds}
-  written, failed = outputs.draw_figures(out, trajs, n_nontopic, progress=not args.no_progress)
+  from attndyn import pipeline
+  # float64 results are drawn in float64 (the Corollary-1 curve is computed with JAX)
+  with pipeline.precision_scope(results.config.get("precision")):
+    written, failed = outputs.draw_figures(out, trajs, n_nontopic,
+                                           progress=not args.no_progress)
   text = report.markdown(results.summary, figures=written, source=str(args.dir))
   atomic.write_text(report_md, text)
   _headline(results.summary)
@@ -330,6 +360,27 @@ def _write_report(args, out) -> int:
   for name, message in failed.items():
     print(f"attndyn: warning: figure {name} failed: {message}", file=sys.stderr)
   return 0
+
+
+def _check_report_out(args, out) -> None:
+  """``report --out OUT``: like every command, a non-empty OUT is refused without --force
+  (its report.md or figures may be someone's); writing into the results directory itself
+  replaces only the report and figures attndyn drew there."""
+  from attndyn import lock
+  if args.force or not out.is_dir():
+    return
+  try:
+    if out.samefile(args.dir):
+      return
+  except OSError:
+    pass
+  entries = sorted(p.name for p in out.iterdir() if p.name != lock.LOCKFILE)
+  if entries:
+    raise ConfigError(
+        f"--out {str(out)!r} is not empty (it holds {', '.join(entries[:3])}"
+        f"{', ...' if len(entries) > 3 else ''}). attndyn never overwrites files it did not "
+        f"write: pick a new directory, or pass --force to replace only report.md and the "
+        f"figures there.")
 
 
 def _presets(args) -> int:
@@ -417,39 +468,108 @@ def _reproduce(args) -> int:
     return reproduce_cli.main(args)
 
 
+EQX_ON_ERROR_VALUES = ("raise", "breakpoint", "nan", "off")   # equinox's own list
+_FLAGS_CHECKED = set()   # XLA_FLAGS values a child process has started JAX with
+
+
+def check_environment(*, distributed: bool = False) -> None:
+  """The environment variables JAX, XLA and equinox read, before any of them acts on one.
+
+  A bad one would otherwise end the command as a bug (equinox's ValueError, JAX's empty
+  AssertionError) or kill it outright (XLA exits on an unknown flag in ``XLA_FLAGS``, so a
+  child process starts JAX with them first, once per value and process: about half a second).
+
+  Raises:
+    ConfigError: naming the variable, its value and what is allowed.
+  """
+  import subprocess
+  eqx = os.environ.get("EQX_ON_ERROR")
+  if eqx is not None and eqx not in EQX_ON_ERROR_VALUES and "equinox" not in sys.modules:
+    raise ConfigError(f"EQX_ON_ERROR = {eqx!r} is not allowed: one of "
+                      f"{', '.join(EQX_ON_ERROR_VALUES)} (unset, attndyn uses nan).")
+  flags = os.environ.get("XLA_FLAGS", "").strip()
+  backend_started = "jax" in sys.modules and _backend_started()
+  if flags and flags not in _FLAGS_CHECKED and not backend_started:
+    try:
+      child = subprocess.run([sys.executable, "-c", "import jax; jax.devices('cpu')"],
+                             capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    except (OSError, subprocess.SubprocessError):
+      child = None
+    unknown = [line.split("XLA_FLAGS:", 1)[1].strip() for line in
+               (child.stderr.splitlines() if child is not None else [])
+               if "Unknown flag" in line and "XLA_FLAGS:" in line]
+    if unknown:
+      raise ConfigError(f"XLA_FLAGS = {flags!r} is not allowed: XLA does not know "
+                        f"{', '.join(unknown)}; it takes its own flags, --xla_NAME=VALUE "
+                        f"(unset XLA_FLAGS, or fix it).")
+    _FLAGS_CHECKED.add(flags)
+  platforms = os.environ.get("JAX_PLATFORMS", "").strip()
+  if platforms and not distributed and not backend_started:
+    # (a --distributed run starts its backend in jax.distributed.initialize, which says what
+    # went wrong itself)
+    import jax
+    try:
+      jax.devices()
+    except (RuntimeError, AssertionError) as err:
+      why = " ".join(str(err).split())[:200] or "no such backend on this machine"
+      raise ConfigError(f"JAX_PLATFORMS = {platforms!r} is not allowed here: JAX could not start "
+                        f"it ({why}); a platform this machine has, e.g. cpu, or unset "
+                        f"JAX_PLATFORMS to let JAX choose.") from None
+
+
+def _backend_started() -> bool:
+  """Whether this process's JAX has started a backend (its environment was read then)."""
+  try:
+    from jax._src import xla_bridge
+    return bool(getattr(xla_bridge, "_backends", None))
+  except ImportError:
+    return False
+
+
 ERROR_LOG = "attndyn-error.log"
 
 
 def _write_traceback(args, *errs: BaseException) -> str:
   """Write ``errs`` (by default the exception being handled), with their tracebacks, to
-  ``--out``'s :data:`ERROR_LOG` (or a temporary file when there is no such directory);
-  return its path."""
-  import tempfile
+  ``--out``'s :data:`ERROR_LOG` (or a new temporary file when there is no such directory, or
+  a link stands there); return its path. Never raises: it runs in the last-resort handler."""
   import traceback
   trace = ("\n".join("".join(traceback.format_exception(e)) for e in errs) if errs
            else traceback.format_exc())
-  text = f"attndyn {' '.join(getattr(args, 'argv', []) or [])}\n{trace}"
+  return _write_log(args, f"attndyn {' '.join(getattr(args, 'argv', []) or [])}\n{trace}")
+
+
+def _write_log(args, text: str, *, append: bool = False) -> str:
+  """Write ``text`` to ``--out``'s :data:`ERROR_LOG` (``append``: after what this command
+  already wrote there), else to a new temporary file; return its path. Never raises."""
+  import tempfile
+  from attndyn import atomic
   out = getattr(args, "out", None)
-  if out and os.path.isdir(out):
-    try:
-      path = os.path.join(out, ERROR_LOG)
-      with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-      return path
-    except OSError:
-      pass
-  fd, path = tempfile.mkstemp(prefix="attndyn-error-", suffix=".log")
-  with os.fdopen(fd, "w", encoding="utf-8") as f:
-    f.write(text)
-  return path
+  before = getattr(args, "error_log_text", "") if append else ""
+  text = before + ("\n" if before else "") + text
+  args.error_log_text = text
+  try:
+    if out and os.path.isdir(out):
+      return str(atomic.write_text(os.path.join(out, ERROR_LOG), text))
+  except (OSError, ValueError):   # a full or read-only --out, a link there, a name too long
+    pass
+  try:
+    fd, path = tempfile.mkstemp(prefix="attndyn-error-", suffix=".log")   # O_EXCL, mode 0600
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+      f.write(text)
+    return path
+  except OSError as err:
+    return f"no file (it could not be written: {err.strerror or err})"
 
 
 def _os_error(err: OSError) -> str:
   """``'PATH': No space left on device (ENOSPC)``: the file meant (not the temporary one an
   atomic write failed on) and the reason."""
-  import errno
   import re
   path = err.filename
+  if isinstance(path, str) and len(path) > 200:
+    path = path[:100] + "..." + path[-60:]
   if isinstance(path, str):
     head, name = os.path.split(path)
     match = re.fullmatch(r"\.(.+)\.[^.]+\.tmp", name)  # attndyn.atomic's temporary file
@@ -479,6 +599,16 @@ def _kept(args) -> str:
     return (f"; kept: the finished buckets and their checkpoints in {out!r}: `attndyn atlas "
             f"--out {out} --resume` continues from them.")
   return "; files attndyn had written are whole (each is written atomically)."
+
+
+def _guarded(hint, args) -> str:
+  """``hint(args)`` (:func:`_kept`, :func:`_resume_hint`), or ``""`` when looking at ``--out``
+  fails as the command did (a path too long, a permission): the last-resort handler never
+  raises."""
+  try:
+    return hint(args)
+  except (OSError, ValueError):
+    return ""
 
 
 def _resume_hint(args) -> str:
@@ -514,6 +644,39 @@ def main(argv=None) -> int:
   else:
     args = _parser().parse_args(argv)
   args.argv = argv
+  from attndyn.progress import guarded_streams
+  with guarded_streams() as (stdout, stderr):   # output streams are not the computation
+    code = _dispatch(args)
+    stdout.flush()
+    stderr.flush()
+    code = _streams_outcome(args, code, stdout, stderr)
+  stdout.silence()
+  stderr.silence()
+  return code
+
+
+def _streams_outcome(args, code: int, stdout, stderr) -> int:
+  """The exit code once the command ended with ``code``, given what happened to its streams.
+
+  A stream that failed (a closed pipe, a full disk) changed nothing that was computed or
+  written. What stderr could not say of a failed command goes to the error log in ``--out``;
+  a command that succeeded but whose stdout failed exits ``128 + SIGPIPE`` (141, as a
+  pipeline's reader that stopped reading expects) or, for any other failure, 2, saying so on
+  stderr in one line: the exit code says only what happened to the stream.
+  """
+  if stderr.failed is not None and code != 0 and stderr.lost:
+    _write_log(args, "what attndyn could not print on stderr "
+                     f"({stderr.failed}):\n" + "".join(stderr.lost), append=True)
+  if stdout.failed is None or code != 0:
+    return code
+  out = getattr(args, "out", None) or getattr(args, "dir", None)
+  print(f"attndyn: error: standard output could not be written ({stdout.failed}); nothing else "
+        f"failed" + (f": every output is in {str(out)!r}." if out else "."), file=sys.stderr)
+  return 128 + signal.SIGPIPE if stdout.broken_pipe else 2
+
+
+def _dispatch(args) -> int:
+  """Run ``args.command``; every way it can end is an exit code (see the module docstring)."""
   commands = {"run": _run, "report": _report, "presets": _presets, "bench": _bench,
               "reproduce": _reproduce, "explain": _explain, "atlas": _atlas}
   terminated = []
@@ -524,6 +687,8 @@ def main(argv=None) -> int:
 
   previous = _install(signal.SIGTERM, on_sigterm)
   try:
+    if args.command != "presets":   # every other command starts JAX
+      check_environment(distributed=getattr(args, "distributed", False))
     if args.command in ("run", "reproduce", "explain", "atlas"):   # the commands that compile
       compile_cache.enable()
     return commands[args.command](args)
@@ -532,10 +697,14 @@ def main(argv=None) -> int:
     return 2
   except KeyboardInterrupt:
     what = "terminated (SIGTERM)" if terminated else "interrupted"
-    print(f"attndyn: {what}" + _resume_hint(args), file=sys.stderr)
+    print(f"attndyn: {what}" + _guarded(_resume_hint, args), file=sys.stderr)
     return 128 + signal.SIGTERM if terminated else 130
   except OSError as err:  # the environment (a full disk, permissions, a read-only mount)
-    print(f"attndyn: error: {_os_error(err)}{_kept(args)}", file=sys.stderr)
+    if err.errno == errno.ENAMETOOLONG:   # bad input: nothing was written, nothing is kept
+      print(f"attndyn: error: {_os_error(err)}: a name in that path is longer than the file "
+            f"system allows (NAME_MAX, 255 bytes on most); pick a shorter one.", file=sys.stderr)
+      return 2
+    print(f"attndyn: error: {_os_error(err)}{_guarded(_kept, args)}", file=sys.stderr)
     return 2
   except RecursionError:
     print("attndyn: error: an input (a TOML config, a --set value or a JSON file) is nested "
@@ -543,6 +712,10 @@ def main(argv=None) -> int:
           file=sys.stderr)
     return 2
   except Exception as err:
+    if too_many_digits(err):   # a reader this command reached that does not name its file
+      print(f"attndyn: error: {digits_error('an input (a TOML config, a --set value or a JSON file)')}",
+            file=sys.stderr)
+      return 2
     if is_environment_failure(err):   # out of memory (OSError is answered above)
       print("attndyn: error: out of memory; run the sweep in smaller chunks (--chunk-size N) "
             "or with fewer points, or, if one point alone does not fit, make it smaller "
@@ -550,7 +723,10 @@ def main(argv=None) -> int:
             "train.steps / train.record_every).", file=sys.stderr)
       return 2
     # a bug: one line, and the traceback in a file for the bug report
-    message = " ".join(str(err).split())
+    try:
+      message = " ".join(str(err).split())
+    except Exception:   # an exception that cannot say what it is
+      message = "(its message could not be printed)"
     if len(message) > 300:
       message = message[:300] + " ..."
     print(f"attndyn: internal error: {type(err).__name__}: {message}; traceback in "

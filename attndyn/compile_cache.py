@@ -21,12 +21,21 @@ processes, so runs side by side share it safely). A cache that cannot be created
 off without a word: it only saves time; JAX turns a failed read or write into a warning
 and compiles, which :func:`enable` silences for the same reason. For the ODE programs to
 be cached, :func:`enable` turns equinox's runtime checks into NaN (its docstring says why).
+
+The cache heals (:class:`_Healing`): each entry attndyn writes starts with a digest of its
+key and its bytes, and is written atomically through :mod:`attndyn.atomic` (no link
+followed). An entry that does not match on reading (truncated by a full disk, garbage,
+another program's file copied over it, or written without the digest) is deleted and its
+program compiled again, with one warning per process naming the cache. JAX alone would
+keep a damaged entry for ever (it never replaces an existing key), and load another key's
+program, whose outputs then fail an assertion inside JAX.
 """
 import hashlib
 import importlib.util
 import os
 import platform
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Mapping, Optional
@@ -41,8 +50,8 @@ MIN_COMPILE_SECONDS = 0.05
 
 def host_folder() -> str:
   """A name for this host's CPU and JAX: ``cpu-<16 hex digits>``, from the machine type,
-  the CPU model and instruction-set flags (``/proc/cpuinfo`` where there is one) and the
-  jax and jaxlib versions."""
+  the CPU model and instruction-set flags (``/proc/cpuinfo`` where there is one), the
+  jax and jaxlib versions and the format of the entries (:func:`_seal`)."""
   import jax
   import jaxlib
   lines = []
@@ -54,8 +63,9 @@ def host_folder() -> str:
           lines.append(line)
   except OSError:
     pass
+  # the entries' format too (_MAGIC): an attndyn that stores them otherwise uses another folder
   ident = "|".join([platform.machine(), platform.processor(), *sorted(lines),
-                    jax.__version__, jaxlib.__version__])
+                    jax.__version__, jaxlib.__version__, _MAGIC.decode().strip()])
   return "cpu-" + hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
@@ -78,6 +88,167 @@ def directory(environ: Mapping[str, str] = os.environ) -> Optional[Path]:
   return root / host_folder()
 
 
+_MAGIC = b"attndyn-compile-cache-1\n"
+_warned = []   # the folders this process has warned about
+
+
+def _seal(key: str, value: bytes) -> bytes:
+  """An entry's bytes as attndyn stores them: magic, sha256(key, value), value."""
+  return _MAGIC + hashlib.sha256(key.encode() + b"\0" + value).digest() + value
+
+
+def _unseal(key: str, data: bytes) -> Optional[bytes]:
+  """The value :func:`_seal` sealed under ``key``, or ``None`` when ``data`` is not that."""
+  head = len(_MAGIC) + 32
+  if len(data) < head or not data.startswith(_MAGIC):
+    return None
+  value = data[head:]
+  if hashlib.sha256(key.encode() + b"\0" + value).digest() != data[len(_MAGIC):head]:
+    return None
+  return value
+
+
+def _warn(folder) -> None:
+  if str(folder) in _warned:
+    return
+  _warned.append(str(folder))
+  print(f"attndyn: warning: the compile cache {str(folder)!r} held a damaged entry (truncated, "
+        f"unreadable or another program's); it was deleted and its program is compiled again "
+        f"(results are unaffected; `rm -r` the folder to start it afresh).", file=sys.stderr)
+
+
+def _healing_class():
+  """:class:`_Healing`, made on first use (it subclasses JAX's own cache class)."""
+  global _Healing
+  if _Healing is not None:
+    return _Healing
+  from jax._src import lru_cache
+  from attndyn import atomic
+  # JAX's file names (read now: a JAX without them keeps its own cache, _install_healing)
+  entry_suffix, atime_suffix = lru_cache._CACHE_SUFFIX, lru_cache._ATIME_SUFFIX
+
+  class Healing(lru_cache.LRUCache):
+    """JAX's least-recently-used file cache, whose entries are sealed (:func:`_seal`),
+    checked on reading, deleted when they do not match, and written atomically."""
+
+    def _paths(self, key):   # JAX's path may be an etils path: a local one is a plain Path
+      folder = Path(os.fspath(self.path))
+      return folder / f"{key}{entry_suffix}", folder / f"{key}{atime_suffix}"
+
+    def _stamp(self, key):
+      if self.eviction_enabled:
+        stamp = time.time_ns().to_bytes(8, "little")
+        atomic.write(self._paths(key)[1], lambda tmp: Path(tmp).write_bytes(stamp))
+
+    def get(self, key):
+      if not key:
+        raise ValueError("key cannot be empty")
+      entry, atime = self._paths(key)
+      if self.eviction_enabled:
+        self.lock.acquire(timeout=self.lock_timeout_secs)
+      try:
+        try:
+          value = _unseal(key, entry.read_bytes()) if not entry.is_symlink() else None
+        except FileNotFoundError:
+          return None
+        except OSError:
+          value = None
+        if value is None:   # damaged or not this key's: delete it; the program is compiled again
+          for path in (entry, atime):
+            path.unlink(missing_ok=True)
+          _warn(entry.parent)
+          return None
+        self._stamp(key)
+        return value
+      finally:
+        if self.eviction_enabled:
+          self.lock.release()
+
+    def put(self, key, value):
+      if not key:
+        raise ValueError("key cannot be empty")
+      data = _seal(key, value)
+      if self.eviction_enabled and len(data) > self.max_size:
+        return
+      entry, _ = self._paths(key)
+      if self.eviction_enabled:
+        self.lock.acquire(timeout=self.lock_timeout_secs)
+      try:
+        if entry.exists():
+          return
+        self._evict_if_needed(additional_size=len(data))
+        # the stamp first: eviction reads the stamp of every entry, and a kill between the two
+        # writes must not leave an entry without one (a stamp alone is never read)
+        self._stamp(key)
+        atomic.write(entry, lambda tmp: Path(tmp).write_bytes(data))
+      finally:
+        if self.eviction_enabled:
+          self.lock.release()
+
+  _Healing = Healing
+  return Healing
+
+
+_Healing = None
+
+
+def _install_healing() -> bool:
+  """Make JAX's persistent cache a :class:`_Healing` one in this process (its next use, or the
+  one already made); ``False`` where this JAX has no such cache to replace (then JAX's own
+  is used as it is)."""
+  try:
+    from jax._src import compilation_cache as cc
+    from jax._src import config as jax_config
+    from jax._src import lru_cache
+    cls = _healing_class()
+  except (ImportError, AttributeError):
+    return False
+
+  def get_file_cache(path):
+    cache = cls(path, max_size=jax_config.compilation_cache_max_size.value)
+    if jax_config.compilation_cache_check_contents.value:
+      return cc.VerificationCache(cache), path
+    return cache, path
+
+  cc.get_file_cache = get_file_cache
+  if type(getattr(cc, "_cache", None)) is lru_cache.LRUCache:   # made before enable() ran
+    old = cc._cache
+    cc._cache = cls(str(old.path), max_size=old.max_size if old.eviction_enabled else -1)
+  return True
+
+
+def enabled_here() -> bool:
+  """Whether :func:`enable` turned attndyn's cache on in this process."""
+  return _enabled[0]
+
+
+def enable_in_worker() -> None:
+  """In a worker process whose JAX settings were copied from a parent where :func:`enable`
+  turned the cache on (:func:`attndyn.processes.configure_jax`): the same healing cache and
+  silenced JAX warnings, so a damaged entry is one warning here too, not JAX's on every read."""
+  warnings.filterwarnings("ignore", message="Error (reading|writing) persistent compilation "
+                          "cache entry")
+  _enabled[0] = _install_healing()
+
+
+_enabled = [False]
+
+
+def _writable(path: Path) -> bool:
+  """Whether the cache folder ``path`` exists (made when missing) and takes a file: a probe
+  created with ``O_EXCL | O_NOFOLLOW``, so that a link planted at its name is not followed."""
+  from attndyn import atomic
+  probe = path / f".probe-{os.getpid()}"
+  try:
+    atomic.make_dirs(path)
+    fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    os.close(fd)
+    os.unlink(probe)
+  except OSError:   # LinkRefused included: the cache only saves time
+    return False
+  return True
+
+
 def enable(environ: Mapping[str, str] = os.environ) -> Optional[Path]:
   """Turns the cache on for this process (before its first compile); returns its folder,
   or ``None`` when it is off or cannot be created.
@@ -97,12 +268,7 @@ def enable(environ: Mapping[str, str] = os.environ) -> Optional[Path]:
     return None
   if importlib.util.find_spec("filelock") is None:   # JAX needs it to bound and lock the cache
     return None
-  try:
-    path.mkdir(parents=True, exist_ok=True)
-    probe = path / f".probe-{os.getpid()}"
-    probe.write_bytes(b"")
-    probe.unlink()
-  except OSError:
+  if not _writable(path):
     return None
   import jax
   jax.config.update("jax_compilation_cache_dir", str(path))
@@ -111,4 +277,5 @@ def enable(environ: Mapping[str, str] = os.environ) -> Optional[Path]:
   jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
   warnings.filterwarnings("ignore", message="Error (reading|writing) persistent compilation "
                           "cache entry")
+  _enabled[0] = _install_healing()
   return path

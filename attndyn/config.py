@@ -21,7 +21,7 @@ from dynamics.ode import ATOL, RTOL, SOLVERS
 from dynamics.reduced_ode import FORMS, check_reduced_config
 from dynamics.train import TrainConfig
 from models.lu import LuModelConfig
-from tasks.errors import ConfigError, check
+from tasks.errors import ConfigError, check, digits_error, too_many_digits
 from tasks.topic import TopicTaskConfig
 
 TASK_KINDS = ("topic",)
@@ -353,6 +353,10 @@ def read_toml(path) -> dict:
                       f"TOML files are UTF-8.") from None
   except tomllib.TOMLDecodeError as err:
     raise ConfigError(f"{what} is not valid TOML: {err}.") from None
+  except ValueError as err:
+    if too_many_digits(err):
+      raise digits_error(what) from None
+    raise
 
 
 def load(path) -> RunConfig:

@@ -11,7 +11,9 @@ The file is removed on release (and the directory too when :func:`hold`
 created it and nothing else was written there), so a finished command leaves
 no trace. A process that opened the file just before its holder removed it
 could lock the removed inode; :func:`hold` therefore checks, once locked, that
-the path still names the file it locked, and tries again if not.
+the path still names the file it locked, and tries again if not. A symbolic link (or a
+hard link) at the lock's path is refused (:func:`attndyn.atomic.open_own`): its target is
+never truncated, and the link is left where it is.
 """
 import contextlib
 import datetime
@@ -23,6 +25,7 @@ import socket
 import sys
 from pathlib import Path
 
+from attndyn import atomic
 from tasks.errors import ConfigError
 
 LOCKFILE = ".attndyn.lock"
@@ -53,7 +56,7 @@ def _describe(doc: dict) -> str:
 def _acquire(path: Path, what: str, flag: str) -> int:
   """Lock ``path`` (created if missing) without waiting; return the open fd."""
   while True:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = atomic.open_own(path)   # a symbolic link planted there is refused, not followed
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as err:
@@ -109,6 +112,8 @@ def hold(directory, *, flag: str = "--out", create: bool = True):
   path = out / LOCKFILE
   try:
     fd = _acquire(path, what, flag)
+  except atomic.LinkRefused:
+    raise
   except OSError as err:
     raise ConfigError(f"{what}: cannot create its lock file {str(path)!r} "
                       f"({err.strerror or err}).") from None

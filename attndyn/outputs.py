@@ -86,13 +86,18 @@ def prepare_out_dir(path, *, force: bool = False, resume: bool = False) -> Path:
 
 def _check_own_entries(out: Path) -> None:
   """attndyn's own output names in ``out`` must be of the kind it writes there (a file where it
-  writes a file, a directory where it keeps checkpoints), so no write fails after a run."""
-  files = [out / name for name in (SUMMARY, TRAJECTORIES, CONFIG, RUN_INFO)]
+  writes a file, a directory where it keeps checkpoints) and no symbolic link, so no write fails
+  after a run."""
+  files = [out / name for name in (SUMMARY, TRAJECTORIES, CONFIG, RUN_INFO, *FIGURES)]
   root = out / checkpoint.DIRNAME
   dirs = [root]
-  if root.is_dir():
+  if root.is_dir() and not root.is_symlink():
     files.append(root / checkpoint.MANIFEST)
     dirs += [root / stage for stage in LABELS]
+    files += [p for stage in LABELS for p in (root / stage).glob("chunk_*.npz")
+              if (root / stage).is_dir()]
+  for path in files + dirs:   # before anything is computed, not when the results are written
+    atomic.refuse_link(path)
   for path in files:
     if path.exists() and not path.is_file():
       raise ConfigError(f"--out {str(out)!r}: {str(path)!r} is not a file, and attndyn writes a "
@@ -172,14 +177,17 @@ def draw_figures(out: Path, trajs: dict, m: int, *, progress: bool = False) -> t
   bar = ProgressBar("figures", len(FIGURES), steps_per_point=None, unit="figures",
                     enabled=progress)
   written, failed = [], {}
+  # a diverged run's inf and NaN are drawn as gaps (and named in the run's lines), not warned
+  # about by numpy on stderr
   try:
-    for i, name in enumerate(FIGURES):
-      try:
-        atomic.write(out / name, draw[name])
-        written.append(name)
-      except Exception as err:  # a figure must not cost the numbers
-        failed[name] = f"{type(err).__name__}: {err}"
-      bar.update(i + 1)
+    with np.errstate(all="ignore"):
+      for i, name in enumerate(FIGURES):
+        try:
+          atomic.write(out / name, draw[name])
+          written.append(name)
+        except Exception as err:  # a figure must not cost the numbers
+          failed[name] = f"{type(err).__name__}: {err}"
+        bar.update(i + 1)
   finally:
     bar.close()
   return written, failed
@@ -196,7 +204,8 @@ def summary(result: RunResult, *, files: dict, run: str = None) -> dict:
   Only what the config and the machine determine: no time, no command line. ``run``:
   the run id (default: :func:`run_id` of ``result``).
   """
-  runs = run_summaries(result.points, result.gd, result.odes, result.m)
+  with np.errstate(all="ignore"):   # a diverged run's numbers are null, and named, not warned
+    runs = run_summaries(result.points, result.gd, result.odes, result.m)
   return json_ready({
       "schema_version": SCHEMA_VERSION,
       "run_id": run or run_id(result),
@@ -271,14 +280,13 @@ def _rescued(err: OSError, result: RunResult, run: str) -> Exception:
   """Save a finished run's results where there is room, when ``--out`` cannot take them.
 
   Writes ``config.toml``, ``trajectories.npz`` and ``summary.json`` (figures
-  left out) into ``$TMPDIR/attndyn-rescue-RUNID/`` and returns the one-line
-  error naming it; when that fails too, returns ``err`` itself (the CLI then
-  names the checkpoints that are kept, if any).
+  left out) into a new folder ``$TMPDIR/attndyn-rescue-RUNID-XXXXXXXX/`` (mode 0700,
+  an unpredictable name: in a shared ``/tmp`` nobody can plant a link there beforehand) and
+  returns the one-line error naming it; when that fails too, returns ``err`` itself (the CLI
+  then names the checkpoints that are kept, if any).
   """
-  import tempfile
-  rescue = Path(tempfile.gettempdir()) / f"{RESCUE_PREFIX}{run}"
   try:
-    rescue.mkdir(parents=True, exist_ok=True)
+    rescue = atomic.private_dir(f"{RESCUE_PREFIX}{run}-")
     write_config(rescue, result.config)
     write_npz(rescue, result, run=run)
     files = {"config": CONFIG, "trajectories": TRAJECTORIES, "figures": [], "figure_errors": {}}

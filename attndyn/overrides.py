@@ -10,7 +10,7 @@ import copy
 import re
 import tomllib
 
-from tasks.errors import ConfigError
+from tasks.errors import ConfigError, digits_error, too_many_digits
 
 _PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _BARE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
@@ -27,6 +27,10 @@ def parse_value(text: str, where: str):
     raise ConfigError(f"--set {where!r}: the value {text!r} is not a TOML value "
                       f"(a number, true/false, a \"string\", a [list] or an {{inline = table}}) "
                       f"nor a bare word.") from None
+  except ValueError as err:
+    if too_many_digits(err):
+      raise digits_error(f"--set {where[:60]!r}{'...' if len(where) > 60 else ''}") from None
+    raise
 
 
 def parse(item: str):

@@ -152,7 +152,11 @@ def _serve(fd: int) -> None:
   anything imports JAX (XLA sizes its thread pool from the cores a process may use), then
   imports the job function by name."""
   from multiprocessing.connection import Connection
+
+  from attndyn.progress import Guarded
   global _running
+  # the parent's stderr, inherited: closed or full, it must not fail a bucket (as in the parent)
+  sys.stdout, sys.stderr = Guarded(sys.stdout), Guarded(sys.stderr)
   conn = Connection(fd)
   first = _recv(conn)
   if first["core"] is not None:

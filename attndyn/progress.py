@@ -6,6 +6,9 @@ while a chunk (and its compilation) runs. Not on a terminal, it prints one line
 per chunk instead of redrawing. A resumed sweep starts the bar at the points
 read back from checkpoints; the rate and ETA count only what this process runs.
 """
+import contextlib
+import errno
+import os
 import sys
 import threading
 import time
@@ -40,7 +43,9 @@ class ProgressBar:
                clock=time.perf_counter, cost=None):
     self.label, self.total, self.steps = label, total, steps_per_point
     self.enabled, self.width, self.unit = enabled, width, unit
-    self.stream = sys.stderr if stream is None else stream
+    stream = sys.stderr if stream is None else stream
+    # a closed or full stream silences the bar; it never fails the sweep it reports on
+    self.stream = stream if isinstance(stream, Guarded) else Guarded(stream)
     self.initial = self.done = initial
     self.clock = clock
     self.cost = cost if cost is not None else float
@@ -111,3 +116,77 @@ class ProgressBar:
     if self._ticker is not None:
       self._ticker.join()
     self._draw(final=True)
+
+
+class Guarded:
+  """A text stream whose failures never reach the caller: output streams are not the
+  computation.
+
+  A closed pipe (``| head -1``), a full disk (``2>/dev/full``) or a closed file makes a write
+  or flush raise; behind this wrapper it is recorded (:attr:`failed`, the first error) and the
+  stream falls silent, so a progress bar or a warning cannot fail a stage, stop a run or cost
+  a file. What could not be written is kept (the last :data:`KEPT` lines, :attr:`lost`) for
+  the error log. Everything else is the wrapped stream's.
+  """
+
+  KEPT = 200
+
+  def __init__(self, stream):
+    self._stream = stream
+    self.failed = None
+    self.lost = []
+
+  def write(self, text):
+    if self.failed is None:
+      try:
+        return self._stream.write(text)
+      except (OSError, ValueError) as err:   # ValueError: the file was closed
+        self.failed = err
+    self.lost = (self.lost + str(text).splitlines(keepends=True))[-self.KEPT:]
+    return len(text)
+
+  def flush(self):
+    if self.failed is None:
+      try:
+        self._stream.flush()
+      except (OSError, ValueError) as err:
+        self.failed = err
+
+  def isatty(self):
+    try:
+      return self.failed is None and self._stream.isatty()
+    except (OSError, ValueError):
+      return False
+
+  @property
+  def broken_pipe(self) -> bool:
+    """Whether the stream failed because its reader went away (``EPIPE``)."""
+    return isinstance(self.failed, OSError) and self.failed.errno == errno.EPIPE
+
+  def silence(self) -> None:
+    """Point the stream's file descriptor at ``/dev/null`` once it failed, so that the
+    interpreter's flush at exit does not fail on the same bytes again."""
+    if self.failed is None:
+      return
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+      null = os.open(os.devnull, os.O_WRONLY)
+      os.dup2(null, self._stream.fileno())
+      os.close(null)
+
+  def __getattr__(self, name):
+    return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def guarded_streams():
+  """``sys.stdout`` and ``sys.stderr`` as :class:`Guarded` streams for the ``with`` block;
+  yields ``(stdout, stderr)`` (the guards) and restores the streams afterwards."""
+  old = sys.stdout, sys.stderr
+  guards = Guarded(sys.stdout), Guarded(sys.stderr)
+  sys.stdout, sys.stderr = guards
+  try:
+    yield guards
+  finally:
+    for guard in guards:
+      guard.flush()
+    sys.stdout, sys.stderr = old

@@ -111,6 +111,46 @@ def diverged_lines(doc: Mapping) -> list:
   return lines
 
 
+# ODE solves named one by one per stage, then counted (a sweep may hold thousands of runs)
+_ODE_LINES = 10
+# what to change for each of dynamics.trajectory.FAILURE_REASONS
+_ODE_REMEDY = {"max_steps": "raise ode.max_steps",
+               "step_size_underflow": "lower ode.dtmin or loosen ode.rtol/ode.atol",
+               "non_finite": "the state left the finite numbers: lower train.lr or the run's "
+                             "length",
+               "solver_error": "try another ode.solver"}
+
+
+def ode_failed_lines(doc: Mapping) -> list:
+  """One line per ODE solve that failed (summary.json ``doc``; at most :data:`_ODE_LINES` per
+  stage, then how many more), as :func:`diverged_lines` does for gradient descent, or ``[]``."""
+  lines = []
+  kinds = sorted({k for r in doc["runs"] for k in (r.get("ode_failed_at") or {})})
+  for kind in kinds:
+    failed = [(i, r["ode_failed_at"][kind], (r.get("ode_failure_reason") or {}).get(kind))
+              for i, r in enumerate(doc["runs"])
+              if (r.get("ode_failed_at") or {}).get(kind) is not None]
+    for i, t, reason in failed[:_ODE_LINES]:
+      lines.append(f"ode failed: {kind} of run {i} ({_point_text(doc['points'][i])}) at "
+                   f"t={_fmt(t, 'g')} ({reason or 'unknown reason'}); its deviation from GD "
+                   f"is left out")
+    if len(failed) > _ODE_LINES:
+      lines.append(f"ode failed: {kind} of {len(failed) - _ODE_LINES} more run(s)")
+  return lines
+
+
+def all_odes_failed(doc: Mapping) -> list:
+  """The ODE stages every solve of which failed (summary.json ``doc``), each as
+  ``(kind, reason of its first run, remedy)``: a run whose ODE columns are all empty."""
+  out = []
+  n = len(doc["runs"])
+  for kind, count in sorted((doc["aggregate"].get("ode_n_failed") or {}).items()):
+    if n and count == n:
+      reason = (doc["runs"][0].get("ode_failure_reason") or {}).get(kind) or "unknown"
+      out.append((kind, reason, _ODE_REMEDY.get(reason, "check the ode section of the config")))
+  return out
+
+
 def _md_table(head, body) -> list:
   esc = lambda c: str(c).replace("|", "\\|")
   lines = ["| " + " | ".join(esc(c) for c in head) + " |",

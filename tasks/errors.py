@@ -7,6 +7,7 @@ Below the config layer, a check names the argument it was given (``classifier``,
 ``cnn.task.n_topics``) as the error passes through it.
 """
 import re
+import sys
 
 
 class ConfigError(ValueError):
@@ -24,8 +25,38 @@ class ConfigError(ValueError):
 
 def value_error(field: str, value, allowed: str, related=()) -> ConfigError:
   """The error of :func:`check`: ``FIELD = VALUE is not allowed: ALLOWED.``"""
-  return ConfigError(f"{field} = {value!r} is not allowed: {allowed}.", field=field, value=value,
-                     allowed=allowed, related=related)
+  return ConfigError(f"{field} = {shown(value)} is not allowed: {allowed}.", field=field,
+                     value=value, allowed=allowed, related=related)
+
+
+def shown(value) -> str:
+  """``repr(value)``, but an integer too long for Python to print (a hex literal in TOML reads
+  into one) as ``an integer of about N digits``."""
+  if isinstance(value, int) and not isinstance(value, bool) and \
+      value.bit_length() > 3.3 * _max_digits():
+    return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+  try:
+    return repr(value)
+  except ValueError:   # a container holding such an integer
+    return f"a value holding an integer of more than {_max_digits()} digits"
+
+
+def _max_digits() -> int:
+  get = getattr(sys, "get_int_max_str_digits", None)
+  return (get() or 10 ** 9) if get else 10 ** 9
+
+
+def too_many_digits(err: BaseException) -> bool:
+  """Whether ``err`` is Python refusing to read (or print) an integer of more than
+  ``sys.get_int_max_str_digits()`` digits: bad input (a TOML, --set or JSON value), not a bug."""
+  return isinstance(err, ValueError) and "integer string conversion" in _text(err)
+
+
+def digits_error(what: str) -> ConfigError:
+  """The one-line error for an integer too long to read in ``what`` (a file, a --set item)."""
+  return ConfigError(f"{what} holds an integer of more than {_max_digits()} digits, which "
+                     f"Python does not read; every integer attndyn takes is far smaller (see "
+                     f"docs/usage.md for each key's allowed values).")
 
 
 def check(condition: bool, field: str, value, allowed: str, related=()) -> None:
@@ -58,4 +89,12 @@ def is_concrete_number(x) -> bool:
 def is_environment_failure(err: BaseException) -> bool:
   """Whether ``err`` is the machine's (out of memory, a full disk, permissions), not a bug:
   the commands answer it with exit code 2, a bug with 1."""
-  return isinstance(err, (OSError, MemoryError)) or "RESOURCE_EXHAUSTED" in str(err)
+  return isinstance(err, (OSError, MemoryError)) or "RESOURCE_EXHAUSTED" in _text(err)
+
+
+def _text(err: BaseException) -> str:
+  """``str(err)``, or ``""`` for an exception that cannot say what it is."""
+  try:
+    return str(err)
+  except Exception:
+    return ""

@@ -204,7 +204,8 @@ def test_report_refuses_a_damaged_array_before_drawing_anything(
 
 def test_an_ode_stage_the_summary_says_ran_must_have_its_arrays(results_dir, tmp_path):
   copy = _copy(results_dir, tmp_path)
-  _edit_json(copy / "summary.json", config={
+  # without its run id (an older attndyn's file), so the edited config is not refused first
+  _edit_json(copy / "summary.json", run_id=None, config={
       **json.loads((copy / "summary.json").read_text())["config"],
       "ode": {"kind": "reduced"}})
   with pytest.raises(ConfigError, match="has no array 'reduced/t', which summary.json implies"):

@@ -42,7 +42,8 @@ def _edit_summary(directory, edit):
     (lambda d: shutil.rmtree(d), "does not exist"),
     (lambda d: (d / "summary.json").write_text("{"), "is not valid JSON"),
     (lambda d: (d / "trajectories.npz").write_bytes(b"PK\x03\x04 cut"), "truncated or corrupt"),
-    (lambda d: _edit_summary(d, lambda doc: doc["config"].pop("task")),
+    # (without its run id, an older attndyn's file: else the edited config is refused first)
+    (lambda d: _edit_summary(d, lambda doc: (doc["config"].pop("task"), doc.pop("run_id"))),
      "config.task.n_nontopic = None, where attndyn writes a positive integer"),
     (lambda d: (d / "report.md").mkdir(), "report.md' is not a file"),
 ])

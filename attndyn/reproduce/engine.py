@@ -118,7 +118,7 @@ def run(ctx, name: str, raw: dict, *, gd: bool = True, figures: bool = True,
   """
   cfg = validate(raw, f"{ctx.experiment or 'run'} run {name!r}")
   out = Path(ctx.out) / RUNS_DIR / name
-  out.mkdir(parents=True, exist_ok=True)
+  atomic.make_dirs(out)
   # no `attndyn run --out DIR/runs/NAME --resume` or report writes there meanwhile
   with lock.hold(out):
     store, resumed = _store(ctx, out, cfg.to_dict(), pipeline.plan_chunk_size(cfg),
@@ -181,7 +181,7 @@ def sweep(ctx, name: str, fn: Callable, inputs: Any, settings: dict, *,
     ``fn``'s outputs stacked over the points, as NumPy arrays.
   """
   out = run_dir(ctx, name)
-  out.mkdir(parents=True, exist_ok=True)
+  atomic.make_dirs(out)
   cfg = {"experiment": ctx.experiment or "", "sweep": name,
          "settings": json.loads(json.dumps(settings, default=str)), "inputs": _digest(inputs)}
   total = jax.tree.leaves(inputs)[0].shape[0]
@@ -250,7 +250,7 @@ def segment_checkpoint(ctx, name: str, settings: dict, params0):
     params0: the sweep's initial parameters (the structure the state's are read into).
   """
   out = run_dir(ctx, name)
-  out.mkdir(parents=True, exist_ok=True)
+  atomic.make_dirs(out)
   path = out / SEGMENTS
   digest = checkpoint.config_hash({"experiment": ctx.experiment or "", "sweep": name,
                                    "settings": json.loads(json.dumps(settings, default=str))})

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from attndyn import atomic
 from attndyn.reproduce import report, runner
 from tasks.errors import ConfigError
 
@@ -220,10 +221,7 @@ def publish(out: Path, to: Path, note: str = "") -> dict:
                                                 "tolerance", "unit")} for r in rows]
   to.mkdir(parents=True, exist_ok=True)
   runner.write_json(to / f"{paper}.json", published)
-  page = to / f"{paper}.md"
-  tmp = page.with_name(f".{page.name}.tmp")
-  tmp.write_text(markdown(doc, note), encoding="utf-8")
-  tmp.replace(page)
+  atomic.write_text(to / f"{paper}.md", markdown(doc, note))
   return published
 
 

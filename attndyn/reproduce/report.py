@@ -15,8 +15,9 @@ import json
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from attndyn import atomic
 from attndyn.reproduce import PAPERS, runner
-from tasks.errors import ConfigError
+from tasks.errors import ConfigError, digits_error, too_many_digits
 
 MARKDOWN, JSON = "replication.md", "replication.json"
 COLUMNS = ("id", "claim", "figure", "paper", "ours (95% interval, n)", "tolerance",
@@ -52,6 +53,10 @@ def _read(path: Path) -> dict:
   except json.JSONDecodeError as err:
     raise _damaged(path, f"line {err.lineno} column {err.colno} is not valid JSON "
                          f"({err.msg})") from None
+  except ValueError as err:   # an integer of more digits than Python reads
+    if too_many_digits(err):
+      raise digits_error(repr(str(path))) from None
+    raise
   if not isinstance(doc, dict) or not isinstance(doc.get("name", ""), str):
     raise _damaged(path, "is not an attndyn experiment file (a JSON object with a name)")
   return doc
@@ -261,8 +266,5 @@ def write(paper: str, out: Path, *, command=None, environment=None) -> dict:
   """Write ``replication.json`` and ``replication.md`` into ``out``; returns the JSON document."""
   doc = build(paper, out, command=command, environment=environment)
   runner.write_json(Path(out) / JSON, doc)
-  path = Path(out) / MARKDOWN
-  tmp = path.with_name(f".{MARKDOWN}.tmp")
-  tmp.write_text(markdown(doc), encoding="utf-8")
-  tmp.replace(path)
+  atomic.write_text(Path(out) / MARKDOWN, markdown(doc))
   return doc

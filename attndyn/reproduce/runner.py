@@ -236,7 +236,7 @@ def select(paper: str, only: Optional[Sequence[str]]) -> list:
 
 def write_json(path: Path, doc: Any) -> Path:
   """Write ``doc`` as strict JSON, atomically (creating the directory)."""
-  path.parent.mkdir(parents=True, exist_ok=True)
+  atomic.make_dirs(path.parent)
   return atomic.write_json(path, doc)
 
 
@@ -322,7 +322,7 @@ def run_experiment(module, ctx: Context, settings: dict) -> dict:
     doc["error_kind"] = "environment" if is_environment_failure(err) else "bug"
     log = ctx.out / EXPERIMENTS_DIR / f"{module.NAME}.traceback.txt"
     try:
-      log.parent.mkdir(parents=True, exist_ok=True)
+      atomic.make_dirs(log.parent)
       atomic.write_text(log, traceback.format_exc())
       doc["traceback"] = log.name
     except OSError:
@@ -352,7 +352,7 @@ def finished(module, ctx: Context, settings: dict) -> Optional[dict]:
     return None
   try:
     doc = json.loads(path.read_text(encoding="utf-8"))
-  except (UnicodeDecodeError, json.JSONDecodeError):
+  except ValueError:   # not UTF-8, not JSON, an integer too long to read: not reusable
     return None
   if not isinstance(doc, dict) or doc.get("partial") or doc.get("error") \
       or doc.get("finished") is None:

@@ -21,6 +21,7 @@ import numpy as np
 from analysis import npz
 from analysis import replication as rep
 from analysis import yang_figures as figs
+from attndyn import atomic
 from attndyn.reproduce import engine
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.yang import common
@@ -39,10 +40,7 @@ def save_state(path, settings: str, out: dict) -> None:
   arrays.update({k: np.asarray(out[k]) for k in _ARRAYS})
   leaves, _ = jax.tree_util.tree_flatten_with_path(out["params"])
   arrays.update({"params" + jax.tree_util.keystr(p): np.asarray(x) for p, x in leaves})
-  tmp = f"{path}.tmp"
-  with open(tmp, "wb") as f:
-    npz.write(f, arrays)
-  os.replace(tmp, path)
+  atomic.write(path, lambda tmp: npz.write(tmp, arrays))
 
 
 def load_state(path, settings: str, template) -> "dict | None":
