@@ -260,6 +260,7 @@ _DRAWN = ("loss", "score", "emb_norm", "invariant")
 # the two equal).
 _ODE_KINDS = {"none": (), "both": ("reduced", "gradient_flow"), "reduced": ("reduced",),
               "gradient_flow": ("gradient_flow",), "extended": ("extended",),
+              "reduced_extended": ("reduced", "extended"),
               "all": ("reduced", "extended", "gradient_flow")}
 
 

@@ -27,9 +27,10 @@ from tasks.topic import TopicTaskConfig
 TASK_KINDS = ("topic",)
 PRECISIONS = ("float32", "float64")
 GD_PATHS = ("auto", "generic", "fast")
-ODE_KINDS = ("none", "reduced", "extended", "gradient_flow", "both", "all")
+ODE_KINDS = ("none", "reduced", "extended", "gradient_flow", "both", "reduced_extended", "all")
 # The ODEs each kind solves (analysis.results reads the same table back from summary.json).
 ODE_STAGES = {"none": (), "both": ("reduced", "gradient_flow"),
+              "reduced_extended": ("reduced", "extended"),
               "all": ("reduced", "extended", "gradient_flow")}
 # Continuous hyperparameters a sweep may vmap over (dotted TOML names).
 GRID_FIELDS = ("train.lr", "model.embed_std", "model.key_std", "model.query_std",
@@ -111,7 +112,8 @@ class ODEConfig:
       ``extended`` (Lemma 2 plus the non-topic words' collective push,
       ``dynamics.reduced_sen_ode(extended=True)``, docs/extended_reduced_dynamics.md; the
       same conditions), ``gradient_flow`` (the full model, :func:`dynamics.gradient_flow`),
-      ``both`` (reduced and gradient_flow) or ``all`` (the three). ODEs need ``train.optimizer = "gd"``: they are its continuous limit.
+      ``both`` (reduced and gradient_flow), ``reduced_extended`` (the two reduced ODEs) or
+      ``all`` (the three). ODEs need ``train.optimizer = "gd"``: they are its continuous limit.
     form: the reduced ODE's form: ``lemma2`` (eqs 7-8, which conserve Theorem
       1's Q exactly) or ``exact`` (eqs 5-6, which honour frozen embeddings or keys).
     solver: diffrax solver name.
