@@ -43,8 +43,8 @@ import jax.numpy as jnp
 
 from dynamics.ode import (ATOL, RTOL, failure_time, make_solver, ode_stats,
                                     stopped_lr, stopping_controller)
-from dynamics.reduced_ode import (Collective, NonTopic, ReducedState, check_solve_inputs, full_params,
-                                  nontopic_constants, seed_velocity)
+from dynamics.reduced_ode import (Collective, NonTopic, ReducedState, check_solve_inputs,
+                                  full_params, nontopic_constants, seed_velocity)
 from dynamics.trajectory import Trajectory
 from models.lu import word_scores
 from tasks.batch import Batch

@@ -122,8 +122,9 @@ def _traj(score, t=None):
 @given(lag=st.floats(-300.0, 300.0), width=st.floats(50.0, 200.0))
 def test_rise_lag_and_shifted_deviation_of_a_late_copy(lag, width):
   """A logistic rise (complete within the records) and the same rise ``lag`` steps later: the
-  lag is ``lag`` over the 10–90% rise time (``2 ln 9 × width``), and the best shift undoes it (max deviation at the
-  records' interpolation error), while the unshifted deviation is of order the rise's slope."""
+  lag is ``lag`` over the 10–90% rise time (``2 ln 9 × width``), and the best shift undoes it
+  (max deviation at the records' interpolation error), while the unshifted deviation is of
+  order the rise's slope."""
   t = np.arange(0.0, 5001.0, 10.0)
   rise = lambda c: 4.0 / (1.0 + np.exp(-(t - c) / width))
   a = _traj(np.stack([rise(2000.0), rise(2500.0)])[:, :, None] * np.ones(2), np.tile(t, (2, 1)))

@@ -115,7 +115,8 @@ BAD = [
     (["train.batch_size=10"], ["train.batch_size", "use optimizer 'sgd'"]),
     (["train.optimizer=sgd", "train.batch_size=9999", "ode.kind=none"],
      ["train.batch_size", "at most task.n_train"]),
-    (["ode.kind=euler"], ["ode.kind", "none, reduced, extended, gradient_flow, both, reduced_extended, all"]),
+    (["ode.kind=euler"], ["ode.kind", "none, reduced, extended, gradient_flow, both, "
+                                      "reduced_extended, all"]),
     (["ode.form=lemma3"], ["ode.form", "lemma2, exact"]),
     (["ode.solver=rk4"], ["ode.solver", "tsit5"]),
     (["ode.rtol=0"], ["ode.rtol", "a finite number > 0"]),

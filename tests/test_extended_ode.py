@@ -79,7 +79,8 @@ def test_extended_velocity_is_the_full_model_gradient_on_the_closure(classifier,
   """With every non-topic word displaced by ``Σ_t C_wt E_t`` (``full_params``), eqs (5)-(6) of
   the extended dynamics are the full model's gradient flow: ``ν̇_t``, ``ṡ_t = qᵀκ̇_t`` and the
   classifier's; and ``Ė_t = −lr⟨(1 − a_i)h_i⟩_{Ψ_t}`` is ``Σ_w X_wt ν̇_w`` for any ``X`` with
-  ``W X = [i ∈ Ψ_t]/|Ψ_t|`` (the non-topic words' own flow, ``ν̇_w = −lr Σ_i W_iw (1 − a_i) h_i``)."""
+  ``W X = [i ∈ Ψ_t]/|Ψ_t|`` (the non-topic words' own flow,
+  ``ν̇_w = −lr Σ_i W_iw (1 − a_i) h_i``)."""
   task, data, cfg, params0 = _setup(classifier, freeze=freeze)
   trainable = cfg.trainable()
   n_topic = task.n_topic_words

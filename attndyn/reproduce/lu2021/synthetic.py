@@ -47,7 +47,8 @@ TITLE = ("Section 5.1: Attn-FC/TC/TL on the synthetic task (Figs 1-2, Corollary 
 CLASSIFIERS = ("fc", "tc", "tl")
 ODE_KINDS = ("reduced", "extended", "gradient_flow")
 ODE_NAMES = {"reduced": "Lemma 2's reduced ODE",
-             "extended": "the extended reduced ODE (Lemma 2 + the non-topic words' collective push)",
+             "extended": "the extended reduced ODE (Lemma 2 + the non-topic words' collective "
+                         "push)",
              "gradient_flow": "the gradient flow"}
 
 # What each classifier's run changes in its lu2021-text-* preset (validated by the run schema;
@@ -311,9 +312,9 @@ def _timing_rows(c: str, kind: str, gd, ode, top, quick: bool, comparable: bool,
     shifted, shift = shifted_max_deviation(gd, ode, "score")
     t = np.asarray(gd.t, np.float64)[0]
     at = dict(t=t, axis=1)
-    half_gd = np.nanmean(crossing_time(x=np.asarray(gd.observables["score"]), fraction=0.5, **at), -1)
-    half_ode = np.nanmean(crossing_time(x=np.asarray(ode.observables["score"]), fraction=0.5,
-                                        **at), -1)
+    half = lambda traj: np.nanmean(
+        crossing_time(x=np.asarray(traj.observables["score"]), fraction=0.5, **at), -1)
+    half_gd, half_ode = half(gd), half(ode)
     lag_note = ("mean half-rise step GD / ODE per seed: "
                 + ", ".join(f"{g:.0f}/{o:.0f}" for g, o in zip(half_gd, half_ode)))
     shift_note = ("best shift of the ODE per seed (steps, + = ODE moved earlier): "
