@@ -126,8 +126,10 @@ def run_rows(points: Sequence[Mapping], gd: Trajectory, odes: Mapping[str, Traje
     ``P`` dicts: ``diverged``, ``failed_tau``, ``test_acc``, ``train_acc``,
     ``final_loss``, ``mean_topic_score``, ``min_topic_score``, ``sen_error``,
     ``sen_error_final``, ``q_drift``, ``assumption1_ratio``,
-    ``assumption1_norm_ratio``, ``ode_rel_dev``, ``ode_failed``, ``time_to_learn``
-    (NaN where undefined: a diverged run, no ODE, never learned).
+    ``assumption1_norm_ratio``, ``ode_rel_dev``, ``ext_rel_dev`` (``ode_rel_dev`` of the
+    extended reduced ODE, where ``odes`` has ``extended``; not a theory flag: the extension is
+    ours), ``ode_failed``, ``time_to_learn`` (NaN where undefined: a diverged run, no ODE,
+    never learned).
   """
   records = run_summaries(points, gd, odes, m)
   obs = {k: np.asarray(v) for k, v in gd.observables.items()}
@@ -141,6 +143,7 @@ def run_rows(points: Sequence[Mapping], gd: Trajectory, odes: Mapping[str, Traje
     diverged = rec["diverged"]
     top = mean("mean_final_topic_score")
     dev = _num(rec["ode_max_abs_score_dev"].get("reduced")) if "reduced" in odes else math.nan
+    ext = _num(rec["ode_max_abs_score_dev"].get("extended")) if "extended" in odes else math.nan
     learned = np.nonzero(obs["test_acc"][p] >= learned_acc)[0]
     scores = [w["score"] for w in rec["topic_words"] if w["score"] is not None]
     row = {
@@ -155,6 +158,7 @@ def run_rows(points: Sequence[Mapping], gd: Trajectory, odes: Mapping[str, Traje
         "assumption1_ratio": mean("nontopic_to_topic_score_ratio"),
         "assumption1_norm_ratio": mean("nontopic_to_topic_norm_ratio"),
         "ode_rel_dev": math.nan if diverged or not top else dev / top,
+        "ext_rel_dev": math.nan if diverged or not top else ext / top,
         "ode_failed": any(v is not None for v in rec["ode_failed_at"].values()),
         "time_to_learn": float(steps[learned[0]] * lr[p]) if learned.size else math.nan,
     }

@@ -64,6 +64,13 @@ def topic_pair_changes(params: dict, params0: dict, pairs: jax.Array):
       emb(params) - emb(params0), axis=-1)
 
 
+def shares_topic_word(pairs: jax.Array, n_words: int) -> jax.Array:
+  """``[V, V]`` bool: True for every ordered pair with a word that is in some topic pair (the
+  topic pairs themselves included; combine with :func:`nontopic_pair_mask`)."""
+  in_topic = jnp.zeros(n_words, bool).at[pairs.reshape(-1)].set(True)
+  return in_topic[:, None] | in_topic[None, :]
+
+
 def nontopic_pair_mask(pairs: jax.Array, n_words: int) -> jax.Array:
   """``[V, V]`` bool: True for every ordered pair that is not a topic pair."""
   flat = pairs.reshape(-1, 2)

@@ -33,7 +33,7 @@ from tasks.errors import ConfigError, digits_error, too_many_digits
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 SUMMARY, TRAJECTORIES, RUN_INFO = "summary.json", "trajectories.npz", "run_info.json"
-KINDS = ("gd", "reduced", "gradient_flow")
+KINDS = ("gd", "reduced", "extended", "gradient_flow")
 _REQUIRED = {"config": dict, "points": list, "runs": list, "aggregate": dict}
 
 
@@ -313,8 +313,12 @@ def check_one_run(directory) -> Optional[str]:
 
 # What the figures and the report read of every trajectory kind, beside t and failed_at.
 _DRAWN = ("loss", "score", "emb_norm", "invariant")
+# attndyn.config.ODE_STAGES, read back here (analysis does not import attndyn; a test holds
+# the two equal).
 _ODE_KINDS = {"none": (), "both": ("reduced", "gradient_flow"), "reduced": ("reduced",),
-              "gradient_flow": ("gradient_flow",)}
+              "gradient_flow": ("gradient_flow",), "extended": ("extended",),
+              "reduced_extended": ("reduced", "extended"),
+              "all": ("reduced", "extended", "gradient_flow")}
 
 
 def _int(value) -> bool:

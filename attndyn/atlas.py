@@ -92,6 +92,10 @@ FULL = {
     # its own steps) it costs a TL bucket about as much again as its GD (docs/atlas.md); add
     # "tl" to measure it.
     "ode_classifiers": ["fc", "tc"],
+    # Classifiers (among ode_classifiers) whose buckets also solve the extended reduced ODE
+    # (docs/extended_reduced_dynamics.md), for the rows' ext_rel_dev: about the reduced ODE's
+    # cost again per bucket, so off by default.
+    "extended_classifiers": [],
     # A finished bucket's checkpoints (runs/bucket-NNNN/checkpoints: every run's final
     # parameters, hundreds of MB a bucket at the paper's M = 5000) are deleted once its record
     # is written, since --resume reads the bucket from the record; true keeps them.
@@ -197,6 +201,9 @@ def _check(s: dict) -> None:
   if not (isinstance(s["ode_classifiers"], list) and
           set(s["ode_classifiers"]) <= {"fc", "tc", "tl"}):
     bad("ode_classifiers", s["ode_classifiers"], "a list drawn from fc, tc, tl")
+  if not (isinstance(s["extended_classifiers"], list) and
+          set(s["extended_classifiers"]) <= set(s["ode_classifiers"])):
+    bad("extended_classifiers", s["extended_classifiers"], "a list drawn from ode_classifiers")
   if not (isinstance(s["autodiff_thin"], int) and s["autodiff_thin"] >= 1):
     bad("autodiff_thin", s["autodiff_thin"], "a positive integer")
   if s["precision"] not in ("float32", "float64"):
@@ -328,8 +335,11 @@ def stage_costs(s: dict, bucket: Bucket) -> dict:
     run_steps = len(sigmas) * s["seeds"] * sum(lengths)
     gd = COST["autodiff_token_step"] * run_steps * v["n_train"] * (v["n_nontopic"] + 1)
   costs = {"gd": gd + COST["compile"]}
-  if run_config(s, bucket)["ode"]["kind"] == "reduced":
+  kind = run_config(s, bucket)["ode"]["kind"]
+  if kind in ("reduced", "reduced_extended"):
     costs["reduced"] = COST["reduced_ode"]
+  if kind == "reduced_extended":
+    costs["extended"] = COST["reduced_ode"]
   return costs
 
 
@@ -373,7 +383,8 @@ def run_config(s: dict, bucket: Bucket) -> dict:
                   "grid": {"train.lr": lrs, "model.embed_std": sigmas}}
   # Lemma 2's reduced ODE is derived for softmax attention and a fixed query.
   ode = solves_ode(s, bucket)
-  raw["ode"]["kind"] = "reduced" if ode else "none"
+  extended = ode and v["classifier"] in s["extended_classifiers"]
+  raw["ode"]["kind"] = "reduced_extended" if extended else "reduced" if ode else "none"
   raw["ode"]["rtol"] = s["ode_rtol"]
   return raw
 

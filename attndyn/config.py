@@ -27,7 +27,11 @@ from tasks.topic import TopicTaskConfig
 TASK_KINDS = ("topic",)
 PRECISIONS = ("float32", "float64")
 GD_PATHS = ("auto", "generic", "fast")
-ODE_KINDS = ("none", "reduced", "gradient_flow", "both")
+ODE_KINDS = ("none", "reduced", "extended", "gradient_flow", "both", "reduced_extended", "all")
+# The ODEs each kind solves (analysis.results reads the same table back from summary.json).
+ODE_STAGES = {"none": (), "both": ("reduced", "gradient_flow"),
+              "reduced_extended": ("reduced", "extended"),
+              "all": ("reduced", "extended", "gradient_flow")}
 # Continuous hyperparameters a sweep may vmap over (dotted TOML names).
 GRID_FIELDS = ("train.lr", "model.embed_std", "model.key_std", "model.query_std",
                "model.query_norm")
@@ -105,8 +109,11 @@ class ODEConfig:
   Attributes:
     kind: ``none``, ``reduced`` (Lemma 2, :func:`dynamics.reduced_sen_ode`:
       only the topic words move; softmax attention and a fixed query only),
-      ``gradient_flow`` (the full model, :func:`dynamics.gradient_flow`) or
-      ``both``. ODEs need ``train.optimizer = "gd"``: they are its continuous limit.
+      ``extended`` (Lemma 2 plus the non-topic words' collective push,
+      ``dynamics.reduced_sen_ode(extended=True)``, docs/extended_reduced_dynamics.md; the
+      same conditions), ``gradient_flow`` (the full model, :func:`dynamics.gradient_flow`),
+      ``both`` (reduced and gradient_flow), ``reduced_extended`` (the two reduced ODEs) or
+      ``all`` (the three). ODEs need ``train.optimizer = "gd"``: they are its continuous limit.
     form: the reduced ODE's form: ``lemma2`` (eqs 7-8, which conserve Theorem
       1's Q exactly) or ``exact`` (eqs 5-6, which honour frozen embeddings or keys).
     solver: diffrax solver name.
@@ -145,8 +152,8 @@ class ODEConfig:
 
   @property
   def kinds(self) -> tuple:
-    """The ODEs to solve: a subset of ``("reduced", "gradient_flow")``."""
-    return {"none": (), "both": ("reduced", "gradient_flow")}.get(self.kind, (self.kind,))
+    """The ODEs to solve: a subset of ``("reduced", "extended", "gradient_flow")``."""
+    return ODE_STAGES.get(self.kind, (self.kind,))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -260,7 +267,7 @@ class RunConfig:
     check(self.train.optimizer == "gd", "ode.kind", self.ode.kind,
           f'"none" when train.optimizer = "{self.train.optimizer}" (the ODEs are the '
           f'continuous limit of full-batch gradient descent, train.optimizer = "gd")')
-    if "reduced" in self.ode.kinds:
+    if {"reduced", "extended"} & set(self.ode.kinds):
       check(self.model.normaliser == "softmax", "model.normaliser", self.model.normaliser,
             f'"softmax" with ode.kind = "{self.ode.kind}": Lemma 2\'s reduced ODE (eqs 7-8) is '
             f'derived for softmax attention; use ode.kind = "gradient_flow" or "none" '

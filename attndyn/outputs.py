@@ -34,7 +34,8 @@ from tasks.errors import ConfigError
 
 CONFIG, RUN_INFO = "config.toml", "run_info.json"
 FIGURES = ("sen.png", "dynamics.png", "loss.png", "invariant.png")
-LABELS = {"gd": "GD", "reduced": "reduced ODE", "gradient_flow": "gradient flow"}
+LABELS = {"gd": "GD", "reduced": "reduced ODE", "extended": "extended ODE",
+          "gradient_flow": "gradient flow"}
 _LIBRARIES = ("jax", "jaxlib", "optax", "diffrax", "flax", "numpy", "matplotlib", "attndyn")
 
 

@@ -8,6 +8,7 @@ parameters, ``models.lu.init(jax.random.PRNGKey(seed), ...)``, and are recorded
 at the same times (steps ``0, record_every, ..., steps``).
 """
 import dataclasses
+import functools
 import time
 from typing import Any, NamedTuple, Optional
 
@@ -199,8 +200,9 @@ def _ode_times(cfg: RunConfig, lr, taus):
   return jnp.ones_like(lr), taus, None, dtmin
 
 
-def reduced_fn(cfg: RunConfig, setup, taus=None):
-  """Lemma 2's reduced SEN ODE of one sweep point (``taus``: see :func:`_ode_times`)."""
+def reduced_fn(cfg: RunConfig, setup, taus=None, extended: bool = False):
+  """Lemma 2's reduced SEN ODE of one sweep point (``taus``: see :func:`_ode_times`;
+  ``extended``: the extended reduced dynamics)."""
   trainable, ode = cfg.model.trainable(), cfg.ode
 
   def fn(inp):
@@ -210,12 +212,13 @@ def reduced_fn(cfg: RunConfig, setup, taus=None):
         p.params0, p.dataset.train, p.dataset.train_topic_word,
         np.arange(cfg.task.n_topic_words), p.record, lr=lr, ts=ts,
         trainable=trainable, form=ode.form, solver=ode.solver, rtol=ode.rtol, atol=ode.atol,
-        max_steps=ode.max_steps, dtmin=dtmin, t_end=t_end)
+        max_steps=ode.max_steps, dtmin=dtmin, t_end=t_end, extended=extended)
 
   return fn
 
 
-def reduced_sweep_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset, taus=None):
+def reduced_sweep_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset, taus=None,
+                     extended: bool = False):
   """Lemma 2's reduced SEN ODE of a whole chunk of sweep points sharing ``dataset``, as one
   solve (:func:`dynamics.reduced_sen_ode_sweep`; ``run_sweep(batched=True)``; ``taus``:
   see :func:`_ode_times`)."""
@@ -229,7 +232,7 @@ def reduced_sweep_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset, taus=No
         params0, dataset.train, dataset.train_topic_word, np.arange(cfg.task.n_topic_words),
         record, lr=lr, ts=ts, trainable=trainable, form=ode.form,
         solver=ode.solver, rtol=ode.rtol, atol=ode.atol, max_steps=ode.max_steps,
-        dtmin=dtmin, t_end=t_end)
+        dtmin=dtmin, t_end=t_end, extended=extended)
 
   return fn
 
@@ -294,14 +297,17 @@ def flow_fn(cfg: RunConfig, setup, taus=None):
   return fn
 
 
-ODE_FNS = {"reduced": reduced_fn, "gradient_flow": flow_fn}
+ODE_FNS = {"reduced": reduced_fn, "extended": functools.partial(reduced_fn, extended=True),
+           "gradient_flow": flow_fn}
+# The ODEs solved by the reduced-ODE code (one system per chunk for FC/TC, its XLA options).
+REDUCED_KINDS = ("reduced", "extended")
 
 
 def ode_compiler_options(kind: str, classifier: str) -> Optional[dict]:
   """XLA options for an ODE stage: the reduced ODE's by classifier (see
   dynamics.reduced_ode.LINEAR_COMPILER_OPTIONS), XLA's defaults for the gradient flow.
   (The fast GD stage uses dynamics.fast_lu.COMPILER_OPTIONS.)"""
-  if kind != "reduced":
+  if kind not in REDUCED_KINDS:
     return None
   if classifier in models.LINEAR_CLASSIFIERS:
     return dynamics._REDUCED_ODE_LINEAR_COMPILER_OPTIONS
@@ -415,7 +421,7 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
       # Points sharing one dataset solve the reduced ODE together (one diffeqsolve per chunk),
       # except with TL, whose ReLU kinks cut each seed's steps at its own times: shared steps
       # would take them all, more steps than per-seed solves take together.
-      together = kind == "reduced" and dataset is not None and cfg.model.classifier != "tl"
+      together = kind in REDUCED_KINDS and dataset is not None and cfg.model.classifier != "tl"
       # TL's ODEs: one point after another, so each takes its own number of steps. Vmapped,
       # every point steps until the slowest is done (the seeds' step counts differ several-
       # fold), and a vmapped vector field costs no less than the points' own (the reduced
@@ -423,8 +429,8 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
       one_by_one = cfg.model.classifier == "tl"
 
       def make(taus=None, kind=kind, together=together, one_by_one=one_by_one):
-        fn = (reduced_sweep_fn(cfg, setup, dataset, taus) if together
-              else ODE_FNS[kind](cfg, setup, taus))
+        fn = (reduced_sweep_fn(cfg, setup, dataset, taus, extended=kind == "extended")
+              if together else ODE_FNS[kind](cfg, setup, taus))
         return _one_after_another(fn) if one_by_one else fn
 
       def stage(fn, points, n_points=None, times=None, kind=kind,

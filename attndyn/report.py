@@ -6,7 +6,7 @@ run records), so ``attndyn report DIR`` prints the same table from files as
 """
 from typing import Mapping, Sequence, Tuple
 
-_ODE_SHORT = {"reduced": "red", "gradient_flow": "flow"}
+_ODE_SHORT = {"reduced": "red", "extended": "ext", "gradient_flow": "flow"}
 _CLASSIFIER = {"fc": "Attn-FC", "tc": "Attn-TC", "tl": "Attn-TL"}
 
 

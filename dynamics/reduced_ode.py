@@ -88,6 +88,8 @@ class NonTopic(NamedTuple):
     count: ``[T]`` ``|Ψ_t|``.
     mean_nubar: ``[T, d]`` ``⟨ν̄(χ∖t)⟩_{Ψ_t}`` (0 where Ψ_t is empty).
     mean_inv_z: ``[T]`` ``⟨1/Z(χ∖t)⟩_{Ψ_t}`` (0 where Ψ_t is empty).
+    collective: the extended dynamics' co-occurrence constants (:class:`Collective`), or
+      ``None`` for Lemma 2.
   """
   member: jax.Array
   log_z: jax.Array
@@ -96,6 +98,28 @@ class NonTopic(NamedTuple):
   count: jax.Array
   mean_nubar: jax.Array
   mean_inv_z: jax.Array
+  collective: Optional["Collective"] = None
+
+
+class Collective(NamedTuple):
+  """How the non-topic words' common push reaches each sentence (the extended dynamics,
+  docs/extended_reduced_dynamics.md), from the initial (frozen) non-topic scores.
+
+  With ``W_iw = c_iw e^{s_w}/Z(χ_i∖t_i)`` (``c_iw`` the count of non-topic word ``w`` in
+  sentence ``i``) the weight of ``w`` in ``ν̄(χ_i∖t_i)``:
+
+  Attributes:
+    share: ``[n, T]`` ``B_it = Σ_w W_iw C_wt``: how much of the push ``E_t`` that the
+      sentences of Ψ_t give their words returns to sentence ``i``'s ``ν̄(χ_i∖t_i)``
+      (its own words when ``i ∈ Ψ_t``, and the words it shares with Ψ_t's sentences).
+    group_share: ``[T, T]`` ``A_tu = ⟨B_iu⟩_{i∈Ψ_t}`` (0 where Ψ_t is empty), so that
+      ``⟨ν̄(χ∖t)⟩_{Ψ_t}`` moves by ``Σ_u A_tu E_u``.
+    word_share: ``[V, T]`` ``C_wt = Σ_{i∈Ψ_t} W_iw``: non-topic word ``w``'s displacement is
+      ``Δν_w = Σ_t C_wt E_t`` (zero rows for the topic words and for unused words).
+  """
+  share: jax.Array
+  group_share: jax.Array
+  word_share: jax.Array
 
 
 class ReducedState(NamedTuple):
@@ -105,14 +129,18 @@ class ReducedState(NamedTuple):
     nu: ``[T, d]`` topic-word embeddings ``ν_t``.
     s: ``[T]`` topic-word scores ``s_t = qᵀκ_t``.
     classifier: classifier parameters if they train, else ``None``.
+    push: ``[T, d]`` the extended dynamics' collective variables ``E_t``, the push each
+      sentence of Ψ_t has given its non-topic words so far (their ``Ψ_t`` mean); ``None``
+      under Lemma 2 (non-topic words frozen).
   """
   nu: jax.Array
   s: jax.Array
   classifier: Optional[dict]
+  push: Optional[jax.Array] = None
 
 
 def nontopic_constants(params0: dict, batch: Batch, topic_word: jax.Array,
-                       topic_words: jax.Array) -> NonTopic:
+                       topic_words: jax.Array, *, extended: bool = False) -> NonTopic:
   """The Assumption-1 constants of every sentence and topic word, from ``params0``.
 
   Args:
@@ -120,6 +148,7 @@ def nontopic_constants(params0: dict, batch: Batch, topic_word: jax.Array,
     batch: training sentences ``[n, L]``; each holds its topic word once.
     topic_word: ``[n]`` the topic word (vocabulary id) of each sentence.
     topic_words: ``[T]`` vocabulary ids of the topic words.
+    extended: also the extended dynamics' :class:`Collective` constants.
   """
   member = (topic_word[:, None] == topic_words[None, :]).astype(params0["embeddings"].dtype)
   rest = batch.mask & (batch.tokens != topic_word[:, None])
@@ -129,10 +158,20 @@ def nontopic_constants(params0: dict, batch: Batch, topic_word: jax.Array,
   nubar = jnp.einsum("nl,nld->dn", weights, params0["embeddings"][batch.tokens])
   count = member.sum(0)
   per = jnp.maximum(count, 1.0)
+  collective = None
+  if extended:
+    # C_wt = Σ_{i∈Ψ_t} W_iw by scatter-add over the tokens (no [n, V] matrix), B_it = Σ_w W_iw C_wt
+    # by gathering C's rows at each sentence's tokens.
+    vocab = params0["embeddings"].shape[0]
+    word_share = jnp.zeros((vocab, member.shape[1]), member.dtype).at[batch.tokens].add(
+        weights[..., None] * member[:, None, :])
+    share = jnp.einsum("nl,nlt->nt", weights, word_share[batch.tokens])
+    collective = Collective(share=share, group_share=(member.T @ share) / per[:, None],
+                            word_share=word_share)
   return NonTopic(
       member=member, log_z=log_z, nubar=nubar, labels=batch.labels, count=count,
       mean_nubar=(nubar @ member).T / per[:, None],
-      mean_inv_z=(member.T @ jnp.exp(-log_z)) / per)
+      mean_inv_z=(member.T @ jnp.exp(-log_z)) / per, collective=collective)
 
 
 def reduced_velocity(state: ReducedState, c: NonTopic, classifier0: dict, lr, q_sq, *,
@@ -168,13 +207,17 @@ def autodiff_velocity(state: ReducedState, c: NonTopic, classifier: dict, lr, q_
   member_t = c.member.T                                               # [T, n]
   a = jax.nn.sigmoid(state.s @ member_t - c.log_z)                    # [n] e^{s_t}/Z(χ)
   nu_t = state.nu.T @ member_t                                        # [d, n]
-  context = a * nu_t + (1.0 - a) * c.nubar                            # [d, n] ν̄(χ)
+  rest = c.nubar                                                      # [d, n] ν̄(χ∖t)
+  if state.push is not None:                                          # + Σ_t B_it E_t
+    rest = rest + state.push.T @ c.collective.share.T
+  context = a * nu_t + (1.0 - a) * rest                               # [d, n] ν̄(χ)
 
   def loss(context, classifier):
     return cross_entropy_channels(apply_classifier_channels(classifier, context), c.labels)
 
   g_context, g_classifier = jax.grad(loss, argnums=(0, 1))(context, classifier)  # h_i / |Ψ|
   d_nu = -lr * ((a * g_context) @ c.member).T                                    # eq (5) / (7)
+  d_push = _push_velocity(state, c, None, a, g_context, lr, trainable)
   if form == "lemma2":
     d_s = lemma2_score_velocity(state, c, d_nu, q_sq)                            # eq (8)
   else:
@@ -184,7 +227,7 @@ def autodiff_velocity(state: ReducedState, c: NonTopic, classifier: dict, lr, q_
   d_classifier = None
   if state.classifier is not None:
     d_classifier = jax.tree.map(lambda g: -lr * g, g_classifier)
-  return ReducedState(d_nu, d_s, d_classifier)
+  return ReducedState(d_nu, d_s, d_classifier, d_push)
 
 
 def linear_velocity(state: ReducedState, c: NonTopic, classifier: dict, lr, q_sq, *,
@@ -208,11 +251,12 @@ def linear_velocity(state: ReducedState, c: NonTopic, classifier: dict, lr, q_sq
   gap = jnp.sum((topic_logits - rest_logits) * delta, axis=0)         # [n]
   d_nu, d_s = _closed_form_scores(state, c, d_nu, a, gap, lr, q_sq, form=form,
                                   trainable=trainable)
+  d_push = _push_velocity(state, c, u, a, delta, lr, trainable)
   d_classifier = None
   if state.classifier is not None:
-    grad_u = state.nu.T @ per_topic.T + jnp.einsum("dn,jn->dj", c.nubar, (1.0 - a) * delta)
+    grad_u = state.nu.T @ per_topic.T + _rest_outer(state, c, (1.0 - a) * delta)
     d_classifier = {"U": -lr * grad_u}
-  return ReducedState(d_nu, d_s, d_classifier)
+  return ReducedState(d_nu, d_s, d_classifier, d_push)
 
 
 def relu_velocity(state: ReducedState, c: NonTopic, classifier: dict, lr, q_sq, *,
@@ -245,13 +289,14 @@ def relu_velocity(state: ReducedState, c: NonTopic, classifier: dict, lr, q_sq, 
   gap = jnp.sum((topic_pre - rest_pre) * g, axis=0)                   # [n]
   d_nu, d_s = _closed_form_scores(state, c, d_nu, a, gap, lr, q_sq, form=form,
                                   trainable=trainable)
+  d_push = _push_velocity(state, c, u1, a, g, lr, trainable)
   d_classifier = None
   if state.classifier is not None:
-    grad_u1 = state.nu.T @ per_topic.T + jnp.einsum("dn,hn->dh", c.nubar, (1.0 - a) * g)
+    grad_u1 = state.nu.T @ per_topic.T + _rest_outer(state, c, (1.0 - a) * g)
     d_classifier = {"U1": -lr * grad_u1, "b1": -lr * jnp.sum(g, axis=1),
                     "U2": -lr * jnp.einsum("hn,jn->hj", hidden, delta),
                     "b2": -lr * jnp.sum(delta, axis=1)}
-  return ReducedState(d_nu, d_s, d_classifier)
+  return ReducedState(d_nu, d_s, d_classifier, d_push)
 
 
 def _projected(state: ReducedState, c: NonTopic, w: jax.Array):
@@ -260,7 +305,32 @@ def _projected(state: ReducedState, c: NonTopic, w: jax.Array):
   Wᵀν̄(χ_i∖t)``, the closed-form velocities' first layer."""
   member_t = c.member.T                                               # [T, n]
   a = jax.nn.sigmoid(state.s @ member_t - c.log_z)                    # [n] e^{s_t}/Z(χ)
-  return a, (state.nu @ w).T @ member_t, channel_mix(w, c.nubar)
+  rest = channel_mix(w, c.nubar)
+  if state.push is not None:            # the extended dynamics: ν̄(χ_i∖t) + Σ_t B_it E_t
+    rest = rest + (state.push @ w).T @ c.collective.share.T
+  return a, (state.nu @ w).T @ member_t, rest
+
+
+def _rest_outer(state: ReducedState, c: NonTopic, g: jax.Array) -> jax.Array:
+  """``Σ_i ν̄(χ_i∖t) g_iᵀ`` (``[d, K]`` for ``g [K, n]``), with the extended dynamics'
+  shift ``Σ_t B_it E_t`` in ``ν̄(χ_i∖t)`` when ``state.push`` is set."""
+  out = jnp.einsum("dn,kn->dk", c.nubar, g)
+  if state.push is not None:
+    out = out + state.push.T @ (c.collective.share.T @ g.T)
+  return out
+
+
+def _push_velocity(state: ReducedState, c: NonTopic, w, a, g, lr,
+                   trainable: Mapping[str, bool]):
+  """``Ė_t = −lr ⟨(1 − a_i) h_i⟩_{Ψ_t}`` with ``h_i = W g_i`` (``w`` ``[d, K]``, ``g`` ``[K, n]``;
+  ``w=None``: ``g`` is ``h`` itself); ``None`` under Lemma 2, zero with frozen embeddings."""
+  if state.push is None:
+    return None
+  per_topic = ((1.0 - a) * g) @ c.member                              # [K, T]
+  if w is not None:
+    per_topic = w @ per_topic
+  d_push = -lr * per_topic.T / jnp.maximum(c.count, 1.0)[:, None]
+  return d_push if trainable["embeddings"] else jnp.zeros_like(d_push)
 
 
 def _residual(logits: jax.Array, labels: jax.Array) -> jax.Array:
@@ -282,8 +352,12 @@ def _closed_form_scores(state: ReducedState, c: NonTopic, d_nu, a, gap, lr, q_sq
 
 
 def lemma2_score_velocity(state: ReducedState, c: NonTopic, d_nu, q_sq):
-  """Eq (8): ``ṡ_t = ‖q‖² (ν_t − ⟨ν̄(χ∖t)⟩)ᵀν̇_t / (1 + e^{s_t}⟨1/Z(χ∖t)⟩)``."""
-  return q_sq * jnp.sum((state.nu - c.mean_nubar) * d_nu, axis=1) / (
+  """Eq (8): ``ṡ_t = ‖q‖² (ν_t − ⟨ν̄(χ∖t)⟩)ᵀν̇_t / (1 + e^{s_t}⟨1/Z(χ∖t)⟩)``; in the extended
+  dynamics ``⟨ν̄(χ∖t)⟩_{Ψ_t}`` has moved by ``Σ_u A_tu E_u``."""
+  mean_rest = c.mean_nubar
+  if state.push is not None:
+    mean_rest = mean_rest + c.collective.group_share @ state.push
+  return q_sq * jnp.sum((state.nu - mean_rest) * d_nu, axis=1) / (
       1.0 + jnp.exp(state.s) * c.mean_inv_z)
 
 
@@ -313,12 +387,16 @@ def is_leading_ids(topic_words) -> bool:
   return ids.ndim == 1 and np.array_equal(ids, np.arange(ids.shape[0]))
 
 
-def full_params(state: ReducedState, params0: dict, topic_words: jax.Array) -> dict:
+def full_params(state: ReducedState, params0: dict, topic_words: jax.Array,
+                word_share: Optional[jax.Array] = None) -> dict:
   """Model parameters with the topic words (and classifier) taken from ``state``.
 
   Embedding rows ``ν_t`` replace ``params0``'s; the topic keys move along the
-  query, ``κ_t = κ_t(0) + (s_t - s_t(0)) q/‖q‖²``, so ``qᵀκ_t = s_t``. When the
-  topic words are known to be the leading ids (:func:`is_leading_ids`) the rows
+  query, ``κ_t = κ_t(0) + (s_t - s_t(0)) q/‖q‖²``, so ``qᵀκ_t = s_t``. In the extended
+  dynamics (``state.push`` set, ``word_share`` its :class:`Collective` ``word_share``)
+  every non-topic word moves by ``Δν_w = Σ_t C_wt E_t``, which puts each training
+  sentence's ``ν̄(χ_i∖t)`` where the ODE has it (``B = W C``). When the topic words are
+  known to be the leading ids (:func:`is_leading_ids`) the rows
   are concatenated instead of scattered (the same values): XLA then sees which
   rows came from ``state``, so a ``record`` that reads only the topic rows never
   copies the ``[V, d]`` tables, which otherwise happens at every saved time of
@@ -328,11 +406,17 @@ def full_params(state: ReducedState, params0: dict, topic_words: jax.Array) -> d
   s0 = word_scores(params0)[topic_words]
   shift = (state.s - s0)[:, None] * q / jnp.dot(q, q)
   embeddings, keys = params0["embeddings"], params0["keys"]
+  moved = None
+  if state.push is not None:
+    moved = (word_share @ state.push).astype(embeddings.dtype)        # [V, d] Δν_w
   if is_leading_ids(topic_words):
     n = topic_words.shape[0]
-    embeddings = jnp.concatenate([state.nu.astype(embeddings.dtype), embeddings[n:]])
+    rest = embeddings[n:] if moved is None else embeddings[n:] + moved[n:]
+    embeddings = jnp.concatenate([state.nu.astype(embeddings.dtype), rest])
     keys = jnp.concatenate([keys[:n] + shift, keys[n:]])
   else:
+    if moved is not None:
+      embeddings = embeddings + moved
     embeddings = embeddings.at[topic_words].set(state.nu)
     keys = keys.at[topic_words].add(shift)
   return {
@@ -349,14 +433,16 @@ def save_at(ts: jax.Array) -> diffrax.SaveAt:
 
 
 def reduced_trajectory(sol: diffrax.Solution, ts: jax.Array, params0: dict, topic_words: jax.Array,
-                       record: Callable) -> Trajectory:
+                       record: Callable, word_share: Optional[jax.Array] = None) -> Trajectory:
   """The :class:`Trajectory` of a reduced solve saved with :func:`save_at`: ``record`` applied to the
-  full parameters at every saved time (after the solve, so it never runs inside the step loop)."""
+  full parameters at every saved time (after the solve, so it never runs inside the step loop);
+  ``word_share``: see :func:`full_params`."""
   states, final = sol.ys
-  observables = jax.lax.map(lambda y: record(full_params(y, params0, topic_words), params0), states)
+  observables = jax.lax.map(
+      lambda y: record(full_params(y, params0, topic_words, word_share), params0), states)
   final_state = jax.tree.map(lambda x: x[-1], final)
   return Trajectory(t=ts, observables=observables,
-                    final_params=full_params(final_state, params0, topic_words),
+                    final_params=full_params(final_state, params0, topic_words, word_share),
                     failed_at=failure_time(ts, observables, sol.result), params=None,
                     ode=ode_stats(sol, ts, observables, final))
 
@@ -406,7 +492,7 @@ def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
                     form: str = "lemma2", solver="tsit5", rtol: float = RTOL,
                     atol: float = ATOL, max_steps: int = 100_000,
                     dt0: Optional[float] = None, dtmin: Optional[float] = None,
-                    t_end=None) -> Trajectory:
+                    t_end=None, extended: bool = False) -> Trajectory:
   """Solve the reduced SEN dynamics (Lemma 2) and record observables of the full model.
 
   Only the topic words (and a trainable classifier) move; every other word
@@ -444,6 +530,11 @@ def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
       :func:`dynamics.ode.gradient_flow`).
     t_end: if set, the time (in steps) at which the run stops: the learning rate is 0
       from there (its state stays put, as GD's does with ``train.flow_time``).
+    extended: solve the extended reduced dynamics instead (docs/extended_reduced_dynamics.md):
+      Lemma 2's variables plus the non-topic words' collective push ``E_t`` (``[T, d]``),
+      which moves every sentence's ``ν̄(χ∖t)`` by ``Σ_t B_it E_t`` (:class:`Collective`);
+      the recorded parameters carry the non-topic words' displacement ``Σ_t C_wt E_t``.
+      ``E ≡ 0`` is Lemma 2.
 
   Returns:
     A :class:`Trajectory`: ``t = ts``, observables ``[K, ...]``, the
@@ -458,11 +549,12 @@ def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
     https://arxiv.org/abs/2011.10036
   """
   ts, topic_words = check_solve_inputs(form, trainable, ts, batch, topic_word, topic_words)
-  consts = nontopic_constants(params0, batch, topic_word, topic_words)
+  consts = nontopic_constants(params0, batch, topic_word, topic_words, extended=extended)
+  nu0 = params0["embeddings"][topic_words]
   state0 = ReducedState(
-      nu=params0["embeddings"][topic_words],
-      s=word_scores(params0)[topic_words],
-      classifier=params0["classifier"] if trainable["classifier"] else None)
+      nu=nu0, s=word_scores(params0)[topic_words],
+      classifier=params0["classifier"] if trainable["classifier"] else None,
+      push=jnp.zeros_like(nu0) if extended else None)
 
   def vector_field(t, y, args):
     lr_, consts_, params0_ = args
@@ -478,4 +570,5 @@ def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
       stepsize_controller=stopping_controller(
           diffrax.PIDController(rtol=rtol, atol=atol, dtmin=dtmin), t_end),
       max_steps=max_steps, throw=False)
-  return reduced_trajectory(sol, ts, params0, topic_words, record)
+  return reduced_trajectory(sol, ts, params0, topic_words, record,
+                            consts.collective.word_share if extended else None)

@@ -43,8 +43,8 @@ import jax.numpy as jnp
 
 from dynamics.ode import (ATOL, RTOL, failure_time, make_solver, ode_stats,
                                     stopped_lr, stopping_controller)
-from dynamics.reduced_ode import (NonTopic, ReducedState, check_solve_inputs, full_params,
-                                  nontopic_constants, seed_velocity)
+from dynamics.reduced_ode import (Collective, NonTopic, ReducedState, check_solve_inputs,
+                                  full_params, nontopic_constants, seed_velocity)
 from dynamics.trajectory import Trajectory
 from models.lu import word_scores
 from tasks.batch import Batch
@@ -52,6 +52,8 @@ from tasks.batch import Batch
 # The constants shared by every seed (they depend on the data only) and those per seed.
 _CONSTANT_AXES = NonTopic(member=None, log_z=0, nubar=0, labels=None, count=None,
                           mean_nubar=0, mean_inv_z=0)
+_EXTENDED_CONSTANT_AXES = _CONSTANT_AXES._replace(
+    collective=Collective(share=0, group_share=0, word_share=0))
 
 
 def seed_max_rms_norm(tree) -> jax.Array:
@@ -71,7 +73,8 @@ def reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
                           trainable: Mapping[str, bool], form: str = "lemma2", solver="tsit5",
                           rtol: float = RTOL, atol: float = ATOL, max_steps: int = 100_000,
                           dt0: Optional[float] = None,
-                          dtmin: Optional[float] = None, t_end=None) -> Trajectory:
+                          dtmin: Optional[float] = None, t_end=None,
+                          extended: bool = False) -> Trajectory:
   """:func:`dynamics.reduced_sen_ode` for ``S`` seeds sharing one dataset, solved together.
 
   Args:
@@ -87,6 +90,7 @@ def reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
       :func:`dynamics.reduced_sen_ode`; the tolerances hold for every seed.
     t_end: ``None``, a scalar or ``[S]``: as for :func:`dynamics.reduced_sen_ode`, per seed
       (a stopped seed's zero velocity costs the shared step nothing).
+    extended: the extended reduced dynamics, as for :func:`dynamics.reduced_sen_ode`.
 
   Returns:
     A :class:`Trajectory` with a leading ``S`` axis, as ``vmap`` of
@@ -101,20 +105,22 @@ def reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
   ts, topic_words = check_solve_inputs(form, trainable, ts, batch, topic_word, topic_words)
   seeds = jax.tree.leaves(params0)[0].shape[0]
   lr = jnp.broadcast_to(jnp.asarray(lr, ts.dtype), (seeds,))
-  consts = jax.vmap(nontopic_constants, (0, None, None, None))(
-      params0, batch, topic_word, topic_words)
+  consts = jax.vmap(functools.partial(nontopic_constants, extended=extended),
+                    (0, None, None, None))(params0, batch, topic_word, topic_words)
   consts = consts._replace(member=consts.member[0], labels=consts.labels[0],
                            count=consts.count[0])
+  nu0 = params0["embeddings"][:, topic_words]
   state0 = ReducedState(
-      nu=params0["embeddings"][:, topic_words],
-      s=jax.vmap(word_scores)(params0)[:, topic_words],
-      classifier=params0["classifier"] if trainable["classifier"] else None)
+      nu=nu0, s=jax.vmap(word_scores)(params0)[:, topic_words],
+      classifier=params0["classifier"] if trainable["classifier"] else None,
+      push=jnp.zeros_like(nu0) if extended else None)
+  axes = _EXTENDED_CONSTANT_AXES if extended else _CONSTANT_AXES
 
   one_seed = functools.partial(seed_velocity, form=form, trainable=trainable)
 
   def vector_field(t, y, args):
     consts_, params0_, lr_ = args
-    return jax.vmap(one_seed, (0, _CONSTANT_AXES, 0, 0))(y, consts_, params0_,
+    return jax.vmap(one_seed, (0, axes, 0, 0))(y, consts_, params0_,
                                                          stopped_lr(lr_, t, t_end))
 
   # Saved at ts only (ts[-1] is t1); observables are computed afterwards, per seed.
@@ -126,11 +132,13 @@ def reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
           t_end),
       max_steps=max_steps, throw=False)
 
-  def trajectory(states, p0):  # one seed: states [K, ...]
-    observables = jax.lax.map(lambda y: record(full_params(y, p0, topic_words), p0), states)
-    final = full_params(jax.tree.map(lambda x: x[-1], states), p0, topic_words)
+  def trajectory(states, p0, word_share):  # one seed: states [K, ...]
+    observables = jax.lax.map(
+        lambda y: record(full_params(y, p0, topic_words, word_share), p0), states)
+    final = full_params(jax.tree.map(lambda x: x[-1], states), p0, topic_words, word_share)
     return Trajectory(t=ts, observables=observables, final_params=final,
                       failed_at=failure_time(ts, observables, sol.result), params=None,
                       ode=ode_stats(sol, ts, observables))
 
-  return jax.vmap(trajectory, (1, 0))(sol.ys, params0)
+  word_share = consts.collective.word_share if extended else None
+  return jax.vmap(trajectory, (1, 0, 0 if extended else None))(sol.ys, params0, word_share)

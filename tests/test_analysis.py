@@ -119,6 +119,26 @@ def _traj(score, t=None):
                     final_params=None, failed_at=-np.ones(score.shape[0]))
 
 
+@given(lag=st.floats(-300.0, 300.0), width=st.floats(50.0, 200.0))
+def test_rise_lag_and_shifted_deviation_of_a_late_copy(lag, width):
+  """A logistic rise (complete within the records) and the same rise ``lag`` steps later: the
+  lag is ``lag`` over the 10–90% rise time (``2 ln 9 × width``), and the best shift undoes it
+  (max deviation at the records' interpolation error), while the unshifted deviation is of
+  order the rise's slope."""
+  t = np.arange(0.0, 5001.0, 10.0)
+  rise = lambda c: 4.0 / (1.0 + np.exp(-(t - c) / width))
+  a = _traj(np.stack([rise(2000.0), rise(2500.0)])[:, :, None] * np.ones(2), np.tile(t, (2, 1)))
+  b = _traj(np.stack([rise(2000.0 + lag), rise(2500.0 + lag)])[:, :, None] * np.ones(2),
+            np.tile(t, (2, 1)))
+  got = analysis.deviation.rise_lag(a, b)
+  np.testing.assert_allclose(got, lag / (2 * np.log(9.0) * width), atol=2e-3)
+  dev, shift = analysis.deviation.shifted_max_deviation(a, b, max_shift=400.0, n_shifts=801)
+  np.testing.assert_allclose(shift, lag, atol=1.0)
+  assert np.all(dev <= 4.0 * 1.0 / width + 1e-9), dev
+  if abs(lag) > 50:
+    assert np.all(analysis.max_abs_deviation(a, b) > 10 * dev)
+
+
 def test_deviation_metrics():
   rng = np.random.default_rng(0)
   a = _traj(rng.normal(size=(2, 5, 3)))
@@ -278,3 +298,17 @@ def test_assumption1_ratios_mean_and_largest_change():
   topic = np.array([[2.0, -4.0], [1.0, 1.0]])
   np.testing.assert_allclose(change_ratio(change, topic), [0.2 / 3.0, 0.5 / 3.0])
   np.testing.assert_allclose(largest_change_ratio(change, topic), [0.1, 0.5])
+
+
+def test_nontopic_pairs_sharing_a_word_with_a_topic_pair():
+  """App. A's split of the non-topic pairs: those with a word of some topic pair, by loops."""
+  from analysis import pairs
+  topic_pairs = np.array([[[1, 2], [1, 3]], [[4, 0], [5, 6]]])          # [topics, pairs, 2]
+  words = {int(w) for w in topic_pairs.reshape(-1)}
+  ordered = {tuple(p) for p in topic_pairs.reshape(-1, 2).tolist()}
+  got = np.asarray(pairs.shares_topic_word(topic_pairs, 9)
+                   & pairs.nontopic_pair_mask(topic_pairs, 9))
+  want = np.array([[(u in words or v in words) and (u, v) not in ordered for v in range(9)]
+                   for u in range(9)])
+  np.testing.assert_array_equal(got, want)
+  assert want.sum() == 9 * 9 - 2 * 2 - len(ordered)           # words 7, 8 only: 4 pairs share none

@@ -115,7 +115,8 @@ BAD = [
     (["train.batch_size=10"], ["train.batch_size", "use optimizer 'sgd'"]),
     (["train.optimizer=sgd", "train.batch_size=9999", "ode.kind=none"],
      ["train.batch_size", "at most task.n_train"]),
-    (["ode.kind=euler"], ["ode.kind", "none, reduced, gradient_flow, both"]),
+    (["ode.kind=euler"], ["ode.kind", "none, reduced, extended, gradient_flow, both, "
+                                      "reduced_extended, all"]),
     (["ode.form=lemma3"], ["ode.form", "lemma2, exact"]),
     (["ode.solver=rk4"], ["ode.solver", "tsit5"]),
     (["ode.rtol=0"], ["ode.rtol", "a finite number > 0"]),
@@ -223,3 +224,13 @@ def test_a_reproduction_setting_is_named_by_its_own_path_before_anything_runs(it
   with pytest.raises(ConfigError) as err:
     runner.settings_for(cnn, quick=True, items=[item])
   assert str(err.value).startswith(expected), str(err.value)
+
+
+def test_results_reads_back_the_odes_each_kind_solves():
+  """analysis.results' copy of the kind -> ODEs table (analysis does not import attndyn) is
+  attndyn.config's."""
+  from analysis import results
+  from attndyn import config
+  assert set(results._ODE_KINDS) == set(config.ODE_KINDS)
+  for kind in config.ODE_KINDS:
+    assert results._ODE_KINDS[kind] == config.ODEConfig(kind=kind).kinds, kind

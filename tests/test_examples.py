@@ -45,3 +45,20 @@ def test_lemma2_nontopic_embeddings(example):
   tolerance = synthetic.FULL["ode_tolerance"]
   r = example("lemma2_nontopic_embeddings.py")["tc"]
   assert r["all words move"].min() > tolerance >= r["non-topic embeddings held"].max(), r
+
+
+def test_extended_atlas_sample(tmp_path):
+  """The sample's shares, from an atlas.csv written here: within 2% per ODE, fixed, not fixed."""
+  import csv
+  rows = [("tc", 20, 0.1, 0.25, 0.15, 0.003), ("tc", 20, 0.1, 0.5, 0.01, 0.002),
+          ("tc", 20, 0.2, 0.25, 0.3, 0.05), ("tc", 5, 0.1, 0.25, 0.01, 0.03),
+          ("tc", 5, 0.2, 0.25, float("nan"), 0.01)]
+  with open(tmp_path / "atlas.csv", "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["classifier", "n_nontopic", "sigma", "lr", "ode_rel_dev", "ext_rel_dev"])
+    w.writerows(rows)
+  main = runpy.run_path(str(EXAMPLES / "extended_atlas_sample.py"))["main"]
+  found = main(tmp_path, tmp_path / "phase.png")
+  assert found["tc", "all"] == {"runs": 4, "lemma2_within": 0.5, "extended_within": 0.5,
+                                "fixed": 0.25, "not_fixed": 0.25, "broken": 0.25}
+  assert found["tc", 20.0]["fixed"] == 1 / 3 and (tmp_path / "phase.png").is_file()

@@ -113,6 +113,72 @@ def test_publish_writes_the_page_the_rows_and_small_figures(tmp_path):
     publish.publish(tmp_path / "empty", to)
 
 
+def _run(path: Path, rows: list, experiments: list, mode: str = "quick") -> Path:
+  """A hand-made reproduction directory: replication.json with these rows and experiments."""
+  path.mkdir(parents=True)
+  doc = {"paper": "lu2021", "title": "t", "modes": [mode], "environment": {"backend": "cpu"},
+         "counts": report.counts(rows), "claims": rows, "experiments": experiments}
+  (path / report.JSON).write_text(json.dumps(doc), encoding="utf-8")
+  return path
+
+
+def _row(cid: str, mean: float, status: str, kind: str = "at_most") -> dict:
+  return {"id": cid, "text": f"text of {cid}", "status": status, "paper": 0.0,
+          "ours": {"mean": mean, "ci95": 0.0, "n": 3, "kind": "mean", "lo": mean, "hi": mean,
+                   "values": [mean] * 3},
+          "tolerance": {"kind": kind, "value": 0.01, "text": "≤ 0.01", "source": "ours: x"},
+          "experiment": cid.split(".")[0]}
+
+
+def _exp(name: str, commit: str, finished: str, note: str) -> dict:
+  return {"name": name, "title": f"title of {name}", "mode": "quick", "partial": False,
+          "command": ["attndyn", "reproduce", "lu2021", "--only", name], "seconds": 60.0,
+          "finished": finished, "error": None, "figures": [], "settings": {},
+          "details": {"notes": [note]}, "revision": {"commit": commit, "dirty": False},
+          "machine": {"cpus": 2, "memory_gb": 23.5}}
+
+
+def test_merge_republishes_only_the_rerun_experiments(tmp_path, capsys):
+  to = tmp_path / "docs"
+  first = _run(tmp_path / "first",
+               [_row("theorem2.loss_at_5k", 0.001, "pass"), _row("cnn.test_acc", 0.5, "fail")],
+               [_exp("theorem2", "a" * 40, "2026-11-25T10:00:00+00:00", "theorem2's first run"),
+                _exp("cnn", "b" * 40, "2026-11-25T11:00:00+00:00", "cnn's only run")])
+  publish.publish(first, to, note="First note.")
+  before = json.loads((to / "lu2021.json").read_text(encoding="utf-8"))
+  page = (to / "lu2021.md").read_text(encoding="utf-8")
+  cnn_line = next(line for line in page.split("\n") if line.startswith("| cnn.test_acc |"))
+  cnn_section = page[page.index("## cnn:"):].rstrip("\n")
+  second = _run(tmp_path / "second",
+                [_row("theorem2.loss_at_5k", 0.5, "fail"),
+                 _row("theorem2.final_attention", 0.9, "info", kind="info")],
+                [_exp("theorem2", "c" * 40, "2026-11-28T10:00:00+00:00", "theorem2's rerun")])
+  merged = publish.publish(second, to, note="Rerun theorem2.", merge_into=True)
+  assert merged == json.loads((to / "lu2021.json").read_text(encoding="utf-8"))
+  assert [e["name"] for e in merged["experiments"]] == ["theorem2", "cnn"]
+  assert merged["experiments"][0]["revision"]["commit"] == "c" * 40
+  assert merged["experiments"][1] == before["experiments"][1]
+  assert [r["id"] for r in merged["claims"]] == ["theorem2.loss_at_5k", "theorem2.final_attention",
+                                                 "cnn.test_acc"]
+  assert merged["claims"][0]["ours"]["mean"] == 0.5 and merged["claims"][2] == before["claims"][1]
+  assert merged["counts"] == report.counts(merged["claims"]) == \
+      {"pass": 0, "fail": 2, "inconclusive": 0, "quick": 0, "info": 1}
+  page = (to / "lu2021.md").read_text(encoding="utf-8")
+  assert cnn_line in page   # the kept lines and section come from the page: the JSON lacks them
+  assert cnn_section in page and "theorem2's rerun" in page and "theorem2's first run" not in page
+  assert "commit cccccccccccc, bbbbbbbbbbbb" in page and "Ran: 2026-11-25 to 2026-11-28" in page
+  assert "Rerun theorem2." in page and "First note." in page
+  assert "**0 pass, 2 fail" in page
+  # Refused, one line, exit 2: no table to merge into; a full run into a quick table.
+  assert publish.main([str(second), "--to", str(tmp_path / "none"), "--merge"]) == 2
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and "holds no lu2021.json and lu2021.md to merge into" in err
+  full = _run(tmp_path / "full", [_row("theorem2.loss_at_5k", 0.5, "fail")],
+              [_exp("theorem2", "d" * 40, "2026-11-28T12:00:00+00:00", "full")], mode="full")
+  with pytest.raises(ConfigError, match="one table holds one mode"):
+    publish.publish(full, to, merge_into=True)
+
+
 @pytest.mark.parametrize("path", PUBLISHED,
                          ids=[str(p.relative_to(ROOT / "docs" / "replication")) for p in PUBLISHED])
 def test_committed_tables_match_the_claims_the_code_defines(path):

@@ -1,6 +1,6 @@
 """Publish a finished reproduction into the repository: ``docs/replication/PAPER.md`` (+ ``.json``, figures).
 
-``python -m attndyn.reproduce.publish DIR [--to docs/replication] [--note TEXT]``
+``python -m attndyn.reproduce.publish DIR [--to docs/replication] [--note TEXT] [--merge]``
 reads ``DIR/replication.json`` (written by ``attndyn reproduce PAPER --out DIR``)
 and writes, under ``--to``:
 
@@ -14,6 +14,13 @@ and writes, under ``--to``:
 * ``PAPER/*.png``: the figures, downscaled and palette-quantised (a few
   hundred kB each at most).
 
+With ``--merge`` the run republishes only its own experiments: their entries
+and rows replace the same-named ones of the published ``PAPER.json``, every
+other experiment keeps its entry (with its own revision and wall time), rows,
+table lines and section of the published ``PAPER.md`` as they are, the counts
+are recomputed, and the earlier note follows the new one. Nothing is computed
+here: every row comes from a run.
+
 Claim ids are read from the code without running it: every
 ``rep.claim(ID, ...)`` call of an experiment module, ``ID`` an f-string whose
 ``{NAME}`` is the experiment's name and whose other fields match any text.
@@ -25,7 +32,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from attndyn import atomic
 from attndyn.reproduce import report, runner
@@ -140,8 +147,25 @@ def _revisions(doc: dict) -> List[str]:
   return found
 
 
-def markdown(doc: dict, note: str = "") -> str:
-  """The published page: provenance, per-experiment wall times, then the replication table."""
+def _page_parts(page: str) -> Tuple[Dict[str, str], Dict[str, str]]:
+  """A published page's table lines by their first cell and its experiment sections by name."""
+  lines = {}
+  for line in page.split("\n"):
+    if line.startswith("| "):
+      lines.setdefault(line[2:].split(" | ", 1)[0], line)
+  sections = {}
+  for chunk in re.split(r"\n(?=## )", page)[1:]:
+    sections[chunk[3:].split(":", 1)[0]] = chunk.rstrip("\n")
+  return lines, sections
+
+
+def markdown(doc: dict, note: str = "",
+             kept: Tuple[Dict[str, str], Dict[str, str]] = ({}, {})) -> str:
+  """The published page: provenance, per-experiment wall times, then the replication table.
+
+  ``kept``: the table lines (by claim id) and sections (by experiment name)
+  taken as they are from the page of the table merged into (``--merge``).
+  """
   paper = doc["paper"]
   finished = sorted(e["finished"] for e in doc["experiments"] if e.get("finished"))
   machine = next((e.get("machine") for e in doc["experiments"] if e.get("machine")), None) or {}
@@ -158,12 +182,16 @@ def markdown(doc: dict, note: str = "") -> str:
             f"- Mode: {', '.join(doc['modes'])}", ""]
   if note:
     lines += [note, ""]
-  lines += ["| experiment | mode | wall time | command |", "|---|---|---|---|"]
+  lines += ["| experiment | mode | wall time | code | finished | command |",
+            "|---|---|---|---|---|---|"]
   for exp in doc["experiments"]:
     secs = exp.get("seconds")
     wall = f"{secs / 60:.1f} min" if secs is not None else "–"
     command = " ".join(exp.get("command") or [])
-    lines.append(f"| {exp['name']} | {exp['mode']} | {wall} | `{command}` |")
+    rev = exp.get("revision") or {}
+    code = rev.get("commit", "unknown")[:12] + (" + uncommitted" if rev.get("dirty") else "")
+    lines.append(f"| {exp['name']} | {exp['mode']} | {wall} | {code} | "
+                 f"{(exp.get('finished') or '–')[:16]} | `{command}` |")
   lines.append("")
   modules = {m.NAME: m for m in runner.experiment_modules(paper)}
   skipped = [f"`{p}`" for e in doc["experiments"] if e["name"] in modules
@@ -172,19 +200,75 @@ def markdown(doc: dict, note: str = "") -> str:
   if skipped:
     lines += ["Claims of these experiments that this mode did not produce (their id patterns): "
               + ", ".join(skipped) + ".", ""]
-  body = report.markdown(doc)
-  # The table's own title line is replaced by ours; its figure links point at PAPER/.
-  body = body.split("\n", 2)[2]
-  body = re.sub(r"!\[([^\]]*)\]\(([^)]*)\)",
-                lambda m: f"![{m.group(1)}]({paper}/{_flat(m.group(2))})", body)
-  return "\n".join(lines) + "\n" + body
+  def linked(text: str) -> str:   # figure links point at PAPER/
+    return re.sub(r"!\[([^\]]*)\]\(([^)]*)\)",
+                  lambda m: f"![{m.group(1)}]({paper}/{_flat(m.group(2))})", text)
+  kept_lines, kept_sections = kept
+  # The table's own title line is replaced by ours.
+  body = report.head(doc)[2:]
+  body += [kept_lines.get(r["id"]) or linked(report.table_row(r)) for r in doc["claims"]] + [""]
+  for exp in doc["experiments"]:
+    body += [kept_sections.get(exp["name"]) or linked(report.section(exp)), ""]
+  return "\n".join(lines) + "\n" + "\n".join(body)
 
 
-def publish(out: Path, to: Path, note: str = "") -> dict:
-  """Write ``to/PAPER.md``, ``to/PAPER.json`` and ``to/PAPER/*.png`` from the reproduction in ``out``.
+def merge(doc: dict, to: Path, note: str):
+  """``doc`` (a run's replication.json) merged into the table published in ``to``.
+
+  Returns ``(merged, note, kept)``: the document whose experiments and rows
+  are the published ones with ``doc``'s experiments in their place (new ones
+  last), the note followed by the published one, and the page's lines and
+  sections of the experiments kept (see :func:`markdown`).
 
   Raises:
-    ConfigError: ``out`` holds no replication.json, or one the code's claim ids disagree with.
+    ConfigError: no table to merge into, one of another mode, or a page that
+      lacks a line or section its PAPER.json publishes.
+  """
+  paper = doc["paper"]
+  path, page = Path(to) / f"{paper}.json", Path(to) / f"{paper}.md"
+  if not path.is_file() or not page.is_file():
+    raise ConfigError(f"--merge: {str(to)!r} holds no {paper}.json and {paper}.md to merge into; "
+                      "publish without --merge first.")
+  try:
+    old = json.loads(path.read_text(encoding="utf-8"))
+    old_rows, old_experiments = old["claims"], old["experiments"]
+    lines, sections = _page_parts(page.read_text(encoding="utf-8"))
+  except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
+    raise ConfigError(f"--merge: {str(path)!r} is not a table this publisher wrote ({err}).") \
+        from None
+  if old.get("modes") != doc["modes"]:
+    raise ConfigError(f"--merge: the run is {', '.join(doc['modes'])} mode but {str(path)!r} is "
+                      f"{', '.join(old.get('modes') or ['?'])}: one table holds one mode.")
+  new = {e["name"]: e for e in doc["experiments"]}
+  kept = [e for e in old_experiments if e["name"] not in new]
+  kept_rows = [r for r in old_rows if r["experiment"] not in new]
+  lacking = [r["id"] for r in kept_rows if r["id"] not in lines] + \
+      [e["name"] for e in kept if e["name"] not in sections]
+  if lacking:
+    raise ConfigError(f"--merge: {str(page)!r} lacks the line or section of {lacking[0]!r} "
+                      f"that {str(path)!r} publishes; republish the whole table.")
+  order = [e["name"] for e in old_experiments] + [n for n in new if n not in
+                                                  {e["name"] for e in old_experiments}]
+  experiments = [new.get(n) or next(e for e in kept if e["name"] == n) for n in order]
+  rows = [r for n in order for r in (doc["claims"] if n in new else kept_rows)
+          if r["experiment"] == n]
+  merged = dict(doc, claims=rows, experiments=experiments, counts=report.counts(rows))
+  earlier = (f"Kept from the table published {str(old.get('published'))[:10]}: "
+             f"{', '.join(e['name'] for e in kept) or 'no experiment'}; its note: "
+             f"{old.get('note') or '(none)'}")
+  return merged, (note + "\n\n" if note else "") + earlier, \
+      ({r["id"]: lines[r["id"]] for r in kept_rows}, {e["name"]: sections[e["name"]] for e in kept})
+
+
+def publish(out: Path, to: Path, note: str = "", *, merge_into: bool = False) -> dict:
+  """Write ``to/PAPER.md``, ``to/PAPER.json`` and ``to/PAPER/*.png`` from the reproduction in ``out``.
+
+  With ``merge_into`` only the run's experiments replace theirs in the table
+  already in ``to`` (:func:`merge`); the figures of the others stay.
+
+  Raises:
+    ConfigError: ``out`` holds no replication.json, or one the code's claim ids disagree with
+      (after merging: those of the whole table), or one :func:`merge` refuses.
   """
   path = Path(out) / report.JSON
   if not path.is_file():
@@ -198,14 +282,21 @@ def publish(out: Path, to: Path, note: str = "") -> dict:
     raise ConfigError(f"{str(path)!r} is not a replication.json attndyn wrote ({err}); rebuild "
                       f"it with `attndyn reproduce PAPER --out {out} --report-only`.") from None
   runner.paper_module(paper)
+  kept = ({}, {})
+  if merge_into:
+    doc, note, kept = merge(doc, to, note)
+    rows, experiments = doc["claims"], doc["experiments"]
   drift = id_drift(paper, rows, [e["name"] for e in experiments],
                    complete=doc.get("modes") == ["full"])
   if drift:
-    raise ConfigError(f"{str(path)!r} was made by other code than this checkout's: {drift[0]}"
+    made = (f"{str(path)!r} merged into {str(Path(to) / f'{paper}.json')!r}" if merge_into
+            else repr(str(path)))
+    raise ConfigError(f"{made} was made by other code than this checkout's: {drift[0]}"
                       + (f" (and {len(drift) - 1} more)" if len(drift) > 1 else "")
-                      + ". Rerun the reproduction with this code.")
+                      + ". Rerun the reproduction with this code"
+                      + (" (every experiment whose claims changed)." if merge_into else "."))
   to = Path(to)
-  for exp in experiments:
+  for exp in experiments:   # a kept experiment's entry has no figures: its own stay
     for fig in exp.get("figures") or []:
       src = Path(out) / fig
       if src.is_file():
@@ -221,7 +312,7 @@ def publish(out: Path, to: Path, note: str = "") -> dict:
                                                 "tolerance", "unit")} for r in rows]
   to.mkdir(parents=True, exist_ok=True)
   runner.write_json(to / f"{paper}.json", published)
-  atomic.write_text(to / f"{paper}.md", markdown(doc, note))
+  atomic.write_text(to / f"{paper}.md", markdown(doc, note, kept))
   return published
 
 
@@ -234,9 +325,12 @@ def main(argv=None) -> int:
   parser.add_argument("--to", default="docs/replication", metavar="FOLDER")
   parser.add_argument("--note", default="", help="a paragraph shown under the provenance, e.g. "
                                                   "why full mode was not run")
+  parser.add_argument("--merge", action="store_true",
+                      help="republish only DIR's experiments: they replace theirs in the table "
+                           "already in FOLDER, the others stay as published")
   args = parser.parse_args(argv)
   try:
-    doc = publish(Path(args.out), Path(args.to), args.note)
+    doc = publish(Path(args.out), Path(args.to), args.note, merge_into=args.merge)
   except ConfigError as err:
     print(f"attndyn: error: {err}", file=sys.stderr)
     return 2

@@ -202,6 +202,14 @@ def _document(paper: str, docs: List[dict], *, command: Optional[Sequence[str]] 
 
 def markdown(doc: dict) -> str:
   """The replication.md text of a replication.json document."""
+  lines = head(doc) + [table_row(row) for row in doc["claims"]] + [""]
+  for exp in doc["experiments"]:
+    lines += [section(exp), ""]
+  return "\n".join(lines)
+
+
+def head(doc: dict) -> List[str]:
+  """The lines of replication.md above the table's rows: title, commands, mode, counts, header."""
   c = doc["counts"]
   lines = [f"# Replication: {doc['title']}", ""]
   commands = []
@@ -236,29 +244,33 @@ def markdown(doc: dict) -> str:
             f"fails is a counterexample). The tolerance source says where each rule comes from: "
             f"the paper's words with their section, table or figure, or `ours:` and the reason.",
             ""]
-  lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-  for row in doc["claims"]:
-    text = row["text"] + (f" — {row['note']}" if row.get("note") else "")
-    cells = [row["id"], text, row.get("figure") or "", format_paper(row), format_ours(row),
-             row["tolerance"]["text"], format_source(row), format_result(row)]
-    lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
-  lines.append("")
-  for exp in doc["experiments"]:
-    seconds = exp.get("seconds")
-    lines += [f"## {exp['name']}: {exp['title']}", "",
-              (f"Mode {exp['mode']}, {seconds:.0f} s" if seconds is not None else f"Mode {exp['mode']}")
-              + (f", by `{' '.join(exp['command'])}`." if exp.get("command") else ".")]
-    if exp.get("partial"):
-      lines += ["", "**Unfinished:** this experiment was still running when its results so far "
-                "were saved; its remaining claims are missing."]
-    if exp.get("error"):
-      lines += ["", f"**Error:** `{exp['error']}` (its claims are missing)."]
-    notes = (exp.get("details") or {}).get("notes", [])
-    if notes:
-      lines += [""] + [f"- {n}" for n in notes]
-    if exp.get("figures"):
-      lines += [""] + [f"![{f}]({f})" for f in exp["figures"]]
-    lines.append("")
+  return lines + ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+
+
+def table_row(row: dict) -> str:
+  """The claim's line of the replication table (it starts ``| ID |``)."""
+  text = row["text"] + (f" — {row['note']}" if row.get("note") else "")
+  cells = [row["id"], text, row.get("figure") or "", format_paper(row), format_ours(row),
+           row["tolerance"]["text"], format_source(row), format_result(row)]
+  return "| " + " | ".join(_cell(x) for x in cells) + " |"
+
+
+def section(exp: dict) -> str:
+  """The experiment's section under the table (it starts ``## NAME:``): mode, notes, figures."""
+  seconds = exp.get("seconds")
+  mode = f"Mode {exp['mode']}" + (f", {seconds:.0f} s" if seconds is not None else "")
+  lines = [f"## {exp['name']}: {exp['title']}", "",
+           mode + (f", by `{' '.join(exp['command'])}`." if exp.get("command") else ".")]
+  if exp.get("partial"):
+    lines += ["", "**Unfinished:** this experiment was still running when its results so far "
+              "were saved; its remaining claims are missing."]
+  if exp.get("error"):
+    lines += ["", f"**Error:** `{exp['error']}` (its claims are missing)."]
+  notes = (exp.get("details") or {}).get("notes", [])
+  if notes:
+    lines += [""] + [f"- {n}" for n in notes]
+  if exp.get("figures"):
+    lines += [""] + [f"![{f}]({f})" for f in exp["figures"]]
   return "\n".join(lines)
 
 

@@ -55,12 +55,22 @@ SOURCES = {
                                "trained for 3,000 epochs and achieved 99.89% test accuracy")
                 + "; ≥ 99 % is ours: one run reported, one point (10 of 1,000 test sentences) "
                   "for the spread over seeds",
-    # the same words, so the same bound, as the synthetic task's Assumption-1 rows (Fig 1)
-    "assumption1": rep.from_paper("App. A, ¶ “We repeated the experiments for ten runs…”, Fig 8",
-                                  "the non-topic word pair scores and the embeddings are nearly "
-                                  "unchanged in comparison to their counterparts of the topic "
-                                  "ones") + "; Sec 5.1 ¶3 reads Fig 1's same histograms as “two "
-                                  "orders of magnitude”: ≤ 0.01, as for the synthetic task",
+    # App. A gives no number ("nearly unchanged in comparison", "largely held"); the only number
+    # the paper puts on such histograms is Sec 5.1's, for Fig 1's word scores. The bound is not
+    # changed here; the rows say which part is whose.
+    "assumption1_score": rep.from_paper("App. A, ¶ “We repeated the experiments for ten runs…”, "
+                                        "Fig 8", "the non-topic word pair scores and the "
+                                        "embeddings are nearly unchanged in comparison to their "
+                                        "counterparts of the topic ones") + " (and “Assumption 1 "
+                         "is largely held”: no number); ≤ 0.01 is the paper's number for Fig 1's "
+                         "word scores (Sec 5.1 ¶3: “exceed the non-topic word counterparts by two "
+                         "orders of magnitude”), carried to Fig 8's pairs by us",
+    "assumption1_norm": rep.from_paper("App. A, ¶ “We repeated the experiments for ten runs…”, "
+                                       "Fig 8", "the non-topic word pair scores and the embeddings "
+                                       "are nearly unchanged in comparison to their counterparts "
+                                       "of the topic ones") + " (no number; for Fig 1's norms "
+                        "Sec 5.1 ¶3 says “nearly constant”, no number either); ≤ 0.01 is ours: "
+                        "the scores' two orders of magnitude, applied to the norms",
     "sen_tau": rep.from_paper("App. A, ¶ “Randomly picking a topic word pair…”, Fig 9",
                               "the positive SEN relationship holds even if the attention layer "
                               "attends to other layers") + "; τ ≥ 0.9 is ours: a monotone "
@@ -127,7 +137,8 @@ def run(ctx, s) -> Outcome:
     traj = train(params0, key)
     ds, dn = pairs.centred_pairs(traj.final_params, params0)
     mask = pairs.nontopic_pair_mask(data.pairs, task_cfg.n_words)
-    return {"obs": traj.observables, "pair_score": ds, "pair_norm": dn, "nontopic": mask}
+    return {"obs": traj.observables, "pair_score": ds, "pair_norm": dn, "nontopic": mask,
+            "shares_word": mask & pairs.shares_topic_word(data.pairs, task_cfg.n_words)}
 
   ctx.log(f"{NAME}: Attn-TC-CNN x {s['runs']} runs, {s['steps']} epochs")
   # Not an `attndyn run` config (another model, a per-seed Markov-pair dataset): the engine's
@@ -144,6 +155,18 @@ def run(ctx, s) -> Outcome:
   nt_score = ns[nontopic].reshape(s["runs"], n_nt)
   nt_norm = nn[nontopic].reshape(s["runs"], n_nt)
   top_score, top_norm = obs["score"][:, -1], obs["emb_norm"][:, -1]
+  # The same ratios over the non-topic pairs that share a word with a topic pair (their CNN
+  # output mixes in a topic word's moving embedding or key) and over those that do not; how
+  # many share one differs between runs, so per run.
+  shares = out["shares_word"].reshape(s["runs"], -1)
+  disjoint = nontopic & ~shares
+  split = {
+      part: {key: np.array([change_ratio(values[r][sel[r]][None], top[r][None])[0]
+                            for r in range(s["runs"])])
+             for key, values, top in (("score", ns, top_score), ("norm", nn, top_norm))}
+      for part, sel in (("shared", shares), ("disjoint", disjoint))}
+  share_note = (f"non-topic pairs sharing a word with a topic pair per run: "
+                + ", ".join(str(int(k)) for k in shares.sum(-1)) + f" of {n_nt}")
   acc = 100 * obs["test_acc"][:, -1]
   sen_err = windowed_max_error(steps, obs["score"], obs["emb_norm"], m)
   sen_tau = sen_kendall_tau(np.asarray(obs["score"]), np.asarray(obs["emb_norm"]))
@@ -160,12 +183,25 @@ def run(ctx, s) -> Outcome:
                 "mean Δs of topic pairs", paper="nearly unchanged (Fig 8)",
                 ours=rep.mean_ci(change_ratio(nt_score, top_score)), figure="Fig 8",
                 tolerance=rep.Tolerance("at_most", bound, f"≤ {bound:g}",
-                                        source=SOURCES["assumption1"]), quick=q),
+                                        source=SOURCES["assumption1_score"]), quick=q,
+                note=f"split: {split['shared']['score'].mean():.3g} over the pairs sharing a word "
+                     f"with a topic pair, {split['disjoint']['score'].mean():.3g} over the others "
+                     f"(cnn.assumption1_score_shared / _disjoint)"),
       rep.claim(f"{NAME}.assumption1_norm", "centred pair embeddings: mean ‖q‖‖Δμ‖ of non-topic "
                 "pairs / that of topic pairs", paper="nearly unchanged (Fig 8)",
                 ours=rep.mean_ci(change_ratio(nt_norm, top_norm)), figure="Fig 8",
                 tolerance=rep.Tolerance("at_most", bound, f"≤ {bound:g}",
-                                        source=SOURCES["assumption1"]), quick=q),
+                                        source=SOURCES["assumption1_norm"]), quick=q,
+                note=f"split: {split['shared']['norm'].mean():.3g} over the pairs sharing a word "
+                     f"with a topic pair, {split['disjoint']['norm'].mean():.3g} over the others "
+                     f"(cnn.assumption1_norm_shared / _disjoint)"),
+      *[rep.claim(f"{NAME}.assumption1_{key}_{part}",
+                  f"as cnn.assumption1_{key}, over the non-topic pairs that "
+                  f"{'share' if part == 'shared' else 'share no'} word with a topic pair",
+                  paper="nearly unchanged (Fig 8; the paper does not split the pairs)",
+                  ours=rep.mean_ci(split[part][key]), figure="Fig 8", quick=q,
+                  tolerance=rep.Tolerance("info"), note=share_note)
+        for key in ("score", "norm") for part in ("shared", "disjoint")],
       rep.claim(f"{NAME}.sen_positive", "Kendall τ between a topic pair's centred score and its "
                 "centred ‖q‖‖Δμ‖ over the recorded epochs (mean over topic pairs, per run)",
                 paper="positive SEN relation holds (Fig 9)", paper_ref=PAPER_REF["sen"],
