@@ -187,7 +187,7 @@ BAD = [
     (["sweep.seed=3"], ['"sweep.seed"', 'Did you mean "seeds"', "Allowed: checkpoint_every"]),
     # [ode]
     (["ode=true"], ["[ode] = True", "a table of key = value pairs"]),
-    (["ode.kind=euler"], ["ode.kind = 'euler'", "one of none, reduced, gradient_flow, both"]),
+    (["ode.kind=euler"], ["ode.kind = 'euler'", "one of none, reduced, extended, gradient_flow, both, reduced_extended, all"]),
     (["ode.kind=1"], ["ode.kind = 1", "a string"]),
     (["ode.form=lemma3"], ["ode.form = 'lemma3'", "one of lemma2, exact"]),
     (["ode.solver=rk4"], ["ode.solver = 'rk4'", "one of tsit5, dopri5"]),
