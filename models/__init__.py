@@ -12,6 +12,7 @@ from models.lu import lu_attention as lu_attention
 from models.lu import word_scores as word_scores
 from models.objective import accuracy as accuracy
 from models.objective import cross_entropy as cross_entropy
+from models.objective import LuCrossEntropy as LuCrossEntropy
 from models.objective import make_loss as make_loss
 from models.cnn import CNNAttentionConfig as CNNAttentionConfig
 from models.cnn import CNNOutput as CNNOutput
