@@ -91,11 +91,17 @@ class Results:
       (``"train.lr"``, ...), in the order of the runs.
     stages: kind (``gd``, ``reduced``, ``gradient_flow``) -> name -> :class:`Named`
       (``t``, ``failed_at``, every recorded observable, ``final_word_score``, ...).
+    exceptions: stage -> the exception an ODE stage raised, when the results come
+      straight from ``ad.run`` (never written; ``summary["errors"]`` has the messages).
+    gd_path: which gradient-descent path ran and why, from ``ad.run`` (on disk in
+      run_info.json).
   """
-  directory: Path
+  directory: Optional[Path]
   summary: dict
   points: dict
   stages: dict
+  exceptions: dict = dataclasses.field(default_factory=dict, compare=False)
+  gd_path: dict = dataclasses.field(default_factory=dict, compare=False)
 
   @property
   def config(self) -> dict:
@@ -167,7 +173,8 @@ class Results:
                "aggregate": aggregate(runs)}
     stages = {kind: {n: Named(a.data[idx], a.dims) for n, a in arrays.items()}
               for kind, arrays in self.stages.items()}
-    return Results(self.directory, summary, {n: v[idx] for n, v in self.points.items()}, stages)
+    return dataclasses.replace(self, summary=summary, stages=stages,
+                               points={n: v[idx] for n, v in self.points.items()})
 
 
 def _line_of(data: bytes, offset: int) -> int:
@@ -361,11 +368,19 @@ def load(directory) -> Results:
   check_one_run(directory)
   arrays = npz.read(directory / TRAJECTORIES, what=repr(str(directory / TRAJECTORIES)))
   _check_arrays(directory / TRAJECTORIES, summary, arrays)
+  return from_arrays(directory, summary, arrays)
+
+
+def from_arrays(directory: Optional[Path], summary: dict, arrays: Mapping[str, Any]) -> Results:
+  """A :class:`Results` from summary.json's document and trajectories.npz's flat arrays
+  (``points/seed``, ``gd/score``, ...): what :func:`load` reads, or what ``ad.run`` holds
+  in memory (``directory=None``)."""
   points, stages = {}, {}
   for name, value in arrays.items():
     head, _, rest = name.partition("/")
     if head == "points":
       points[rest] = value
     elif rest:
+      value = np.asarray(value)
       stages.setdefault(head, {})[rest] = Named(value, dims_of(rest, value.ndim))
   return Results(directory, summary, points, stages)

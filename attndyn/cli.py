@@ -194,23 +194,6 @@ def _load_config(args, resumed: dict = None):
   return config.RunConfig.from_dict(overrides.apply(overrides.apply(raw, sets), args.overrides))
 
 
-def _checkpoints(args, cfg, out, resumed):
-  """The run's checkpoints: ``resumed`` checked against ``cfg``, or fresh ones (or none)."""
-  from attndyn import checkpoint, config, outputs, pipeline
-  every = cfg.sweep.checkpoint_every
-  if resumed is not None:
-    try:
-      started = config.RunConfig.from_dict(resumed.manifest["config"]).to_dict()
-    except ConfigError:
-      started = None      # compared as stored; check() names the fields that differ
-    resumed.check(cfg.to_dict(), every, started=started)
-    return resumed
-  if not every:
-    return None
-  return checkpoint.Checkpoints.create(out, cfg.to_dict(), pipeline.plan_chunk_size(cfg),
-                                       every=every, writer=outputs.is_writer())
-
-
 def _headline(doc) -> None:
   from attndyn import report
   print(report.table([(report.label(doc["config"]), doc["aggregate"])]))
@@ -219,32 +202,17 @@ def _headline(doc) -> None:
 
 
 def _run(args) -> int:
+  """``attndyn run``: :func:`attndyn.api.run` (``ad.run``) into ``--out``, then the headline
+  table, the files written and the exit code."""
   if args.distributed:
     _initialize_distributed()
-  from attndyn import lock, outputs
-  with contextlib.ExitStack() as stack:
-    if outputs.is_writer():  # before checkpoints are read or created; a missing DIR to
-      # --resume is not created (Checkpoints.resume says there is nothing to resume)
-      stack.enter_context(lock.hold(args.out, create=not args.resume))
-    return _run_locked(args)
-
-
-def _run_locked(args) -> int:
-  from attndyn import checkpoint, chunking, outputs, pipeline
-  resumed = None
-  if args.resume:
-    resumed = checkpoint.Checkpoints.resume(args.out, writer=outputs.is_writer())
-  cfg = _load_config(args, resumed.manifest["config"] if resumed else None)
-  chunking.check_fits(cfg)
-  out = outputs.prepare_out_dir(args.out, force=args.force, resume=args.resume)
-  store = _checkpoints(args, cfg, out, resumed)
+  from attndyn import api, outputs
+  res = api.run(lambda resumed: _load_config(args, resumed), out=args.out, force=args.force,
+                resume=args.resume, progress=not args.no_progress,
+                command=["attndyn"] + list(args.argv))
+  out = res.directory
   if outputs.is_writer():
-    outputs.write_config(out, cfg)
-  with pipeline.precision_scope(cfg.precision):
-    result = pipeline.run(cfg, progress=not args.no_progress, checkpoints=store)
-    doc = outputs.write_all(out, result, command=["attndyn"] + list(args.argv),
-                            checkpoints=store)
-  if outputs.is_writer():
+    doc = res.summary
     _headline(doc)
     figs = doc["files"].get("figures", [])
     print(f"wrote {out}/: {outputs.SUMMARY}, {outputs.TRAJECTORIES}, {outputs.CONFIG}, "
@@ -260,7 +228,7 @@ def _run_locked(args) -> int:
             f"{outputs.TRAJECTORIES}, {outputs.CONFIG} in {str(out)!r}: make room, then "
             f"`attndyn report {out}` draws them.", file=sys.stderr)
       return 2
-  return _failed_stages(args, out, result)
+  return _failed_stages(args, out, res)
 
 
 def _failed_stages(args, out, result) -> int:
@@ -272,7 +240,7 @@ def _failed_stages(args, out, result) -> int:
   """
   code, log = 0, None
   bugs = [e for e in result.exceptions.values() if not is_environment_failure(e)]
-  for stage, message in result.errors.items():
+  for stage, message in result.summary["errors"].items():
     err = result.exceptions.get(stage)
     if err is not None and is_environment_failure(err):
       print(f"attndyn: error: the {stage} stage could not finish ({message}); everything else "
