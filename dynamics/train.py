@@ -14,7 +14,7 @@ import optax
 
 from dynamics.optimizers import (OPTIMIZERS, Optimizer, base_optimizer, is_optimizer,
                                  masked_optimizer, trainable_mask)
-from dynamics.trajectory import Trajectory
+from dynamics.trajectory import Trajectory, checked_record
 from tasks.batch import Batch
 from tasks.errors import ConfigError, check, is_concrete_number
 
@@ -211,12 +211,6 @@ def check_train_call(params0, key) -> None:
                       "(jax.random.PRNGKey(seed) or jax.random.key(seed)).")
 
 
-def _check_record(out) -> None:
-  if out is None or not jax.tree.leaves(out) and not isinstance(out, (dict, tuple, list)):
-    raise ConfigError(f"record returned {out!r}: it must return a pytree of arrays, e.g. "
-                      "{'loss': loss} (an empty dict records nothing).")
-
-
 def make_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: TrainConfig,
                trainable: Any, *, record_params: bool = False):
   """Build ``train(params0, key, lr=cfg.lr) -> Trajectory`` (pure; jit/vmap it).
@@ -253,6 +247,7 @@ def make_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: TrainConf
       the parameters, ``record`` returning ``None``.
   """
   check_train_args("make_train", loss_fn, batch, record, cfg, trainable)
+  checked = checked_record(record)
   grad_fn = jax.value_and_grad(lambda p, b: loss_fn(p, b)[0])
   full = not cfg.batch_size or cfg.batch_size >= batch.tokens.shape[0]
 
@@ -274,9 +269,7 @@ def make_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: TrainConf
       return TrainState(params, opt_state, state.step + 1, failed_at), None
 
     def observe(params):
-      out = record(params, params0)
-      _check_record(out)
-      return (out, params if record_params else None)
+      return (checked(params, params0), params if record_params else None)
 
     def advance(state: TrainState) -> TrainState:
       return jax.lax.scan(step_fn, state, None, length=cfg.record_every)[0]
