@@ -27,6 +27,9 @@ from analysis.summary import aggregate
 from dynamics.trajectory import Trajectory
 from tasks.errors import ConfigError
 
+__all__ = ["SCHEMA_VERSION", "READABLE_VERSIONS", "KINDS", "Named", "dims_of", "Results",
+           "read_summary", "check_one_run", "expected_kinds", "load", "from_arrays"]
+
 # The layout of summary.json: 2 moved the run-dependent `created`, `command` and
 # `seconds` to run_info.json and added `diverged` per run and `n_diverged`.
 SCHEMA_VERSION = 2

@@ -20,6 +20,10 @@ import numpy as np
 
 from tasks.errors import check
 
+__all__ = ["SeedMoments", "seed_moments", "index_at", "takeoff_times", "word_variance", "Fit",
+           "loglog_slope", "variance_ratio", "max_mean_deviation", "excess_invariant_drift",
+           "loglog_fit", "curve_moments"]
+
 
 class SeedMoments(NamedTuple):
   """Mean and unbiased variance over seeds (axis 0), and the seed count."""

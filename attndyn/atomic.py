@@ -11,6 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+__all__ = ["leftover", "remove_leftovers", "write", "write_text", "write_json"]
+
 
 # The temporary file of write(): "." + the file's name + "." + mkstemp's 8 random characters
 # + ".tmp", for the kinds of file attndyn writes (so nobody else's file ever matches).

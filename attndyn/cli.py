@@ -26,6 +26,8 @@ import tomllib
 from attndyn import compile_cache
 from tasks.errors import ConfigError, is_environment_failure
 
+__all__ = ["ERROR_LOG", "main", "console"]
+
 _RUN_EPILOG = """examples:
   attndyn run --preset quick --out results/quick
   attndyn run --preset lu2021-text-tc --out results/text-tc --set sweep.seeds=10

@@ -24,6 +24,9 @@ from models.lu import LuModelConfig
 from tasks.errors import ConfigError, check
 from tasks.topic import TopicTaskConfig
 
+__all__ = ["ConfigError", "TASK_KINDS", "PRECISIONS", "GD_PATHS", "ODE_KINDS", "GRID_FIELDS",
+           "MAX_POINTS", "SweepConfig", "ODEConfig", "RunConfig", "read_toml", "load"]
+
 TASK_KINDS = ("topic",)
 PRECISIONS = ("float32", "float64")
 GD_PATHS = ("auto", "generic", "fast")
@@ -358,3 +361,8 @@ def read_toml(path) -> dict:
 def load(path) -> RunConfig:
   """Read and validate a TOML config file."""
   return RunConfig.from_dict(read_toml(path))
+
+
+def __dir__():
+  # The config's names only: not the modules and helpers imported above (np, math, ...).
+  return sorted(__all__)

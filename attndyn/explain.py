@@ -11,6 +11,8 @@ from pathlib import Path
 
 from tasks.errors import ConfigError, check
 
+__all__ = ["EPILOG", "add_parser", "main"]
+
 EPILOG = """examples:
   attndyn explain --preset lu2021-text-tc --out results/explain-tc
   attndyn explain --preset quick --out /tmp/explain --normaliser sparsemax --seeds 2

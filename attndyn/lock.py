@@ -25,6 +25,8 @@ from pathlib import Path
 
 from tasks.errors import ConfigError
 
+__all__ = ["LOCKFILE", "Busy", "hold"]
+
 LOCKFILE = ".attndyn.lock"
 
 

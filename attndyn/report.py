@@ -6,6 +6,8 @@ run records), so ``attndyn report DIR`` prints the same table from files as
 """
 from typing import Mapping, Sequence, Tuple
 
+__all__ = ["label", "table", "theory_lines", "diverged_lines", "markdown"]
+
 _ODE_SHORT = {"reduced": "red", "gradient_flow": "flow"}
 _CLASSIFIER = {"fc": "Attn-FC", "tc": "Attn-TC", "tl": "Attn-TL"}
 

@@ -22,3 +22,11 @@ from models.structured import crf_marginals as crf_marginals
 from models.structured import fusedmax as fusedmax
 from models.structured import sparsemap as sparsemap
 from models.structured import sparsemap_solve as sparsemap_solve
+
+from tasks.errors import ConfigError as ConfigError
+
+__all__ = ["ConfigError", "attend", "softmax_attention", "LINEAR_CLASSIFIERS", "apply_classifier",
+           "init_classifier", "PARAM_GROUPS", "LuModelConfig", "LuOutput", "Model", "lu_attention",
+           "word_scores", "accuracy", "cross_entropy", "LuCrossEntropy", "make_loss",
+           "CNNAttentionConfig", "CNNOutput", "cnn_attention", "TaggerConfig", "crf_marginals",
+           "fusedmax", "sparsemap", "sparsemap_solve"]

@@ -18,6 +18,9 @@ from typing import List, Optional, Sequence
 from attndyn.reproduce import PAPERS, runner
 from tasks.errors import ConfigError
 
+__all__ = ["COLUMNS", "VERDICTS", "collect", "format_ours", "format_paper", "format_result",
+           "format_source", "counts", "summary", "paper_title", "build", "markdown", "write"]
+
 MARKDOWN, JSON = "replication.md", "replication.json"
 COLUMNS = ("id", "claim", "figure", "paper", "ours (95% interval, n)", "tolerance",
            "tolerance source", "result")
