@@ -38,8 +38,8 @@ def _as_config(cfg: Any, ode: Union[None, str, Mapping]) -> RunConfig:
     check(isinstance(ode, Mapping), "ode", ode,
           f"one of {', '.join(ODE_KINDS)}, or a dict of [ode] settings")
     raw["ode"] = {**raw.get("ode", {}), **ode}
-  if isinstance(cfg, RunConfig) and ode is None:
-    return cfg
+  # Always through the schema: a RunConfig built by hand (dataclasses.replace with an optax
+  # transformation as train.optimizer, say) is checked as a TOML config would be.
   return RunConfig.from_dict(raw)
 
 
