@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from dynamics.fast_lu import fast_path_applies, make_fast_sweep_train, make_fast_train
+from dynamics.fast_lu.applies import _loss_mismatch
 from dynamics.optimizers import group_flags
 from dynamics.train import TrainConfig, check_train_args, make_train
 from models import lu
@@ -109,6 +110,10 @@ def make_auto_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: Trai
       "generic", reason)
   if model_cfg is None:
     return generic("no model_cfg given (the fast path needs the Lu model's config)")
+  if hasattr(model_cfg, "classifier"):
+    mismatch = _loss_mismatch(loss_fn, model_cfg)   # by type, before the Lu parameters
+    if mismatch:
+      return generic(mismatch)
   if params0 is None and hasattr(model_cfg, "classifier"):
     params0 = lu.init(jax.random.PRNGKey(0), model_cfg)
   flags = group_flags(trainable, params0) if params0 is not None else None

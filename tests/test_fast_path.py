@@ -381,3 +381,21 @@ def test_auto_train_checks_the_fast_step_against_autodiff(data, monkeypatch):
                                     model_cfg=model_cfg)
   assert choice.path == "generic" and "first step differs from autodiff" in choice.reason, \
       choice.reason
+
+
+def test_auto_train_of_another_model_with_the_lu_config_is_generic(data):
+  """A custom model whose parameters are not the Lu model's (a learned temperature beside
+  them), handed ``model_cfg``, trains generically: the loss's type decides before anything
+  is built from the Lu parameters, and a nested ``trainable`` fits its parameters."""
+  model_cfg = _model_cfg("tc")
+  apply = lambda p, b: models.lu.apply(dict(p["lu"], query=p["lu"]["query"] / p["t"]), b)
+  loss = models.make_loss(apply)
+  cfg = dynamics.TrainConfig(lr=0.5, steps=4, record_every=2)
+  trainable = {"lu": model_cfg.trainable(), "t": True}
+  choice = dynamics.make_auto_train(loss, data.train, lambda p, p0: {"t": p["t"]}, cfg,
+                                    trainable, model_cfg=model_cfg)
+  assert choice.path == "generic" and "custom loss" in choice.reason
+  params0 = {"lu": models.lu.init(jax.random.PRNGKey(1), model_cfg, jnp.float64),
+             "t": jnp.ones(())}
+  traj = choice.train(params0, jax.random.PRNGKey(0))
+  assert float(traj.observables["t"][-1]) != 1.0
