@@ -189,7 +189,8 @@ def _load_config(args, resumed: dict = None):
                       "(see `attndyn presets` for the names), or --resume with an --out DIR "
                       "to continue.")
   else:
-    raw = config.read_toml(args.config) if args.config else presets.preset(args.preset)
+    raw = (config.read_toml(args.config) if args.config
+           else presets.preset(args.preset, what="--preset"))
   sets = [f"sweep.{key}={value}" for key, value in (
       ("chunk_size", args.chunk_size), ("checkpoint_every", args.checkpoint_every))
           if value is not None]
@@ -305,7 +306,7 @@ def _write_report(args, out) -> int:
 def _presets(args) -> int:
   from attndyn import presets, tomlwrite
   if args.show is not None:
-    sys.stdout.write(tomlwrite.dumps(presets.preset(args.show)))
+    sys.stdout.write(tomlwrite.dumps(presets.preset(args.show, what="--preset")))
     return 0
   width = max(len(n) for n in presets.names())
   for name in presets.names():

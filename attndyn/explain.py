@@ -55,7 +55,7 @@ def _config(args):
                         "`attndyn run` is needed).")
     raw = read_summary(path)["config"]
   else:
-    raw = presets.preset(args.preset)
+    raw = presets.preset(args.preset, what="--preset")
   cfg = config.RunConfig.from_dict(overrides.apply(raw, args.overrides))
   seeds = list(cfg.sweep.seeds)
   if args.seeds is not None:

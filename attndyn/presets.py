@@ -111,13 +111,14 @@ def describe(name: str) -> str:
   return PRESETS[_known(name)][0]
 
 
-def preset(name: str) -> dict:
-  """A fresh copy of a preset's TOML-shaped dict (edit it freely).
+def preset(name: str, *, what: str = "preset") -> dict:
+  """A fresh copy of a preset's TOML-shaped dict (edit it freely). ``what``: how an
+  unknown name is called in the error (the CLI passes ``"--preset"``).
 
   Raises:
     ConfigError: no preset of that name (with a suggestion).
   """
-  return copy.deepcopy(PRESETS[_known(name)][1])
+  return copy.deepcopy(PRESETS[_known(name, what)][1])
 
 
 def paper_config(name: str, **sections):
@@ -152,8 +153,10 @@ def paper_config(name: str, **sections):
   return RunConfig.from_dict(raw)
 
 
-def _known(name: str) -> str:
+def _known(name: str, what: str = "preset") -> str:
+  """``name``, or one line naming it as ``what`` (``preset`` in Python, ``--preset`` for the
+  CLI)."""
   if name not in PRESETS:
-    raise ConfigError(f"preset {name!r} is not allowed.{suggest(name, PRESETS)} "
+    raise ConfigError(f"{what} {name!r} is not allowed.{suggest(name, PRESETS)} "
                       f"Allowed: {', '.join(names())} (see `attndyn presets`).")
   return name
