@@ -22,8 +22,8 @@ example: long sentences and small steps move them least, e.g. 0.14 at m = 12,
 Needs ``hypothesis`` (``pip install hypothesis``, or attndyn's ``test`` extra).
 Derandomised: the same examples on every run.
 
-Run: ``python docs/examples/theorem1_property.py`` (100 examples; about 6 minutes on
-2 loaded CPU cores, most of it compiling the solver once per ``m``) or with pytest;
+Run: ``python docs/examples/theorem1_property.py`` (100 examples; 2.1 min on 2 heavily
+loaded CPU cores, most of it compiling the solver once per ``m``) or with pytest;
 ``ATTNDYN_EXAMPLE_SMALL=1`` runs 3 examples at one ``m`` (the test suite does).
 
 References:
