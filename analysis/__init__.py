@@ -39,9 +39,26 @@ from analysis.sgd_noise import loglog_slope as loglog_slope
 from analysis.sgd_noise import takeoff_times as takeoff_times
 from analysis.conlleval import chunk_f1 as chunk_f1
 
+from tasks.errors import ConfigError as ConfigError
+
+__all__ = ["ConfigError", "recall_without_topic_word", "invariant", "invariant_drift",
+           "nontopic_context", "embedding_norms", "topic_observables", "sen_norm",
+           "sen_relative_error", "closed_form_updates", "context_gradients", "deviation_curve",
+           "final_abs_deviation", "max_abs_deviation", "equivalent_keys", "aggregate", "Named",
+           "Results", "load", "run_summaries", "AttendedPurityStats", "attended_purity_stats",
+           "attended_words", "occurrence_counts", "purity_record", "topic_purity", "jsd", "kl",
+           "tvd", "loglog_slope", "takeoff_times", "chunk_f1"]
+
 
 def __getattr__(name: str):
   """Import the submodule ``analysis.<name>`` on first use."""
   if not name.startswith("_") and _importlib_util.find_spec(f"{__name__}.{name}") is not None:
     return _importlib.import_module(f"{__name__}.{name}")
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+  """The functions above and every submodule (``figures``, ``results``, ...), imported or not."""
+  import pkgutil
+  return sorted(set(__all__) | {m.name for m in pkgutil.iter_modules(__path__)
+                                if not m.name.startswith("_")})

@@ -26,6 +26,9 @@ import numpy as np
 from analysis.theorem1 import nontopic_context
 from tasks.topic import TopicDataset
 
+__all__ = ["embedding_velocity", "eq8_projection", "diminution_init", "first_step_at_or_below",
+           "fraction_below", "fraction_above", "rate_crossover"]
+
 
 def embedding_velocity(loss_fn: Callable, params: dict, dataset: TopicDataset, word) -> jax.Array:
   """``[d]`` ``−∂L/∂ν_word``: the direction gradient descent moves the word's embedding (Eq (7))."""

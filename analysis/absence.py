@@ -20,6 +20,8 @@ import jax.numpy as jnp
 
 from tasks.batch import Batch
 
+__all__ = ["without_topic_words", "recall_without_topic_word"]
+
 
 def without_topic_words(batch: Batch, n_topic_words: int) -> Batch:
   """``batch`` with its topic words (ids ``0 .. T−1`` in :mod:`tasks.topic`) masked out."""

@@ -36,6 +36,8 @@ from models.attention import softmax_attention
 from models.classifiers import apply_classifier
 from tasks.errors import check
 
+__all__ = ["AdversarialResult", "adversarial_attention"]
+
 
 class AdversarialResult(NamedTuple):
   """Per sentence: ``jsd [n]`` (best), ``tvd [n]`` (its output change ≤ ε), ``attention [n, L]``."""

@@ -8,6 +8,8 @@ import numpy as np
 
 from analysis.kendall import kendall_tau_b
 
+__all__ = ["kendall_tau_rows", "top_k_match", "rows_of"]
+
 
 def kendall_tau_rows(x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> np.ndarray:
   """Kendall's τ-b between ``x[r]`` and ``y[r]`` over the positions where ``mask[r]`` holds

@@ -17,6 +17,8 @@ import numpy as np
 
 from analysis.replication import t_quantile_975
 
+__all__ = ["HistogramCI", "histogram_ci", "change_ratio", "largest_change_ratio"]
+
 
 class HistogramCI(NamedTuple):
   """Per-bin fraction of words, mean over runs with a 95% t half-width.

@@ -40,6 +40,11 @@ from analysis.sen_checks import windowed_max_error
 from analysis.summary import aggregate, run_summaries
 from dynamics.trajectory import Trajectory
 
+__all__ = ["Measure", "MEASURES", "MEASURE_NAMES", "EXPLANATORY", "theory_flags", "until",
+           "run_rows", "with_flags", "variance_explained", "ScalingFit", "fit_scaling",
+           "holds_fraction", "slice_grid", "phase_diagram", "run_curves", "AXES", "FIT_AXES",
+           "findings", "markdown", "summary_flags"]
+
 
 class Measure(NamedTuple):
   """A row's measure, the assumption it tests and the tolerance key bounding it."""

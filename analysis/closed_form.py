@@ -30,6 +30,8 @@ from models.classifiers import apply_classifier
 from models.lu import apply
 from tasks.batch import Batch
 
+__all__ = ["context_gradients", "closed_form_updates"]
+
 
 def context_gradients(classifier: dict, context: jax.Array, labels: jax.Array) -> jax.Array:
   """Per-sentence ``h(χ) = ∇_{ν̄(χ)} l(χ, y)`` of the cross-entropy, by ``jax.grad``.

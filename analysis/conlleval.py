@@ -17,6 +17,9 @@ from typing import Dict, NamedTuple, Sequence, Tuple
 
 import numpy as np
 
+__all__ = ["ChunkScores", "split_tag", "end_of_chunk", "start_of_chunk", "conlleval",
+           "conlleval_ids", "chunk_f1"]
+
 
 class ChunkScores(NamedTuple):
   """conlleval's counts and scores (scores as fractions in [0, 1])."""

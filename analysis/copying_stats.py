@@ -18,6 +18,8 @@ import numpy as np
 from analysis import replication
 from tasks.errors import check
 
+__all__ = ["wilson_interval", "first_crossing", "stage_lag", "rate_text", "authors_metrics"]
+
 
 def wilson_interval(k: int, n: int) -> Tuple[float, float]:
   """``(low, high)`` of the 95% Wilson score interval for ``k`` successes in ``n`` trials

@@ -17,6 +17,8 @@ import numpy as np
 from dynamics.trajectory import Trajectory
 from tasks.errors import ConfigError
 
+__all__ = ["deviation_curve", "max_abs_deviation", "final_abs_deviation"]
+
 
 def _aligned_difference(a: Trajectory, b: Trajectory, name: str) -> np.ndarray:
   """``|a − b|`` of observable ``name`` as ``[*R, T, W]`` (word axes flattened, at least 1)."""

@@ -12,6 +12,8 @@ References:
 import jax
 import jax.numpy as jnp
 
+__all__ = ["kl", "jsd", "tvd"]
+
 
 def _xlogy_ratio(p: jax.Array, q: jax.Array) -> jax.Array:
   """``p log(p/q)`` with ``0 log 0 = 0`` (and the gradient kept finite where ``p = 0``)."""

@@ -8,6 +8,8 @@ import os
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+__all__ = ["grid", "save", "dress", "finish"]
+
 
 def grid(nrows: int, ncols: int, width: float = 4.2, height: float = 3.4):
   """``(figure, axes [nrows, ncols])`` with panels ``width × height`` inches each."""

@@ -21,6 +21,8 @@ from analysis import figure_io
 from analysis.sen import sen_norm
 from dynamics.trajectory import Trajectory
 
+__all__ = ["sen_figure", "dynamics_figure", "loss_figure", "invariant_figure"]
+
 
 def _runs(x, trailing: int) -> np.ndarray:
   """``x`` as ``[P, *last trailing axes]``: all leading run axes flattened (``P ≥ 1``)."""

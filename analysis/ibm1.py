@@ -15,6 +15,8 @@ import numpy as np
 
 from tasks.errors import check
 
+__all__ = ["alignment_posterior", "train_ibm1"]
+
 
 def alignment_posterior(table: np.ndarray, src: np.ndarray, src_mask: np.ndarray,
                         tgt: np.ndarray) -> np.ndarray:

@@ -30,6 +30,9 @@ from models.lu import word_scores
 from models.normalisers import normalise
 from tasks.batch import Batch
 
+__all__ = ["lu_forward", "gradient_importance", "leave_one_out_importance", "TauStats",
+           "attention_importance_tau"]
+
 
 def lu_forward(params: dict, tokens: jax.Array, mask: jax.Array, normaliser: str = "softmax",
                scale: Optional[jax.Array] = None, through_attention: bool = True):

@@ -20,6 +20,8 @@ from analysis.importance import attention_importance_tau, lu_forward
 from analysis.replication import mean_ci
 from tasks.batch import Batch
 
+__all__ = ["STATS", "explain_model", "summarise", "explain_figure"]
+
 STATS = ("tau_grad", "tau_loo", "adv_jsd", "adv_tvd")
 
 

@@ -14,6 +14,8 @@ References:
 """
 import numpy as np
 
+__all__ = ["kendall_tau_b"]
+
 
 def kendall_tau_b(x, y, mask=None) -> np.ndarray:
   """τ-b between ``x`` and ``y`` along the last axis, over the entries where ``mask``.

@@ -20,6 +20,8 @@ import jax.numpy as jnp
 from models import seq2seq
 from tasks.batch import Batch
 
+__all__ = ["lexical_probe", "probe_alignment", "copy_metrics", "copy_record"]
+
 
 def lexical_probe(params: dict, cfg: seq2seq.Seq2SeqConfig, out: seq2seq.Seq2SeqOutput,
                   labels: jax.Array) -> jax.Array:

@@ -13,6 +13,8 @@ import numpy as np
 
 from tasks.errors import ConfigError
 
+__all__ = ["equivalent_keys"]
+
 
 def equivalent_keys(keys: jax.Array, query: jax.Array, new_query: jax.Array) -> jax.Array:
   """Keys that give ``new_query`` the scores ``keys`` give ``query`` (Lemma 1's construction).

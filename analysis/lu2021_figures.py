@@ -18,6 +18,8 @@ from analysis import figure_io
 from analysis.assumption1 import histogram_ci
 from analysis.sen import sen_norm
 
+__all__ = ["COLORS", "sen_panels", "distribution_panels", "curve_panels", "twin_panels"]
+
 COLORS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9")
 
 

@@ -15,6 +15,8 @@ import numpy as np
 
 from tasks.errors import ConfigError
 
+__all__ = ["write", "read", "comment", "run_id"]
+
 _DATE = (1980, 1, 1, 0, 0, 0)  # the zip format's epoch: no wall-clock time in the file
 
 

@@ -10,6 +10,8 @@ from models.lu import word_scores
 from models.objective import accuracy, cross_entropy
 from tasks.topic import TopicDataset
 
+__all__ = ["embedding_norms", "topic_observables"]
+
 
 def embedding_norms(params: dict) -> jax.Array:
   """``[V]`` ``‖v_w‖ = ‖q‖·‖ν_w‖`` for every word (the paper's v = ‖q‖ν)."""

@@ -18,6 +18,9 @@ References:
 import jax
 import jax.numpy as jnp
 
+__all__ = ["pair_scores", "pair_embeddings", "centred_pairs", "topic_pair_changes",
+           "nontopic_pair_mask"]
+
 
 def pair_scores(params: dict) -> jax.Array:
   """``[V, V]`` score ``s_{ab}`` of every ordered pair (row: first word)."""

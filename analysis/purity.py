@@ -26,6 +26,9 @@ from models.lu import word_scores
 from tasks.batch import Batch
 from tasks.errors import check
 
+__all__ = ["topic_purity", "occurrence_counts", "attended_words", "AttendedPurityStats",
+           "attended_purity_stats", "purity_record"]
+
 
 def topic_purity(class_counts: jax.Array) -> jax.Array:
   """``[V]`` topic purity ``δ(w) = |δ⁺(w) − δ⁻(w)|`` of every word (SST-2).

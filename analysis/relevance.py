@@ -13,6 +13,8 @@ import jax.numpy as jnp
 
 from models.lu import word_scores
 
+__all__ = ["relevance", "relevance_record"]
+
 
 def relevance(params: dict) -> jax.Array:
   """``[V]`` ``ρ_w``: the class-discriminating part of each word's vote ``Uᵀν_w`` (TC/FC classifier)."""

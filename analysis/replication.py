@@ -46,6 +46,12 @@ from scipy import stats
 
 from tasks.errors import check
 
+__all__ = ["TOLERANCE_KINDS", "ESTIMATE_KINDS", "STATUSES", "LEVEL", "t_quantile_975", "z_975",
+           "Estimate", "mean_ci", "paired_ci", "wilson_interval", "proportion_ci",
+           "newcombe_paired_interval", "paired_proportion_ci", "newcombe_interval",
+           "proportion_difference_ci", "Tolerance", "from_paper", "ours", "judge", "n_to_decide",
+           "claim", "fraction_true", "strictly_monotone"]
+
 TOLERANCE_KINDS = ("abs", "at_least", "at_most", "all_true", "info")
 ESTIMATE_KINDS = ("mean", "proportion", "paired", "paired_proportion", "proportion_difference")
 STATUSES = ("pass", "fail", "inconclusive", "info", "quick")

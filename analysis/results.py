@@ -28,6 +28,9 @@ from analysis.summary import aggregate
 from dynamics.trajectory import Trajectory
 from tasks.errors import ConfigError, digits_error, too_many_digits
 
+__all__ = ["SCHEMA_VERSION", "READABLE_VERSIONS", "KINDS", "Named", "dims_of", "Results",
+           "read_summary", "check_one_run", "expected_kinds", "load", "from_arrays"]
+
 # The layout of summary.json: 2 moved the run-dependent `created`, `command` and
 # `seconds` to run_info.json and added `diverged` per run and `n_diverged`.
 SCHEMA_VERSION = 2
@@ -92,11 +95,17 @@ class Results:
       (``"train.lr"``, ...), in the order of the runs.
     stages: kind (``gd``, ``reduced``, ``gradient_flow``) -> name -> :class:`Named`
       (``t``, ``failed_at``, every recorded observable, ``final_word_score``, ...).
+    exceptions: stage -> the exception an ODE stage raised, when the results come
+      straight from ``ad.run`` (never written; ``summary["errors"]`` has the messages).
+    gd_path: which gradient-descent path ran and why, from ``ad.run`` (on disk in
+      run_info.json).
   """
-  directory: Path
+  directory: Optional[Path]
   summary: dict
   points: dict
   stages: dict
+  exceptions: dict = dataclasses.field(default_factory=dict, compare=False)
+  gd_path: dict = dataclasses.field(default_factory=dict, compare=False)
 
   @property
   def config(self) -> dict:
@@ -168,7 +177,8 @@ class Results:
                "aggregate": aggregate(runs)}
     stages = {kind: {n: Named(a.data[idx], a.dims) for n, a in arrays.items()}
               for kind, arrays in self.stages.items()}
-    return Results(self.directory, summary, {n: v[idx] for n, v in self.points.items()}, stages)
+    return dataclasses.replace(self, summary=summary, stages=stages,
+                               points={n: v[idx] for n, v in self.points.items()})
 
 
 # Config fields that do not change the results (`attndyn run --resume` may change them).
@@ -424,11 +434,19 @@ def load(directory) -> Results:
   check_config(directory / SUMMARY, summary)
   arrays = npz.read(directory / TRAJECTORIES, what=repr(str(directory / TRAJECTORIES)))
   _check_arrays(directory / TRAJECTORIES, summary, arrays)
+  return from_arrays(directory, summary, arrays)
+
+
+def from_arrays(directory: Optional[Path], summary: dict, arrays: Mapping[str, Any]) -> Results:
+  """A :class:`Results` from summary.json's document and trajectories.npz's flat arrays
+  (``points/seed``, ``gd/score``, ...): what :func:`load` reads, or what ``ad.run`` holds
+  in memory (``directory=None``)."""
   points, stages = {}, {}
   for name, value in arrays.items():
     head, _, rest = name.partition("/")
     if head == "points":
       points[rest] = value
     elif rest:
+      value = np.asarray(value)
       stages.setdefault(head, {})[rest] = Named(value, dims_of(rest, value.ndim))
   return Results(directory, summary, points, stages)

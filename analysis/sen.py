@@ -2,6 +2,8 @@
 import jax
 import jax.numpy as jnp
 
+__all__ = ["sen_norm", "sen_relative_error"]
+
 
 def sen_norm(score: jax.Array, m) -> jax.Array:
   """Embedding norm predicted by Corollary 1 (eq 10) from the score.

@@ -18,6 +18,9 @@ import numpy as np
 
 from analysis.sen import sen_norm
 
+__all__ = ["relative_error", "windowed_max_error", "windowed_mean_error", "first_passage",
+           "curve_error_on_scores", "final_mean_error"]
+
 
 def relative_error(score, emb_norm, m) -> np.ndarray:
   """``|‖v‖ − SEN(s)| / SEN(s)`` elementwise (NaN where SEN(s) = 0)."""

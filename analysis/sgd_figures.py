@@ -11,6 +11,8 @@ import numpy as np
 
 from analysis import figure_io
 
+__all__ = ["COLORS", "band_panels", "scaling_figure", "histogram_figure"]
+
 
 COLORS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9")
 

@@ -23,6 +23,10 @@ from dynamics.sde import finite_population_factor
 from dynamics.train import steps_per_epoch
 from tasks.errors import check
 
+__all__ = ["SeedMoments", "seed_moments", "index_at", "takeoff_times", "word_variance", "Fit",
+           "loglog_slope", "variance_ratio", "max_mean_deviation", "excess_invariant_drift",
+           "loglog_fit", "curve_moments"]
+
 
 class SeedMoments(NamedTuple):
   """Mean and unbiased variance over seeds (axis 0), and the seed count."""

@@ -9,6 +9,8 @@ import numpy as np
 
 from analysis import figure_io
 
+__all__ = ["COLORS", "curve_panels", "rate_bars", "heatmaps"]
+
 COLORS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6")
 
 

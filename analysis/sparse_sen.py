@@ -27,6 +27,10 @@ from models.lu import word_scores
 from tasks.errors import check
 from tasks.topic import TopicDataset
 
+__all__ = ["FLAVOURS", "sen_potential", "sen_norm_flavour", "flavour_invariant",
+           "flavour_observables", "sparse_sen_figure", "in_sen_phase", "sen_phase_error",
+           "phase_invariant_drift"]
+
 FLAVOURS = ("softmax", "sparsemax", "entmax15")
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(24)
 

@@ -16,6 +16,9 @@ import numpy as np
 
 from tasks.batch import Batch
 
+__all__ = ["mean_sentence_length", "top_words", "shared_sentence", "sentence_weights",
+           "competition"]
+
 
 def mean_sentence_length(batch: Batch, n_words: int) -> np.ndarray:
   """``[V]`` mean length (real positions) of the sentences containing each word; NaN if none.

@@ -28,6 +28,9 @@ import numpy as np
 
 from analysis.conlleval import split_tag, start_of_chunk
 
+__all__ = ["run_stats", "mean_run_length", "zero_fraction", "chunk_segments", "in_chunk_mass",
+           "mass_share"]
+
 
 def _rows(attention, key_mask):
   a = np.asarray(attention, float)

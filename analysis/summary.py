@@ -21,6 +21,8 @@ from analysis.theorem1 import invariant_drift
 from analysis.sen import sen_norm, sen_relative_error
 from dynamics.trajectory import Trajectory, failure_reason
 
+__all__ = ["json_number", "json_ready", "run_summaries", "aggregate"]
+
 
 def json_number(x) -> Optional[float]:
   """A finite float, or ``None`` for NaN/±Inf (strict JSON has no NaN)."""

@@ -20,6 +20,8 @@ import jax.numpy as jnp
 from models.lu import word_scores
 from tasks.topic import TopicDataset
 
+__all__ = ["NonTopicContext", "psi_mean", "nontopic_context", "invariant", "invariant_drift"]
+
 
 class NonTopicContext(NamedTuple):
   """Averages over Ψ_t of the sentence minus its topic word.

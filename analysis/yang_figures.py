@@ -11,6 +11,8 @@ import numpy as np
 
 from analysis import figure_io
 
+__all__ = ["f1_curves", "adversary_scatter", "adversary_lambda"]
+
 
 def _figure(ncols: int = 1, width: float = 6.0):
   fig, axes = figure_io.grid(1, ncols, width, 4.5)

@@ -44,6 +44,14 @@ from attndyn import atomic, compile_cache, overrides, presets
 from attndyn.reproduce.lu2021 import synthetic
 from tasks.errors import ConfigError
 
+__all__ = ["TOLERANCES", "TOLERANCE_SOURCES", "SEN_START_FRACTION", "LEARNED_ACC", "BASE",
+           "DISCRETE", "FULL", "QUICK", "TIMES", "RECORDS", "Bucket", "AtlasResult", "settings",
+           "buckets", "fast", "solves_ode", "continuous", "learning_rates", "n_configurations",
+           "COST", "FastPathWork", "fast_path_work", "bucket_cost", "stage_costs", "run_config",
+           "bucket_rows", "run_atlas", "Record", "record_digest", "write_record", "read_record",
+           "code_commit", "write_findings", "rewrite_findings", "CSV_NOTE", "write_table",
+           "read_table", "write_curves_file", "write_curves"]
+
 # The tolerances and their sources are the Section 5.1 reproduction's own.
 TOLERANCES = {k: synthetic.FULL[k] for k in
               ("sen_tolerance", "drift_tolerance", "assumption1_ratio", "ode_tolerance")}

@@ -28,6 +28,9 @@ from typing import Callable
 
 from tasks.errors import ConfigError
 
+__all__ = ["LinkRefused", "refuse_link", "open_own", "make_dirs", "private_dir", "leftover",
+           "remove_leftovers", "write", "write_text", "write_json"]
+
 
 class LinkRefused(ConfigError, OSError):
   """A symbolic link (or another file that is not attndyn's: a hard link, a FIFO) where

@@ -27,6 +27,9 @@ from analysis import npz, results
 from attndyn import atomic, schema
 from tasks.errors import ConfigError, digits_error, too_many_digits
 
+__all__ = ["FORMAT", "IGNORED", "flatten", "config_hash", "differences", "leaf_name", "run_id",
+           "Checkpoints", "Saver"]
+
 DIRNAME, MANIFEST = "checkpoints", "manifest.json"
 FORMAT = 1
 # Config fields that do not change the results (they may differ on --resume), the flat

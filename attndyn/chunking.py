@@ -13,6 +13,9 @@ import numpy as np
 
 from tasks.errors import ConfigError
 
+__all__ = ["bytes_per_point", "kept_bytes_per_point", "parameter_bytes", "host_bytes", "check_fits",
+           "device_budget", "auto_chunk_size"]
+
 # Copies of the parameters alive at once: params, grads, updates, optimiser state,
 # and up to ~10 for an explicit Runge-Kutta solve (stages, error estimate, saved state).
 _PARAM_COPIES = 16

@@ -27,6 +27,8 @@ import tomllib
 from attndyn import compile_cache
 from tasks.errors import ConfigError, digits_error, is_environment_failure, too_many_digits
 
+__all__ = ["ERROR_LOG", "main", "console"]
+
 _RUN_EPILOG = """examples:
   attndyn run --preset quick --out results/quick
   attndyn run --preset lu2021-text-tc --out results/text-tc --set sweep.seeds=10
@@ -192,28 +194,12 @@ def _load_config(args, resumed: dict = None):
                       "(see `attndyn presets` for the names), or --resume with an --out DIR "
                       "to continue.")
   else:
-    raw = config.read_toml(args.config) if args.config else presets.preset(args.preset)
+    raw = (config.read_toml(args.config) if args.config
+           else presets.preset(args.preset, what="--preset"))
   sets = [f"sweep.{key}={value}" for key, value in (
       ("chunk_size", args.chunk_size), ("checkpoint_every", args.checkpoint_every))
           if value is not None]
   return config.RunConfig.from_dict(overrides.apply(overrides.apply(raw, sets), args.overrides))
-
-
-def _checkpoints(args, cfg, out, resumed):
-  """The run's checkpoints: ``resumed`` checked against ``cfg``, or fresh ones (or none)."""
-  from attndyn import checkpoint, config, outputs, pipeline
-  every = cfg.sweep.checkpoint_every
-  if resumed is not None:
-    try:
-      started = config.RunConfig.from_dict(resumed.manifest["config"]).to_dict()
-    except ConfigError:
-      started = None      # compared as stored; check() names the fields that differ
-    resumed.check(cfg.to_dict(), every, started=started)
-    return resumed
-  if not every:
-    return None
-  return checkpoint.Checkpoints.create(out, cfg.to_dict(), pipeline.plan_chunk_size(cfg),
-                                       every=every, writer=outputs.is_writer())
 
 
 def _headline(doc) -> None:
@@ -224,32 +210,17 @@ def _headline(doc) -> None:
 
 
 def _run(args) -> int:
+  """``attndyn run``: :func:`attndyn.api.run` (``ad.run``) into ``--out``, then the headline
+  table, the files written and the exit code."""
   if args.distributed:
     _initialize_distributed()
-  from attndyn import lock, outputs
-  with contextlib.ExitStack() as stack:
-    if outputs.is_writer():  # before checkpoints are read or created; a missing DIR to
-      # --resume is not created (Checkpoints.resume says there is nothing to resume)
-      stack.enter_context(lock.hold(args.out, create=not args.resume))
-    return _run_locked(args)
-
-
-def _run_locked(args) -> int:
-  from attndyn import checkpoint, chunking, outputs, pipeline
-  resumed = None
-  if args.resume:
-    resumed = checkpoint.Checkpoints.resume(args.out, writer=outputs.is_writer())
-  cfg = _load_config(args, resumed.manifest["config"] if resumed else None)
-  chunking.check_fits(cfg)
-  out = outputs.prepare_out_dir(args.out, force=args.force, resume=args.resume)
-  store = _checkpoints(args, cfg, out, resumed)
+  from attndyn import api, outputs
+  res = api.run(lambda resumed: _load_config(args, resumed), out=args.out, force=args.force,
+                resume=args.resume, progress=not args.no_progress,
+                command=["attndyn"] + list(args.argv))
+  out = res.directory
   if outputs.is_writer():
-    outputs.write_config(out, cfg)
-  with pipeline.precision_scope(cfg.precision):
-    result = pipeline.run(cfg, progress=not args.no_progress, checkpoints=store)
-    doc = outputs.write_all(out, result, command=["attndyn"] + list(args.argv),
-                            checkpoints=store)
-  if outputs.is_writer():
+    doc = res.summary
     _headline(doc)
     figs = doc["files"].get("figures", [])
     print(f"wrote {out}/: {outputs.SUMMARY}, {outputs.TRAJECTORIES}, {outputs.CONFIG}, "
@@ -265,7 +236,7 @@ def _run_locked(args) -> int:
             f"{outputs.TRAJECTORIES}, {outputs.CONFIG} in {str(out)!r}: make room, then "
             f"`attndyn report {out}` draws them.", file=sys.stderr)
       return 2
-  code = _failed_stages(args, out, result)
+  code = _failed_stages(args, out, res)
   if outputs.is_writer() and code == 0:
     code = _no_ode_result(doc, out)
   return code
@@ -295,7 +266,7 @@ def _failed_stages(args, out, result) -> int:
   """
   code, log = 0, None
   bugs = [e for e in result.exceptions.values() if not is_environment_failure(e)]
-  for stage, message in result.errors.items():
+  for stage, message in result.summary["errors"].items():
     err = result.exceptions.get(stage)
     if err is not None and is_environment_failure(err):
       print(f"attndyn: error: the {stage} stage could not finish ({message}); everything else "
@@ -386,7 +357,7 @@ def _check_report_out(args, out) -> None:
 def _presets(args) -> int:
   from attndyn import presets, tomlwrite
   if args.show is not None:
-    sys.stdout.write(tomlwrite.dumps(presets.preset(args.show)))
+    sys.stdout.write(tomlwrite.dumps(presets.preset(args.show, what="--preset")))
     return 0
   width = max(len(n) for n in presets.names())
   for name in presets.names():

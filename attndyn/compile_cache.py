@@ -40,6 +40,8 @@ import warnings
 from pathlib import Path
 from typing import Mapping, Optional
 
+__all__ = ["ENV", "MAX_BYTES", "MIN_COMPILE_SECONDS", "host_folder", "directory", "enable"]
+
 ENV = "ATTNDYN_COMPILE_CACHE"
 MAX_BYTES = 2 * 1024 ** 3
 # Programs that compile faster than this (single array operations, a few milliseconds) are

@@ -18,11 +18,15 @@ import numpy as np
 from attndyn import schema
 from dynamics import fast_lu
 from dynamics.ode import ATOL, RTOL, SOLVERS
+from dynamics.optimizers import optimizer_name
 from dynamics.reduced_ode import FORMS, check_reduced_config
 from dynamics.train import TrainConfig
 from models.lu import LuModelConfig
 from tasks.errors import ConfigError, check, digits_error, too_many_digits
 from tasks.topic import TopicTaskConfig
+
+__all__ = ["ConfigError", "TASK_KINDS", "PRECISIONS", "GD_PATHS", "ODE_KINDS", "GRID_FIELDS",
+           "MAX_POINTS", "SweepConfig", "ODEConfig", "RunConfig", "read_toml", "load"]
 
 TASK_KINDS = ("topic",)
 PRECISIONS = ("float32", "float64")
@@ -190,6 +194,10 @@ class RunConfig:
     check(self.precision in PRECISIONS, "precision", self.precision,
           f"one of {', '.join(PRECISIONS)}")
     check(self.gd_path in GD_PATHS, "gd_path", self.gd_path, f"one of {', '.join(GD_PATHS)}")
+    check(isinstance(self.train.optimizer, str), "train.optimizer",
+          optimizer_name(self.train.optimizer),
+          "a name in a run's config (TOML); an optax transformation trains through "
+          "dynamics.make_train / make_auto_train")
     check(self.model.n_words == self.task.n_words, "model.n_words", self.model.n_words,
           f"the task's vocabulary size {self.task.n_words}")
     check(self.model.n_classes == self.task.n_topics, "model.n_classes", self.model.n_classes,
@@ -369,3 +377,8 @@ def read_toml(path) -> dict:
 def load(path) -> RunConfig:
   """Read and validate a TOML config file."""
   return RunConfig.from_dict(read_toml(path))
+
+
+def __dir__():
+  # The config's names only: not the modules and helpers imported above (np, math, ...).
+  return sorted(__all__)

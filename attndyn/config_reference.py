@@ -34,6 +34,9 @@ from models.lu import PARAM_GROUPS, LuModelConfig
 from models.normalisers import NAMED_NORMALISERS
 from tasks.topic import TopicTaskConfig
 
+__all__ = ["REFERENCE", "BEGIN", "END", "CLASSES", "NOT_A_FIELD", "ALLOWED", "attributes",
+           "meaning", "keys", "markdown_table", "block", "readme_block", "write", "main"]
+
 REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "usage.md"
 BEGIN = ("<!-- config-reference: generated from the schema by "
          "`python -m attndyn.config_reference --write`; edit the docstrings, not this table -->")

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from tasks.errors import ConfigError, check
 
+__all__ = ["EPILOG", "add_parser", "main"]
+
 EPILOG = """examples:
   attndyn explain --preset lu2021-text-tc --out results/explain-tc
   attndyn explain --preset quick --out /tmp/explain --normaliser sparsemax --seeds 2
@@ -53,7 +55,7 @@ def _config(args):
                         "`attndyn run` is needed).")
     raw = read_summary(path)["config"]
   else:
-    raw = presets.preset(args.preset)
+    raw = presets.preset(args.preset, what="--preset")
   cfg = config.RunConfig.from_dict(overrides.apply(raw, args.overrides))
   seeds = list(cfg.sweep.seeds)
   if args.seeds is not None:

@@ -28,6 +28,8 @@ from pathlib import Path
 from attndyn import atomic
 from tasks.errors import ConfigError
 
+__all__ = ["LOCKFILE", "Busy", "hold"]
+
 LOCKFILE = ".attndyn.lock"
 
 

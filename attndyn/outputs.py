@@ -32,6 +32,10 @@ from attndyn.pipeline import RunResult
 from attndyn.progress import ProgressBar
 from tasks.errors import ConfigError
 
+__all__ = ["FIGURES", "LABELS", "is_writer", "prepare_out_dir", "environment", "trajectories",
+           "run_id", "write_npz", "draw_figures", "write_figures", "summary", "run_info",
+           "write_summary", "write_config", "write_all", "RESCUE_PREFIX"]
+
 CONFIG, RUN_INFO = "config.toml", "run_info.json"
 FIGURES = ("sen.png", "dynamics.png", "loss.png", "invariant.png")
 LABELS = {"gd": "GD", "reduced": "reduced ODE", "extended": "extended ODE",

@@ -12,6 +12,8 @@ import tomllib
 
 from tasks.errors import ConfigError, digits_error, too_many_digits
 
+__all__ = ["parse_value", "parse", "apply"]
+
 _PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _BARE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 _SYNTAX = "section.key=value, e.g. --set train.lr=0.05 or --set model.freeze='[\"keys\"]'"

@@ -26,6 +26,10 @@ from attndyn.progress import ProgressBar
 from dynamics import xla_options
 from tasks.errors import ConfigError
 
+__all__ = ["RunResult", "precision_scope", "sweep_inputs", "choose_gd_path", "gd_fn",
+           "generic_gd_chunk", "fast_gd_fn", "reduced_fn", "reduced_sweep_fn", "solve_lrs_together",
+           "flow_fn", "ODE_FNS", "ode_compiler_options", "plan_chunk_size", "run"]
+
 # Minibatch order (sgd) comes from the init key folded with this constant.
 _MINIBATCH_STREAM = 1
 

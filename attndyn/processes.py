@@ -25,6 +25,9 @@ import threading
 import traceback
 from typing import Any, Callable, Iterable, Optional
 
+__all__ = ["POLL", "RemoteTraceback", "usable_cores", "parse_workers", "jax_settings",
+           "configure_jax", "describe", "rebuild", "report", "run_jobs"]
+
 # How often a worker checks that its parent lives, and the parent that its workers do (s).
 POLL = 0.2
 

@@ -13,6 +13,8 @@ import sys
 import threading
 import time
 
+__all__ = ["ProgressBar"]
+
 
 def _clock(seconds: float) -> str:
   seconds = int(round(seconds))

@@ -6,6 +6,9 @@ run records), so ``attndyn report DIR`` prints the same table from files as
 """
 from typing import Mapping, Sequence, Tuple
 
+__all__ = ["label", "table", "theory_lines", "diverged_lines", "ode_failed_lines", "all_odes_failed",
+           "markdown"]
+
 _ODE_SHORT = {"reduced": "red", "extended": "ext", "gradient_flow": "flow"}
 _CLASSIFIER = {"fc": "Attn-FC", "tc": "Attn-TC", "tl": "Attn-TL"}
 

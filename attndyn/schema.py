@@ -12,6 +12,10 @@ from typing import Any, Mapping
 
 from tasks.errors import ConfigError, check, renamed
 
+__all__ = ["SECTIONS", "TOP_LEVEL", "MAX_SEED", "MAX_INT", "DERIVED", "at", "suggest",
+           "unknown_key", "is_int", "is_number", "coerce", "SETTING_KINDS", "run_kinds",
+           "check_setting", "check_section"]
+
 # Section -> key -> kind. Kinds: int, float, bool, str, ?int / ?float (may be
 # unset), strs (list of strings), seeds (an int n for 0..n-1, or a list of
 # ints), grid (a table of dotted field names -> lists of numbers).
@@ -20,7 +24,7 @@ SECTIONS = {
              "n_nontopic": "int", "n_train": "int", "n_test": "int"},
     "model": {"classifier": "str", "fc_init": "str", "embed_dim": "int", "key_dim": "int",
               "hidden_dim": "int", "embed_std": "float", "key_std": "float", "query_std": "float",
-              "query_norm": "?float", "train_query": "bool", "freeze": "strs",
+              "query_norm": "?float", "query_seed": "?int", "train_query": "bool", "freeze": "strs",
               "normaliser": "str"},
     "train": {"optimizer": "str", "lr": "float", "steps": "int", "record_every": "int",
               "batch_size": "?int", "sampling": "str", "flow_time": "?float"},
@@ -143,6 +147,9 @@ def coerce(field: str, value: Any, kind: str, grid_fields=()) -> Any:
   Raises:
     ConfigError: naming ``field``, ``value`` and the allowed type.
   """
+  if hasattr(value, "dtype") and hasattr(value, "tolist") and not isinstance(value, str):
+    # NumPy / JAX numbers and arrays from Python (np.int64(3), jnp.arange(4)): as TOML's
+    value = value.tolist()
   if kind.startswith("?"):
     if value is None or (isinstance(value, str) and value.lower() == "none"):
       return None

@@ -7,6 +7,8 @@ with strings, booleans, numbers, lists of those, and one level of inline table
 import json
 import math
 
+__all__ = ["dumps"]
+
 
 def _value(v) -> str:
   if isinstance(v, bool):

@@ -1,7 +1,13 @@
-"""Time evolution: jit+scan training, vmapped sweeps, ODEs; one Trajectory type for all."""
+"""Time evolution: jit+scan training, vmapped sweeps, ODEs; one Trajectory type for all.
+
+``dir(dynamics)`` lists the functions and classes (``__all__``), not the files that hold them
+(``dynamics.train`` holds ``make_train``): a module and a function never share a name here.
+"""
 from dynamics.optimizers import OPTIMIZERS as OPTIMIZERS
 from dynamics.optimizers import base_optimizer as base_optimizer
 from dynamics.optimizers import masked_optimizer as masked_optimizer
+from dynamics.optimizers import trainable_mask as trainable_mask
+from tasks.errors import ConfigError as ConfigError
 from dynamics.sweep import chunk_bounds as chunk_bounds
 from dynamics.sweep import run_sweep as run_sweep
 from dynamics.sweep import sweep_mesh as sweep_mesh
@@ -35,3 +41,15 @@ from dynamics.trajectory import ODEStats as ODEStats
 from dynamics.fast_lu import COMPILER_OPTIONS as _FAST_COMPILER_OPTIONS
 from dynamics.reduced_ode import COMPILER_OPTIONS as _REDUCED_ODE_COMPILER_OPTIONS
 from dynamics.reduced_ode import LINEAR_COMPILER_OPTIONS as _REDUCED_ODE_LINEAR_COMPILER_OPTIONS
+
+__all__ = ["ConfigError", "OPTIMIZERS", "base_optimizer", "masked_optimizer", "trainable_mask",
+           "chunk_bounds", "run_sweep", "sweep_mesh", "TrainConfig", "make_train", "minibatch",
+           "Trajectory", "gradient_flow", "reduced_sen_ode", "reduced_sen_ode_sweep",
+           "at_learning_rate", "flow_time_grid", "EarlyStopped", "make_train_early_stopping",
+           "FastPathCheck", "fast_path_applies", "make_fast_sweep_train", "make_fast_train",
+           "TrainChoice", "make_auto_train", "reduced_sgd_sde", "sgd_sde", "make_epoch_train",
+           "SegmentState", "run_segments", "FAILURE_REASONS", "ODEStats"]
+
+
+def __dir__():
+  return sorted(__all__)

@@ -26,11 +26,14 @@ import jax
 import jax.numpy as jnp
 
 from dynamics.optimizers import base_optimizer, masked_optimizer
-from dynamics.train import TrainConfig, guarded_update, minibatch_value_and_grad
+from dynamics.train import (TrainConfig, check_train_args, guarded_update,
+                            minibatch_value_and_grad)
 from dynamics.trajectory import Trajectory
 from models.objective import accuracy
 from tasks.batch import Batch
 from tasks.errors import check
+
+__all__ = ["MONITORS", "EarlyStopped", "make_train_early_stopping"]
 
 MONITORS = ("dev_loss", "dev_acc")
 
@@ -113,6 +116,10 @@ def make_train_early_stopping(loss_fn: Callable, train_batch: Batch, dev_batch: 
   check(isinstance(eval_every, int) and not isinstance(eval_every, bool) and eval_every >= 1,
         "eval_every", eval_every, "a positive integer")
   check(monitor in MONITORS, "monitor", monitor, f"one of {', '.join(MONITORS)}")
+  check_train_args("make_train_early_stopping", loss_fn, train_batch, record, cfg, trainable)
+  check(hasattr(dev_batch, "tokens"), "dev_batch", type(dev_batch).__name__,
+        "a tasks.Batch; make_train_early_stopping takes (loss_fn, train_batch, dev_batch, "
+        "record, cfg, trainable, *, options)")
   grad_fn = jax.value_and_grad(lambda p, b: loss_fn(p, b)[0])
   full = not cfg.batch_size or cfg.batch_size >= train_batch.tokens.shape[0]
   sign = 1.0 if monitor == "dev_loss" else -1.0

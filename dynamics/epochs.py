@@ -25,6 +25,8 @@ from dynamics.train import guarded_update, minibatch
 from dynamics.trajectory import Trajectory
 from tasks.errors import check
 
+__all__ = ["make_epoch_train"]
+
 
 def make_epoch_train(loss_fn: Callable, train_batch: Any, evaluate: Callable, *, epochs: int,
                      batch_size: int, optimizer: optax.GradientTransformation,

@@ -15,6 +15,8 @@ import numpy as np
 from dynamics.ode import first_failure
 from dynamics.trajectory import Trajectory
 
+__all__ = ["flow_time_grid", "at_learning_rate"]
+
 
 def flow_time_grid(lrs, records, record_every: int) -> np.ndarray:
   """``[U]`` increasing flow times ``lr·k·record_every`` (``k = 0..records``) of every ``lr``.

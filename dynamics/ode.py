@@ -16,9 +16,14 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from dynamics.trajectory import FAILURE_REASONS, ODEStats, Trajectory
+from dynamics.optimizers import group_flags, trainable_mask
+from dynamics.trajectory import FAILURE_REASONS, ODEStats, Trajectory, checked_record
 from tasks.batch import Batch
 from tasks.errors import ConfigError, check
+
+__all__ = ["RTOL", "ATOL", "SOLVERS", "make_solver", "time_grid", "saved_times", "controller_for",
+           "check_adjoint", "stopped_lr", "stopping_controller", "failure_time", "first_failure",
+           "ode_stats", "split_trainable", "gradient_flow"]
 
 # Default tolerances of the adaptive step-size controller for every ODE solve: the gradient
 # flow, the reduced ODEs (dynamics.reduced_ode, dynamics.reduced_ode_sweep) and the CLI's [ode].
@@ -48,6 +53,78 @@ def time_grid(ts) -> jax.Array:
   ts = jnp.asarray(ts, dtype=jax.dtypes.canonicalize_dtype(jnp.float64))
   check(ts.ndim == 1 and ts.shape[0] >= 2, "ts", ts.shape, "a 1-D array of at least 2 times")
   return ts
+
+
+_SAVE_Y = diffrax.SaveAt(t1=True).subs.fn     # diffrax's default: save the state
+
+
+def saved_times(ts, saveat) -> tuple:
+  """``(times, t0, t1)``: the times observables are recorded at and the solve's span, from
+  ``ts`` (an array of recorded times, or only the span when ``saveat`` is given) and
+  ``saveat`` (a ``diffrax.SaveAt`` with one set of times: ``ts=``, ``t0=True``, ``t1=True``).
+
+  Raises:
+    ConfigError: neither given, a ``SaveAt`` with ``dense``, ``steps`` or its own ``fn``
+      (``record`` is what is saved), several ``subs``, or no span.
+  """
+  if saveat is None:
+    check(ts is not None, "ts", ts, "an array of recorded times, or saveat=diffrax.SaveAt(ts=...)")
+    times = time_grid(ts)
+    return times, times[0], times[-1]
+  check(isinstance(saveat, diffrax.SaveAt), "saveat", type(saveat).__name__,
+        "a diffrax.SaveAt")
+  sub = saveat.subs
+  check(isinstance(sub, diffrax.SubSaveAt) and not saveat.dense and not sub.steps
+        and sub.fn is _SAVE_Y, "saveat", saveat,
+        "a diffrax.SaveAt of times only (ts=, t0=, t1=): no subs, dense, steps or fn "
+        "(record is what is saved)")
+  span = None if ts is None else time_grid(ts)
+  dtype = jax.dtypes.canonicalize_dtype(jnp.float64)
+  given = None if sub.ts is None else jnp.asarray(sub.ts, dtype)
+  t0 = span[0] if span is not None else (given[0] if given is not None else None)
+  t1 = span[-1] if span is not None else (given[-1] if given is not None else None)
+  check(t0 is not None, "saveat", saveat, "with ts=, or t0/t1 together with ts=[t0, t1]")
+  parts = ([jnp.reshape(t0, (1,))] if sub.t0 else []) + ([given] if given is not None else []) \
+      + ([jnp.reshape(t1, (1,))] if sub.t1 else [])
+  check(bool(parts), "saveat", saveat, "at least one time to save (ts=, t0=True or t1=True)")
+  return jnp.concatenate(parts).astype(dtype), t0, t1
+
+
+def controller_for(stepsize_controller, *, rtol, atol, dtmin, force_dtmin=True, dt0=None,
+                   norm=None, t_end=None) -> diffrax.AbstractStepSizeController:
+  """The solve's step-size controller: ``stepsize_controller`` (any diffrax one) if given,
+  else a ``PIDController(rtol, atol, dtmin)`` (``rtol``/``atol`` ``None``: :data:`RTOL`,
+  :data:`ATOL`); made to stop at ``t_end`` (:func:`stopping_controller`).
+
+  Raises:
+    ConfigError: a controller together with rtol/atol/dtmin (which it would ignore), a
+      controller that is not diffrax's, or ``ConstantStepSize`` without ``dt0``.
+  """
+  if stepsize_controller is None:
+    controller = diffrax.PIDController(rtol=RTOL if rtol is None else rtol,
+                                       atol=ATOL if atol is None else atol, dtmin=dtmin,
+                                       force_dtmin=force_dtmin,
+                                       **({} if norm is None else {"norm": norm}))
+  else:
+    check(isinstance(stepsize_controller, diffrax.AbstractStepSizeController),
+          "stepsize_controller", type(stepsize_controller).__name__,
+          "a diffrax step-size controller (diffrax.PIDController(...), diffrax.ConstantStepSize())")
+    given = [n for n, v in (("rtol", rtol), ("atol", atol), ("dtmin", dtmin)) if v is not None]
+    check(not given, "stepsize_controller", type(stepsize_controller).__name__,
+          f"without {', '.join(given)} (set them in the controller itself)")
+    check(not isinstance(stepsize_controller, diffrax.ConstantStepSize) or dt0 is not None,
+          "dt0", dt0, "a step size with diffrax.ConstantStepSize()")
+    controller = stepsize_controller
+  return stopping_controller(controller, t_end)
+
+
+def check_adjoint(adjoint) -> diffrax.AbstractAdjoint:
+  """``adjoint`` (how a solve is differentiated), or diffrax's default."""
+  if adjoint is None:
+    return diffrax.RecursiveCheckpointAdjoint()
+  check(isinstance(adjoint, diffrax.AbstractAdjoint), "adjoint", type(adjoint).__name__,
+        "a diffrax adjoint (diffrax.RecursiveCheckpointAdjoint(), diffrax.BacksolveAdjoint(), ...)")
+  return adjoint
 
 
 def stopped_lr(lr, t, t_end):
@@ -132,15 +209,37 @@ def ode_stats(sol: diffrax.Solution, ts: jax.Array, observables: Any,
                   num_rejected_steps=as_int(sol.stats["num_rejected_steps"]))
 
 
-def split_trainable(params: Mapping, trainable: Mapping[str, bool]):
-  """``(moving, fixed)``: the top-level groups that train, and the rest."""
-  missing = [g for g in params if g not in trainable]
-  if missing:
-    raise ConfigError(f"trainable = {dict(trainable)!r} does not say whether {missing} train: "
-                      f"give a flag for every parameter group of {list(params)}.")
-  moving = {g: p for g, p in params.items() if trainable[g]}
-  fixed = {g: p for g, p in params.items() if not trainable[g]}
+def split_trainable(params: Mapping, trainable: Any):
+  """``(moving, fixed)``: the top-level groups that train, and the rest (``trainable`` a dict
+  group -> bool, or any form of :mod:`dynamics.optimizers` that trains whole groups)."""
+  flags = group_flags(trainable, params)
+  if flags is None:
+    raise ConfigError(f"trainable freezes part of a parameter group; this solver moves whole "
+                      f"groups of {list(params)}: give a dict group -> bool.")
+  trainable_mask(flags, params)          # a flag for every group: one line if not
+  moving = {g: p for g, p in params.items() if flags[g]}
+  fixed = {g: p for g, p in params.items() if not flags[g]}
   return moving, fixed
+
+
+def _split(params: Any, trainable: Any):
+  """``(moving, fixed, order, entries)`` of the gradient flow's state: the top-level groups
+  with any trainable entry move; ``entries`` (``None`` when whole leaves train or not) is
+  the mask of the moving groups whose entries are frozen one by one."""
+  check(isinstance(params, Mapping), "params0", type(params).__name__,
+        "a dict of parameter groups")
+  mask = trainable_mask(trainable, params)
+  moves = lambda m: any(f is not False for f in jax.tree.leaves(m))
+  moving = {g: p for g, p in params.items() if moves(mask[g])}
+  fixed = {g: p for g, p in params.items() if not moves(mask[g])}
+  per_leaf = all(isinstance(f, bool) for f in jax.tree.leaves(mask))
+  if per_leaf and all(all(jax.tree.leaves(mask[g])) for g in moving):
+    return moving, fixed, tuple(params), None
+  return moving, fixed, tuple(params), {g: mask[g] for g in moving}
+
+
+def _zero_frozen_entries(velocity, entries):
+  return jax.tree.map(lambda v, f: jnp.where(f, v, jnp.zeros_like(v)), velocity, entries)
 
 
 def _merge(moving: Mapping, fixed: Mapping, order) -> dict:
@@ -148,10 +247,13 @@ def _merge(moving: Mapping, fixed: Mapping, order) -> dict:
 
 
 def gradient_flow(loss_fn: Callable, params0: Any, batch: Batch, record: Callable, *,
-                  lr, ts, trainable: Mapping[str, bool], solver="tsit5",
-                  rtol: float = RTOL, atol: float = ATOL, max_steps: int = 100_000,
-                  dt0: Optional[float] = None, dtmin: Optional[float] = None,
-                  force_dtmin: bool = True, t_end=None) -> Trajectory:
+                  lr, ts=None, trainable: Any, solver="tsit5",
+                  rtol: Optional[float] = None, atol: Optional[float] = None,
+                  max_steps: int = 100_000, dt0: Optional[float] = None,
+                  dtmin: Optional[float] = None, force_dtmin: bool = True, t_end=None,
+                  saveat: Optional[diffrax.SaveAt] = None,
+                  stepsize_controller: Optional[diffrax.AbstractStepSizeController] = None,
+                  adjoint: Optional[diffrax.AbstractAdjoint] = None) -> Trajectory:
   """Solve the gradient flow of the full model and record observables.
 
   .. math:: \\frac{d\\theta}{dt} = -\\mathrm{lr}\\, \\nabla_\\theta L(\\theta),
@@ -171,11 +273,15 @@ def gradient_flow(loss_fn: Callable, params0: Any, batch: Batch, record: Callabl
       evaluated on the full parameters at each time of ``ts``.
     lr: learning rate (float or traced scalar).
     ts: ``[K]`` increasing recorded times in steps; the solve runs from
-      ``ts[0]`` to ``ts[-1]``.
-    trainable: group -> whether it trains (``LuModelConfig.trainable()``).
+      ``ts[0]`` to ``ts[-1]``. With ``saveat``, only the span (or omitted when
+      ``saveat`` has ``ts``).
+    trainable: which parameters train: a dict group -> bool
+      (``LuModelConfig.trainable()``), a list of the groups that train, or a pytree of
+      bools like the parameters (:mod:`dynamics.optimizers`); frozen leaves are not part
+      of the ODE state, frozen entries of a leaf (a bool array) have zero velocity.
     solver: a name from :data:`SOLVERS` or a ``diffrax.AbstractSolver``.
-    rtol: relative tolerance of the PID step-size controller.
-    atol: absolute tolerance of the PID step-size controller.
+    rtol: relative tolerance of the PID step-size controller (default :data:`RTOL`).
+    atol: absolute tolerance of the PID step-size controller (default :data:`ATOL`).
     max_steps: most solver steps before giving up (reported via ``failed_at``).
     dt0: initial step (``None``: chosen by diffrax).
     dtmin: smallest step; a step this small is accepted whatever its error
@@ -188,9 +294,15 @@ def gradient_flow(loss_fn: Callable, params0: Any, batch: Batch, record: Callabl
       false, the solve stops there instead, reported as "step_size_underflow".
     t_end: if set, the time (in steps) at which the run stops: the learning rate is 0
       from there (its state stays put, as GD's does with ``train.flow_time``).
+    saveat: a ``diffrax.SaveAt`` of when to record (``ts=``, ``t0=True``, ``t1=True``),
+      instead of ``ts``; ``record`` is what is saved.
+    stepsize_controller: any diffrax step-size controller, instead of the PID controller
+      of ``rtol``/``atol``/``dtmin`` (then leave those unset).
+    adjoint: how the solve is differentiated (a ``diffrax.AbstractAdjoint``; default
+      ``diffrax.RecursiveCheckpointAdjoint()``).
 
   Returns:
-    A :class:`Trajectory` with ``t = ts``, observables ``[K, ...]``,
+    A :class:`Trajectory` with ``t`` the recorded times, observables ``[K, ...]``,
     ``final_params`` (the state where the solve stopped), ``failed_at`` (first
     recorded time with non-finite observables, ``ts[-1]`` if only the solver
     reported failure, ``-1`` if fine), ``params=None`` and ``ode``
@@ -204,29 +316,29 @@ def gradient_flow(loss_fn: Callable, params0: Any, batch: Batch, record: Callabl
   References:
     https://arxiv.org/abs/2011.10036
   """
-  ts = time_grid(ts)
-  moving0, fixed = split_trainable(params0, trainable)
-  order = tuple(params0)
+  ts, t0, t1 = saved_times(ts, saveat)
+  controller = controller_for(stepsize_controller, rtol=rtol, atol=atol, dtmin=dtmin,
+                              force_dtmin=force_dtmin, dt0=dt0, t_end=t_end)
+  record = checked_record(record)
+  moving0, fixed, order, entries = _split(params0, trainable)
 
   def vector_field(t, y, args):
     lr_, fixed_, batch_, _ = args
     lr_ = stopped_lr(lr_, t, t_end)
     grads = jax.grad(lambda m: loss_fn(_merge(m, fixed_, order), batch_)[0])(y)
-    return jax.tree.map(lambda g: (-lr_ * g).astype(g.dtype), grads)
+    velocity = jax.tree.map(lambda g: (-lr_ * g).astype(g.dtype), grads)
+    return velocity if entries is None else _zero_frozen_entries(velocity, entries)
 
   def observe(t, y, args):
     del t
     _, fixed_, _, params0_ = args
     return record(_merge(y, fixed_, order), params0_)
 
-  saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=observe), diffrax.SubSaveAt(t1=True)])
+  saves = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts, fn=observe), diffrax.SubSaveAt(t1=True)])
   sol = diffrax.diffeqsolve(
-      diffrax.ODETerm(vector_field), make_solver(solver), ts[0], ts[-1], dt0, moving0,
-      args=(lr, fixed, batch, params0), saveat=saveat,
-      stepsize_controller=stopping_controller(
-          diffrax.PIDController(rtol=rtol, atol=atol, dtmin=dtmin, force_dtmin=force_dtmin),
-          t_end),
-      max_steps=max_steps, throw=False)
+      diffrax.ODETerm(vector_field), make_solver(solver), t0, t1, dt0, moving0,
+      args=(lr, fixed, batch, params0), saveat=saves, stepsize_controller=controller,
+      adjoint=check_adjoint(adjoint), max_steps=max_steps, throw=False)
   observables, final = sol.ys
   final_params = _merge(jax.tree.map(lambda x: x[-1], final), fixed, order)
   return Trajectory(t=ts, observables=observables, final_params=final_params,

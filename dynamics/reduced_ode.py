@@ -46,20 +46,27 @@ References:
   Lu, Mao & Nayak, "On the Dynamics of Training Attention Models", ICLR 2021.
   https://arxiv.org/abs/2011.10036
 """
-from typing import Callable, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dynamics.ode import (ATOL, RTOL, failure_time, make_solver, ode_stats,
-                                    stopped_lr, stopping_controller, time_grid)
-from dynamics.trajectory import Trajectory
+from dynamics.ode import (ATOL, RTOL, check_adjoint, controller_for, failure_time,
+                          make_solver, ode_stats, saved_times, stopped_lr)
+from dynamics.optimizers import group_flags
+from dynamics.trajectory import Trajectory, checked_record
 from models.channel_major import apply_classifier_channels, channel_mix, cross_entropy_channels
 from models.lu import word_scores
 from tasks.batch import Batch
 from tasks.errors import ConfigError, check
+
+__all__ = ["FORMS", "COMPILER_OPTIONS", "LINEAR_COMPILER_OPTIONS", "NonTopic", "ReducedState",
+           "nontopic_constants", "reduced_velocity", "autodiff_velocity", "linear_velocity",
+           "relu_velocity", "lemma2_score_velocity", "seed_velocity", "is_leading_ids",
+           "full_params", "save_at", "reduced_trajectory", "check_reduced_config",
+           "check_solve_inputs", "reduced_sen_ode"]
 
 FORMS = ("lemma2", "exact")
 
@@ -438,6 +445,7 @@ def reduced_trajectory(sol: diffrax.Solution, ts: jax.Array, params0: dict, topi
   full parameters at every saved time (after the solve, so it never runs inside the step loop);
   ``word_share``: see :func:`full_params`."""
   states, final = sol.ys
+  record = checked_record(record)
   observables = jax.lax.map(
       lambda y: record(full_params(y, params0, topic_words, word_share), params0), states)
   final_state = jax.tree.map(lambda x: x[-1], final)
@@ -464,15 +472,23 @@ def check_reduced_config(form: str, trainable: Mapping[str, bool]) -> None:
 
 
 def check_solve_inputs(form: str, trainable: Mapping[str, bool], ts, batch: Batch,
-                       topic_word: jax.Array, topic_words) -> tuple:
-  """Check a reduced solve's configuration and inputs; return ``(ts, topic_words)`` as used.
+                       topic_word: jax.Array, topic_words, *, saveat=None,
+                       params0=None) -> tuple:
+  """Check a reduced solve's configuration and inputs; return ``(ts, t0, t1, topic_words,
+  trainable)`` as used (``ts`` the recorded times, ``t0``/``t1`` the span: see
+  :func:`dynamics.ode.saved_times`; ``trainable`` as a dict group -> bool).
 
   Raises:
     ConfigError: see :func:`check_reduced_config`; ``topic_words`` traced (see
       below), not 1-D, or ``topic_word`` not one id per sentence.
   """
+  flags = group_flags(trainable, params0)
+  check(flags is not None, "trainable", "a mask of part of a group",
+        "whole groups (a dict group -> bool): the reduced ODE moves topic words' rows of "
+        "whole groups")
+  trainable = flags
   check_reduced_config(form, trainable)
-  ts = time_grid(ts)
+  ts, t0, t1 = saved_times(ts, saveat)
   # A traced topic_words (a jit argument, or jnp.arange built inside jit) cannot be checked
   # for the topic task's layout, so full_params would take another code path than for the
   # same ids given concretely; refuse it instead of switching silently.
@@ -484,15 +500,17 @@ def check_solve_inputs(form: str, trainable: Mapping[str, bool], ts, batch: Batc
   check(topic_words.ndim == 1, "topic_words", topic_words.shape, "a 1-D array of word ids [T]")
   check(jnp.shape(topic_word) == (n,), "topic_word", jnp.shape(topic_word),
         f"one topic word id per sentence, shape ({n},)")
-  return ts, topic_words
+  return ts, t0, t1, topic_words, trainable
 
 
 def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_words: jax.Array,
-                    record: Callable, *, lr, ts, trainable: Mapping[str, bool],
-                    form: str = "lemma2", solver="tsit5", rtol: float = RTOL,
-                    atol: float = ATOL, max_steps: int = 100_000,
+                    record: Callable, *, lr, ts=None, trainable: Any,
+                    form: str = "lemma2", solver="tsit5", rtol: Optional[float] = None,
+                    atol: Optional[float] = None, max_steps: int = 100_000,
                     dt0: Optional[float] = None, dtmin: Optional[float] = None,
-                    t_end=None, extended: bool = False) -> Trajectory:
+                    t_end=None, extended: bool = False, saveat: Optional[diffrax.SaveAt] = None,
+                    stepsize_controller: Optional[diffrax.AbstractStepSizeController] = None,
+                    adjoint: Optional[diffrax.AbstractAdjoint] = None) -> Trajectory:
   """Solve the reduced SEN dynamics (Lemma 2) and record observables of the full model.
 
   Only the topic words (and a trainable classifier) move; every other word
@@ -519,8 +537,10 @@ def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
     form: ``"lemma2"`` (eqs 7-8; conserves Theorem 1's ``Q_t`` exactly) or
       ``"exact"`` (eqs 5-6; the exact gradient flow with non-topic words frozen).
     solver: a name from :data:`dynamics.ode.SOLVERS` or a diffrax solver.
-    rtol: relative tolerance of the PID step-size controller.
-    atol: absolute tolerance of the PID step-size controller.
+    rtol: relative tolerance of the PID step-size controller (default
+      :data:`dynamics.ode.RTOL`).
+    atol: absolute tolerance of the PID step-size controller (default
+      :data:`dynamics.ode.ATOL`).
     max_steps: most solver steps before giving up (reported via ``failed_at``).
     dt0: initial step (``None``: chosen by diffrax).
     dtmin: smallest step, accepted whatever its error estimate; ``None`` for
@@ -535,9 +555,12 @@ def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
       which moves every sentence's ``ν̄(χ∖t)`` by ``Σ_t B_it E_t`` (:class:`Collective`);
       the recorded parameters carry the non-topic words' displacement ``Σ_t C_wt E_t``.
       ``E ≡ 0`` is Lemma 2.
+    saveat, stepsize_controller, adjoint: diffrax's own, as for
+      :func:`dynamics.gradient_flow` (``saveat`` instead of ``ts``; a controller instead of
+      ``rtol``/``atol``/``dtmin``).
 
   Returns:
-    A :class:`Trajectory`: ``t = ts``, observables ``[K, ...]``, the
+    A :class:`Trajectory`: ``t`` the recorded times, observables ``[K, ...]``, the
     reconstructed ``final_params``, ``failed_at`` (``-1`` if fine),
     ``params=None`` and ``ode`` (:class:`dynamics.trajectory.ODEStats`).
 
@@ -548,7 +571,10 @@ def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
   References:
     https://arxiv.org/abs/2011.10036
   """
-  ts, topic_words = check_solve_inputs(form, trainable, ts, batch, topic_word, topic_words)
+  ts, t0, t1, topic_words, trainable = check_solve_inputs(
+      form, trainable, ts, batch, topic_word, topic_words, saveat=saveat, params0=params0)
+  controller = controller_for(stepsize_controller, rtol=rtol, atol=atol, dtmin=dtmin, dt0=dt0,
+                              t_end=t_end)
   consts = nontopic_constants(params0, batch, topic_word, topic_words, extended=extended)
   nu0 = params0["embeddings"][topic_words]
   state0 = ReducedState(
@@ -565,10 +591,8 @@ def reduced_sen_ode(params0: dict, batch: Batch, topic_word: jax.Array, topic_wo
   # ``ts`` and the observables are computed afterwards: reconstructing the full
   # parameters inside the step loop would run on every step under vmap.
   sol = diffrax.diffeqsolve(
-      diffrax.ODETerm(vector_field), make_solver(solver), ts[0], ts[-1], dt0, state0,
-      args=(lr, consts, params0), saveat=save_at(ts),
-      stepsize_controller=stopping_controller(
-          diffrax.PIDController(rtol=rtol, atol=atol, dtmin=dtmin), t_end),
-      max_steps=max_steps, throw=False)
+      diffrax.ODETerm(vector_field), make_solver(solver), t0, t1, dt0, state0,
+      args=(lr, consts, params0), saveat=save_at(ts), stepsize_controller=controller,
+      adjoint=check_adjoint(adjoint), max_steps=max_steps, throw=False)
   return reduced_trajectory(sol, ts, params0, topic_words, record,
                             consts.collective.word_share if extended else None)

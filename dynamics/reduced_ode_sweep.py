@@ -41,13 +41,15 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from dynamics.ode import (ATOL, RTOL, failure_time, make_solver, ode_stats,
-                                    stopped_lr, stopping_controller)
+from dynamics.ode import (check_adjoint, controller_for, failure_time, make_solver, ode_stats,
+                          stopped_lr)
 from dynamics.reduced_ode import (Collective, NonTopic, ReducedState, check_solve_inputs,
                                   full_params, nontopic_constants, seed_velocity)
-from dynamics.trajectory import Trajectory
+from dynamics.trajectory import Trajectory, checked_record
 from models.lu import word_scores
 from tasks.batch import Batch
+
+__all__ = ["seed_max_rms_norm", "reduced_sen_ode_sweep"]
 
 # The constants shared by every seed (they depend on the data only) and those per seed.
 _CONSTANT_AXES = NonTopic(member=None, log_z=0, nubar=0, labels=None, count=None,
@@ -69,12 +71,14 @@ def seed_max_rms_norm(tree) -> jax.Array:
 
 
 def reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
-                          topic_words: jax.Array, record: Callable, *, lr, ts,
+                          topic_words: jax.Array, record: Callable, *, lr, ts=None,
                           trainable: Mapping[str, bool], form: str = "lemma2", solver="tsit5",
-                          rtol: float = RTOL, atol: float = ATOL, max_steps: int = 100_000,
-                          dt0: Optional[float] = None,
-                          dtmin: Optional[float] = None, t_end=None,
-                          extended: bool = False) -> Trajectory:
+                          rtol: Optional[float] = None, atol: Optional[float] = None,
+                          max_steps: int = 100_000, dt0: Optional[float] = None,
+                          dtmin: Optional[float] = None, t_end=None, extended: bool = False,
+                          saveat: Optional[diffrax.SaveAt] = None,
+                          stepsize_controller: Optional[diffrax.AbstractStepSizeController] = None,
+                          adjoint: Optional[diffrax.AbstractAdjoint] = None) -> Trajectory:
   """:func:`dynamics.reduced_sen_ode` for ``S`` seeds sharing one dataset, solved together.
 
   Args:
@@ -86,7 +90,8 @@ def reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
     record: ``record(params, params0) -> pytree`` of one seed's full parameters.
     lr: learning rate, a scalar or ``[S]``.
     ts: ``[K]`` increasing recorded times in steps.
-    trainable, form, solver, rtol, atol, max_steps, dt0, dtmin: as for
+    trainable, form, solver, rtol, atol, max_steps, dt0, dtmin, saveat,
+      stepsize_controller, adjoint: as for
       :func:`dynamics.reduced_sen_ode`; the tolerances hold for every seed.
     t_end: ``None``, a scalar or ``[S]``: as for :func:`dynamics.reduced_sen_ode`, per seed
       (a stopped seed's zero velocity costs the shared step nothing).
@@ -102,7 +107,11 @@ def reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
   Raises:
     ConfigError: as :func:`dynamics.reduced_sen_ode`.
   """
-  ts, topic_words = check_solve_inputs(form, trainable, ts, batch, topic_word, topic_words)
+  record = checked_record(record)
+  ts, t0, t1, topic_words, trainable = check_solve_inputs(
+      form, trainable, ts, batch, topic_word, topic_words, saveat=saveat, params0=params0)
+  controller = controller_for(stepsize_controller, rtol=rtol, atol=atol, dtmin=dtmin, dt0=dt0,
+                              norm=seed_max_rms_norm, t_end=t_end)
   seeds = jax.tree.leaves(params0)[0].shape[0]
   lr = jnp.broadcast_to(jnp.asarray(lr, ts.dtype), (seeds,))
   consts = jax.vmap(functools.partial(nontopic_constants, extended=extended),
@@ -125,12 +134,9 @@ def reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
 
   # Saved at ts only (ts[-1] is t1); observables are computed afterwards, per seed.
   sol = diffrax.diffeqsolve(
-      diffrax.ODETerm(vector_field), make_solver(solver), ts[0], ts[-1], dt0, state0,
-      args=(consts, params0, lr), saveat=diffrax.SaveAt(ts=ts),
-      stepsize_controller=stopping_controller(
-          diffrax.PIDController(rtol=rtol, atol=atol, dtmin=dtmin, norm=seed_max_rms_norm),
-          t_end),
-      max_steps=max_steps, throw=False)
+      diffrax.ODETerm(vector_field), make_solver(solver), t0, t1, dt0, state0,
+      args=(consts, params0, lr), saveat=diffrax.SaveAt(ts=ts), stepsize_controller=controller,
+      adjoint=check_adjoint(adjoint), max_steps=max_steps, throw=False)
 
   def trajectory(states, p0, word_share):  # one seed: states [K, ...]
     observables = jax.lax.map(

@@ -83,6 +83,10 @@ from models.lu import word_scores
 from tasks.batch import Batch
 from tasks.errors import check
 
+__all__ = ["BROWNIAN", "finite_population_factor", "noise_coefficient", "centred_operator",
+           "brownian_motion", "ClockAndBrownian", "sme_field", "sgd_sde",
+           "per_sample_reduced_velocities", "reduced_sgd_sde", "per_sample_cross_entropy"]
+
 BROWNIAN = ("virtual", "unsafe")
 
 

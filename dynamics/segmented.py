@@ -25,6 +25,8 @@ import numpy as np
 
 from dynamics.sweep import wait_ready
 
+__all__ = ["SegmentState", "SegmentedRun", "run_segments"]
+
 
 class SegmentState(NamedTuple):
   """Where :func:`run_segments` stands after a segment: enough to continue it exactly.

@@ -48,6 +48,9 @@ from models.normalisers import NAMED_NORMALISERS, normalise
 from tasks.batch import Batch
 from tasks.errors import ConfigError, check
 
+__all__ = ["SPARSE_FORMS", "topic_weight", "sen_factor", "SentenceFrame", "sentence_frame",
+           "sparse_velocity", "sparse_sen_ode"]
+
 SPARSE_FORMS = ("sen", "exact")
 
 

@@ -13,7 +13,6 @@ import threading
 import time
 from typing import Any, Callable, Optional, Sequence
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,6 +20,10 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from dynamics import xla_options
+from tasks.errors import ConfigError, check
+
+__all__ = ["SWEEP_AXIS", "sweep_mesh", "call_interruptibly", "wait_ready", "chunk_length",
+           "chunk_bounds", "run_sweep"]
 
 SWEEP_AXIS = "sweep"
 
@@ -143,13 +146,27 @@ def run_sweep(fn: Callable, inputs: Any, *, chunk_size: Optional[int] = None,
     ``fn``'s outputs stacked over the P points, as NumPy arrays on the host.
 
   Raises:
-    ValueError: no input leaves, or ``done`` does not match the chunks.
+    ConfigError (a ValueError): ``fn`` not callable, no input leaves, a leaf without the
+      sweep axis (a list of Python numbers), or leaves of different lengths.
+    ValueError: ``done`` does not match the chunks.
   """
+  check(callable(fn), "fn", type(fn).__name__,
+        "a function of one sweep point; run_sweep takes (fn, inputs, *, options)")
   leaves = jax.tree.leaves(inputs)
   if not leaves:
-    raise ValueError("run_sweep needs at least one input leaf carrying the sweep axis")
+    raise ConfigError("inputs = {} is not allowed: run_sweep needs at least one input leaf "
+                      "carrying the sweep axis (e.g. jax.random.split(key, n)).")
+  shapeless = [x for x in leaves if not getattr(x, "shape", ())]
+  if shapeless:
+    example = repr(inputs)
+    example = example if len(example) < 60 else example[:57] + "..."
+    raise ConfigError(f"inputs = {example} is not allowed: every leaf must be an array whose "
+                      f"first axis is the sweep (a Python number such as {shapeless[0]!r} has "
+                      "none): pass an array, e.g. jnp.asarray([0, 1, 2]), not a list of numbers.")
   total = leaves[0].shape[0]
-  chex.assert_tree_shape_prefix(inputs, (total,))      # every leaf carries the sweep axis
+  sizes = sorted({x.shape[0] for x in leaves})
+  check(len(sizes) == 1, "inputs", f"leaves with first axes {sizes}",
+        "leaves that share the first (sweep) axis")
   mesh = sweep_mesh(devices)
   n_dev = mesh.devices.size
   chunk = chunk_length(total, chunk_size, n_dev)

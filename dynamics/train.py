@@ -12,10 +12,14 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from dynamics.optimizers import OPTIMIZERS, base_optimizer, masked_optimizer
-from dynamics.trajectory import Trajectory
+from dynamics.optimizers import (OPTIMIZERS, Optimizer, base_optimizer, is_optimizer,
+                                 masked_optimizer, trainable_mask)
+from dynamics.trajectory import Trajectory, checked_record
 from tasks.batch import Batch
-from tasks.errors import check, is_concrete_number
+from tasks.errors import ConfigError, check, is_concrete_number
+
+__all__ = ["SAMPLING", "TrainConfig", "check_train_args", "guarded_update", "make_train",
+           "minibatch", "minibatch_value_and_grad", "steps_per_epoch"]
 
 SAMPLING = ("shuffle", "replacement", "shuffle_keep_last")
 
@@ -26,7 +30,11 @@ class TrainConfig:
 
   Attributes:
     optimizer: ``gd`` (full-batch gradient descent, the paper), ``sgd``
-      (minibatches) or another optax optimiser name.
+      (minibatches) or another optax optimiser name. In Python also an
+      ``optax.GradientTransformation`` (with its own learning rate or schedule: ``lr``
+      is then only the time scale of ``flow_time``) or a function ``lr ->
+      optax.GradientTransformation`` (schedules, clipping, chains that a sweep's traced
+      ``lr`` reaches).
     lr: learning rate τ, a finite number > 0 (may be traced inside a sweep).
     steps: number of optimiser steps (epochs for full-batch GD), a multiple of
       ``record_every``.
@@ -49,7 +57,7 @@ class TrainConfig:
       lr then compares runs at one time of the gradient flow (eqs 5-6), and a chunk of
       runs stops computing once its longest run is done.
   """
-  optimizer: str = "gd"
+  optimizer: Optimizer = "gd"
   lr: float = 0.1
   steps: int = 5000
   record_every: int = 50
@@ -58,8 +66,9 @@ class TrainConfig:
   flow_time: Optional[float] = None
 
   def __post_init__(self):
-    check(self.optimizer in OPTIMIZERS, "optimizer", self.optimizer,
-          f"one of {', '.join(OPTIMIZERS)}")
+    check(is_optimizer(self.optimizer), "optimizer", self.optimizer,
+          f"one of {', '.join(OPTIMIZERS)}, an optax.GradientTransformation, or a function "
+          "lr -> optax.GradientTransformation")
     if is_concrete_number(self.lr):
       check(self.lr > 0 and self.lr < float("inf"), "lr", self.lr, "a finite number > 0")
     for name in ("steps", "record_every"):
@@ -222,17 +231,69 @@ def minibatch_value_and_grad(value_and_grad: Callable, params, batch: Batch, key
   return jax.lax.cond(within == per_epoch - 1, last_batch, full_batch, None)
 
 
+def _describe(x) -> str:
+  if hasattr(x, "shape") and hasattr(x, "dtype"):
+    return f"an array of shape {tuple(x.shape)} and dtype {x.dtype}"
+  return f"a {type(x).__name__}"
+
+
+def check_train_args(where: str, loss_fn, batch, record, cfg, trainable) -> None:
+  """One line naming the argument when a ``make_*train`` is called with arguments in the
+  wrong order or of the wrong kind: ``(loss_fn, batch, record, cfg, trainable)``."""
+  order = "(loss_fn, batch, record, cfg, trainable, *, options)"
+  check(callable(loss_fn), "loss_fn", _describe(loss_fn),
+        f"a function loss_fn(params, batch) -> (loss, aux); {where} takes {order}")
+  check(hasattr(batch, "tokens") and hasattr(batch, "labels"), "batch", _describe(batch),
+        f"a tasks.Batch (e.g. dataset.train); {where} takes {order}")
+  check(callable(record), "record", _describe(record),
+        f"a function record(params, params0) -> pytree; {where} takes {order}")
+  check(isinstance(cfg, TrainConfig), "cfg", _describe(cfg),
+        f"a dynamics.TrainConfig; {where} takes {order}")
+  check(trainable is not None and not isinstance(trainable, (str, TrainConfig)) and
+        not callable(trainable), "trainable", _describe(trainable),
+        "a dict group -> bool, a list of the group names that train, or a pytree of bools "
+        "like the parameters")
+
+
+def _is_key(x) -> bool:
+  dtype = getattr(x, "dtype", None)
+  if dtype is None:
+    return False
+  return jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key) or (
+      dtype == jnp.uint32 and getattr(x, "shape", ())[-1:] == (2,))
+
+
+def check_train_call(params0, key) -> None:
+  """One line for ``train(key, params0)``: the arguments swapped."""
+  if _is_key(params0) and not _is_key(key):
+    raise ConfigError(f"train(params0, key): params0 is {_describe(params0)}, which is a PRNG "
+                      f"key, and key is {_describe(key)}: the arguments are swapped; call "
+                      "train(params0, key).")
+  if key is not None and not _is_key(key):
+    raise ConfigError(f"train(params0, key): key is {_describe(key)}, not a PRNG key "
+                      "(jax.random.PRNGKey(seed) or jax.random.key(seed)).")
+
+
 def make_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: TrainConfig,
-               trainable: dict, *, record_params: bool = False):
+               trainable: Any, *, record_params: bool = False):
   """Build ``train(params0, key, lr=cfg.lr) -> Trajectory`` (pure; jit/vmap it).
+
+  The ``make_*train`` family takes one argument order: ``(loss_fn, batch, record, cfg,
+  trainable, *, options)`` (:func:`dynamics.make_auto_train`, :func:`dynamics.make_fast_train`;
+  :func:`dynamics.make_train_early_stopping` adds ``dev_batch`` after ``batch``), every
+  option keyword-only.
 
   Args:
     loss_fn: ``loss_fn(params, batch) -> (loss, aux)``.
     batch: the training set (minibatches are drawn from it).
     record: ``record(params, params0) -> pytree`` of observables; called at
       step 0 and every ``cfg.record_every`` steps.
-    cfg: training configuration.
-    trainable: parameter group -> trainable (frozen groups are masked in optax).
+    cfg: training configuration; its ``optimizer`` a name, an
+      ``optax.GradientTransformation`` or a function ``lr -> GradientTransformation``.
+    trainable: which parameters train (frozen ones get zero updates): a dict group ->
+      bool, a list of the group names that train, or a pytree of bools like the
+      parameters (equinox's filter style; bool arrays freeze single entries, e.g. rows);
+      see :mod:`dynamics.optimizers`.
     record_params: also store the full parameters at every recorded step.
 
   Returns:
@@ -242,11 +303,23 @@ def make_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: TrainConf
     its final state; ``bound`` (an unbatched int, e.g. the largest ``run_records`` of a
     vmapped chunk) skips the intervals after it for every run, so a chunk's compute
     ends with its longest run (under ``vmap`` a run's own end alone cannot skip work).
+
+  Raises:
+    ConfigError: arguments of the wrong kind or order (one line naming the argument);
+      from ``train``: ``params0`` and ``key`` swapped, ``trainable`` that does not fit
+      the parameters, ``record`` returning ``None``.
   """
+  check_train_args("make_train", loss_fn, batch, record, cfg, trainable)
+  checked = checked_record(record)
   grad_fn = jax.value_and_grad(lambda p, b: loss_fn(p, b)[0])
   full = not cfg.batch_size or cfg.batch_size >= batch.tokens.shape[0]
 
   def train(params0, key, lr=None, bound=None):
+    check_train_call(params0, key)
+    trainable_mask(trainable, params0)           # fits the parameters: one line if not
+    check(lr is None or not isinstance(cfg.optimizer, optax.GradientTransformation), "lr", lr,
+          "unset when cfg.optimizer is an optax.GradientTransformation (it holds its own "
+          "learning rate); give a function lr -> GradientTransformation to sweep lr")
     lr = cfg.lr if lr is None else lr
     records = None if cfg.flow_time is None else cfg.run_records(lr)
     opt = masked_optimizer(base_optimizer(cfg.optimizer, lr), trainable)
@@ -262,7 +335,7 @@ def make_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: TrainConf
       return TrainState(params, opt_state, state.step + 1, failed_at), None
 
     def observe(params):
-      return (record(params, params0), params if record_params else None)
+      return (checked(params, params0), params if record_params else None)
 
     def advance(state: TrainState) -> TrainState:
       return jax.lax.scan(step_fn, state, None, length=cfg.record_every)[0]

@@ -4,6 +4,8 @@ from typing import Any, NamedTuple, Optional
 import jax
 import numpy as np
 
+__all__ = ["FAILURE_REASONS", "ODEStats", "failure_reason", "Trajectory", "checked_record"]
+
 # Why an ODE solve stopped early, by code (``ODEStats.reason``). "max_steps": diffrax ran out
 # of steps (a solution that blows up usually ends here too: the adaptive steps shrink towards
 # the singularity); "non_finite": a recorded observable is NaN/Inf although the solver went
@@ -66,3 +68,17 @@ class Trajectory(NamedTuple):
   failed_at: jax.Array
   params: Any = None
   ode: Optional[ODEStats] = None
+
+
+def checked_record(record):
+  """``record`` that raises one line if it returns ``None`` (what a ``record`` without a
+  ``return`` gives; an empty dict records nothing and is fine)."""
+  def checked(params, params0):
+    out = record(params, params0)
+    if out is None:
+      from tasks.errors import ConfigError
+      raise ConfigError(f"record {getattr(record, '__qualname__', '')!r} returned None: it must "
+                        "return a pytree of arrays, e.g. {'loss': loss} (an empty dict "
+                        "records nothing).")
+    return out
+  return checked

@@ -14,6 +14,8 @@ from typing import Mapping, Optional
 import jax
 import numpy as np
 
+__all__ = ["supported"]
+
 
 @functools.lru_cache(maxsize=None)
 def _accepted(name: str, value) -> bool:

@@ -2,6 +2,8 @@
 import jax
 import jax.numpy as jnp
 
+__all__ = ["softmax_attention", "attend"]
+
 
 def softmax_attention(scores: jax.Array, mask: jax.Array) -> jax.Array:
   """Attention weights ``a_w = exp(s_w) / Z(χ)`` over the words of each sentence.

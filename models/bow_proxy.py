@@ -18,6 +18,8 @@ import jax.numpy as jnp
 
 from tasks.batch import Batch
 
+__all__ = ["init", "apply", "loss", "lexical_probe"]
+
 
 def init(src_vocab: int, tgt_vocab: int, dtype=jnp.float32) -> dict:
   """``{"gamma": zeros [V_src, V_tgt]}``."""

@@ -17,6 +17,8 @@ import functools
 import jax
 import jax.numpy as jnp
 
+__all__ = ["channel_mix", "apply_classifier_channels", "cross_entropy_channels"]
+
 
 def _mix(w: jax.Array, x: jax.Array) -> jax.Array:
   rows = [w[a][:, None] * x[a][None, :] for a in range(w.shape[0])]

@@ -13,6 +13,8 @@ import jax.numpy as jnp
 
 from models.orthogonal import qr
 
+__all__ = ["CLASSIFIERS", "LINEAR_CLASSIFIERS", "FC_INITS", "init_classifier", "apply_classifier"]
+
 CLASSIFIERS = ("fc", "tc", "tl")
 # The linear ones (logits Uᵀν̄): the reduced ODE compiles them with other XLA options, and
 # the reproductions apply them with the closed-form linear head.

@@ -35,6 +35,9 @@ from models.lu import PARAM_GROUPS, LuModelConfig, Model
 from tasks.batch import Batch
 from tasks.errors import ConfigError, check
 
+__all__ = ["CNN_PARAM_GROUPS", "CNNAttentionConfig", "CNNOutput", "init", "pair_conv", "apply",
+           "cnn_attention"]
+
 CNN_PARAM_GROUPS = PARAM_GROUPS + ("conv",)
 
 

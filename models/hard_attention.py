@@ -24,6 +24,8 @@ import jax.numpy as jnp
 
 from models.attention import softmax_attention
 
+__all__ = ["hard_attention"]
+
 
 def hard_attention(scores: jax.Array, mask: Optional[jax.Array] = None,
                    temperature: float = 1.0) -> jax.Array:

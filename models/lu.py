@@ -21,6 +21,9 @@ from models.classifiers import CLASSIFIERS, FC_INITS, apply_classifier, init_cla
 from tasks.batch import Batch
 from tasks.errors import check, is_concrete_number
 
+__all__ = ["PARAM_GROUPS", "LuModelConfig", "LuOutput", "Model", "check_params", "word_scores",
+           "init", "apply", "lu_attention", "apply_for"]
+
 PARAM_GROUPS = ("embeddings", "keys", "query", "classifier")
 
 
@@ -46,6 +49,9 @@ class LuModelConfig:
     key_std: standard deviation of each key entry, ≥ 0 (0: all scores start at 0).
     query_std: standard deviation of each query entry, > 0, ``q ~ N(0, query_std²)``.
     query_norm: if set (> 0), the drawn query is rescaled to this Euclidean norm.
+    query_seed: if set (an integer ≥ 0), every run draws its query from
+      ``PRNGKey(query_seed)`` instead of its own seed's key, so all runs share one query,
+      as in the authors' code (which seeds torch once); unset: a query per seed.
     train_query: whether the query is trained (Appendix B); the reduced ODE needs it
       false, the fast path zero keys (``key_std = 0``) with it.
     freeze: parameter groups held fixed: any of ``embeddings`` (EF), ``keys``
@@ -67,6 +73,7 @@ class LuModelConfig:
   key_std: float = 0.0
   query_std: float = 1.0
   query_norm: Optional[float] = None
+  query_seed: Optional[int] = None
   train_query: bool = False
   freeze: tuple = ()
   normaliser: str = "softmax"
@@ -94,6 +101,10 @@ class LuModelConfig:
       check(0 < self.query_std < float("inf"), "query_std", self.query_std,
             "a finite number > 0 (a zero query gives every word score 0 forever; Lemma 1 "
             "needs q ≠ 0)")
+    if self.query_seed is not None:
+      check(isinstance(self.query_seed, int) and not isinstance(self.query_seed, bool)
+            and 0 <= self.query_seed < 2**32, "query_seed", self.query_seed,
+            "an integer in 0..2**32-1, or unset (a query per seed)")
     check(isinstance(self.train_query, bool), "train_query", self.train_query, "true or false")
     check(isinstance(self.freeze, tuple) and all(g in PARAM_GROUPS for g in self.freeze),
           "freeze", self.freeze, f"a list drawn from {', '.join(PARAM_GROUPS)}")
@@ -165,13 +176,16 @@ def init(key: jax.Array, cfg: LuModelConfig, dtype=jnp.float32) -> dict:
   """Initial parameters as in Section 5.1.
 
   Embeddings ``N(0, embed_std²)``, keys ``N(0, key_std²)`` (zero by default, so
-  every score starts at 0), query ``N(0, query_std²)`` optionally rescaled to
-  ``query_norm``, classifier by :func:`models.classifiers.init_classifier`.
+  every score starts at 0), query ``N(0, query_std²)`` (from ``key``, or from
+  ``PRNGKey(query_seed)`` when set) optionally rescaled to ``query_norm``, classifier by
+  :func:`models.classifiers.init_classifier`.
 
   Returns:
     ``{"embeddings": [V, d], "keys": [V, d'], "query": [d'], "classifier": {...}}``.
   """
   k_emb, k_key, k_query, k_cls = jax.random.split(key, 4)
+  if cfg.query_seed is not None:      # one query for every run (the authors' code)
+    k_query = jax.random.split(jax.random.PRNGKey(cfg.query_seed), 4)[2]
   query = cfg.query_std * jax.random.normal(k_query, (cfg.key_dim,), dtype)
   if cfg.query_norm is not None:
     query = query * (cfg.query_norm / jnp.linalg.norm(query))

@@ -31,6 +31,8 @@ from models.attention import attend, softmax_attention
 from models.lu import LuOutput
 from tasks.batch import Batch
 
+__all__ = ["FCConstants", "reduce", "scores", "embedding_norms", "make_apply", "expand"]
+
 
 class FCConstants(NamedTuple):
   """What the reduced model keeps fixed (per run).

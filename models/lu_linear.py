@@ -24,6 +24,8 @@ from models.attention import attend, softmax_attention
 from models.lu import LuOutput, word_scores
 from tasks.batch import Batch
 
+__all__ = ["apply_linear", "gate"]
+
 
 def apply_linear(params: dict, batch: Batch) -> LuOutput:
   """Forward pass of Attn-FC / Attn-TC through ``P = E U`` (``context`` is ``None``).

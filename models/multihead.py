@@ -20,6 +20,8 @@ from models.normalisers import NAMED_NORMALISERS, normalise
 from models.scorers import init_scorer, score
 from tasks.errors import check
 
+__all__ = ["MultiHeadOutput", "init_multihead", "multihead_attention"]
+
 
 class MultiHeadOutput(NamedTuple):
   """``out [..., m, d_model]`` and the attention weights ``[..., H, m, n]``."""

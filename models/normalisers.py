@@ -43,6 +43,9 @@ import jax.numpy as jnp
 from models.attention import softmax_attention
 from tasks.errors import check
 
+__all__ = ["STRUCTURED", "NORMALISERS", "NAMED_NORMALISERS", "PAIRWISE_MAX_LEN",
+           "sparsemax_threshold", "sparsemax", "entmax15", "entmax", "normalise"]
+
 STRUCTURED = ("fusedmax", "crf", "sparsemap")   # models.structured, with default options
 NORMALISERS = ("softmax", "sparsemax", "entmax15", "entmax") + STRUCTURED
 # Normalisers selectable by name alone (``entmax`` needs ``alpha``).

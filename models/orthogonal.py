@@ -19,6 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+__all__ = ["qr", "random_orthogonal", "orthogonal"]
+
 
 @jax.custom_batching.custom_vmap
 def qr(a: jax.Array):

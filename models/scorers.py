@@ -20,6 +20,8 @@ import jax.numpy as jnp
 
 from tasks.errors import check
 
+__all__ = ["SCORERS", "dot", "scaled_dot", "bilinear", "additive", "init_scorer", "score"]
+
 SCORERS = ("dot", "scaled_dot", "bilinear", "additive")
 
 

@@ -44,6 +44,10 @@ from tasks.batch import Batch
 from models.normalisers import NAMED_NORMALISERS, normalise
 from tasks.errors import check
 
+__all__ = ["ATTENTIONS", "PARAM_GROUPS", "Seq2SeqConfig", "Seq2SeqOutput", "fused_lstm_weights",
+           "run_lstm", "init", "head_init", "single_head_key", "encode", "decoder_inputs",
+           "attention_weights", "readout", "apply", "seq_loss", "make_seq_loss"]
+
 ATTENTIONS = ("general", "uniform")
 PARAM_GROUPS = ("embed", "encoder", "decoder", "attention", "output")
 

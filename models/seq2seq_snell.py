@@ -43,6 +43,10 @@ from models.normalisers import NAMED_NORMALISERS, normalise
 from tasks.batch import Batch
 from tasks.errors import check
 
+__all__ = ["CELLS", "SnellSeq2SeqConfig", "SnellOutput", "torch_linear", "torch_lstm", "torch_gru",
+           "torch_embedding", "init", "run_lstm", "run_gru", "decoder_inputs", "attention_weights",
+           "project", "readout", "apply", "probe", "nll", "make_loss"]
+
 
 CELLS = ("lstm", "gru")
 

@@ -47,6 +47,9 @@ import jax.numpy as jnp
 from models.normalisers import sparsemax
 from tasks.errors import check, is_concrete_number
 
+__all__ = ["FUSEDMAX_LAM", "CRF_PAIRWISE", "SPARSEMAP_PAIRWISE", "tv_prox", "fusedmax",
+           "crf_marginals", "crf_log_partition", "SparseMAPResult", "sparsemap", "sparsemap_solve"]
+
 # Defaults used when these are picked by name as a normaliser (models.normalisers.normalise).
 FUSEDMAX_LAM = 0.1        # Niculae & Blondel tune λ on validation; 0.1 fuses only near-ties of O(1) scores
 CRF_PAIRWISE = 1.0        # a mild bonus for selecting two adjacent words together

@@ -35,6 +35,9 @@ import jax.numpy as jnp
 from models.normalisers import NAMED_NORMALISERS, normalise
 from tasks.errors import check, is_concrete_number
 
+__all__ = ["FEATURES", "BLOCKS", "ATTENTIONS", "TaggerConfig", "TaggerOutput", "init",
+           "sinusoidal_positions", "key_mask", "uniform_attention", "apply", "token_nll"]
+
 FEATURES = ("words", "words+pos")
 BLOCKS = ("paper", "full")
 ATTENTIONS = ("uniform",) + NAMED_NORMALISERS   # softmax, sparsemax, ..., fusedmax, crf, sparsemap

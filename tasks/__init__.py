@@ -16,3 +16,8 @@ from tasks.markov_pairs import MarkovPairsDataset as MarkovPairsDataset
 from tasks.markov_pairs import make_markov_pairs_dataset as make_markov_pairs_dataset
 from tasks.markov_pairs import pair_ids as pair_ids
 from tasks.conll2000 import load_conll2000 as load_conll2000
+
+__all__ = ["Batch", "ConfigError", "TopicDataset", "TopicTaskConfig", "make_topic_dataset",
+           "SSTData", "Sentence", "load_sst", "read_trees", "to_batch", "word_class_counts",
+           "MarkovPairsConfig", "MarkovPairsDataset", "make_markov_pairs_dataset", "pair_ids",
+           "load_conll2000"]

@@ -3,6 +3,8 @@ from typing import NamedTuple
 
 import jax
 
+__all__ = ["Batch"]
+
 
 class Batch(NamedTuple):
   """Sentences as padded token ids.

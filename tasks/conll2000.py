@@ -35,6 +35,9 @@ import numpy as np
 
 from tasks.errors import ConfigError, check
 
+__all__ = ["PAD", "UNK", "FILES", "DEFAULT_ROOT", "Token", "TaggedBatch", "ConllData", "read_conll",
+           "split_dev", "build_vocab", "to_tagged_batch", "length_buckets", "load_conll2000"]
+
 PAD = "<pad>"
 UNK = "<unk>"
 FILES = ("train", "test")

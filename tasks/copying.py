@@ -30,6 +30,8 @@ import jax.numpy as jnp
 from tasks.batch import Batch
 from tasks.errors import check
 
+__all__ = ["DISTRIBUTIONS", "ENCODINGS", "CopyingConfig", "sample_copying", "copying_dataset"]
+
 DISTRIBUTIONS = ("permutation", "iid", "subset")
 ENCODINGS = ("authors", "ours")
 

@@ -9,6 +9,9 @@ Below the config layer, a check names the argument it was given (``classifier``,
 import re
 import sys
 
+__all__ = ["ConfigError", "value_error", "check", "renamed", "is_concrete_number",
+           "is_environment_failure"]
+
 
 class ConfigError(ValueError):
   """Bad input: the message names what was wrong and what is allowed.

@@ -26,6 +26,9 @@ import jax.numpy as jnp
 from tasks.batch import Batch
 from tasks.errors import check
 
+__all__ = ["MarkovPairsConfig", "MarkovPairsDataset", "pair_ids", "transition_matrices",
+           "make_markov_pairs_dataset"]
+
 
 @dataclasses.dataclass(frozen=True)
 class MarkovPairsConfig:

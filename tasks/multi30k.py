@@ -17,6 +17,8 @@ import numpy as np
 from tasks.batch import Batch
 from tasks.errors import ConfigError, check, value_error
 
+__all__ = ["DEFAULT_ROOT", "DEFAULT_STEM", "tokenize", "Multi30kData", "load_multi30k"]
+
 DEFAULT_ROOT = pathlib.Path(__file__).resolve().parents[1] / "data" / "multi30k"
 DEFAULT_STEM = "train"
 _TOKEN = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]", re.UNICODE)

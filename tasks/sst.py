@@ -39,6 +39,10 @@ import numpy as np
 from tasks.batch import Batch
 from tasks.errors import ConfigError, check
 
+__all__ = ["SPLITS", "PAD", "UNK", "PADDINGS", "VOCAB_FROM", "LABELS", "DEFAULT_ROOT", "Sentence",
+           "SSTData", "parse_tree", "read_trees", "to_binary", "build_vocab", "to_batch",
+           "word_class_counts", "load_sst"]
+
 SPLITS = ("train", "dev", "test")
 PAD = "<pad>"
 UNK = "<unk>"

@@ -17,7 +17,10 @@ import jax
 import jax.numpy as jnp
 
 from tasks.batch import Batch
-from tasks.errors import check
+from tasks.errors import ConfigError, check
+
+__all__ = ["MAX_WORDS", "TopicTaskConfig", "TopicDataset", "COMPILER_OPTIONS",
+           "check_key_and_config", "make_topic_dataset"]
 
 MAX_WORDS = 2**31 - 1  # word ids are int32
 
@@ -121,6 +124,21 @@ def _sentences(key: jax.Array, cfg: TopicTaskConfig, n: int):
 COMPILER_OPTIONS = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
 
 
+def check_key_and_config(key, cfg, config_type, where: str) -> None:
+  """One line when a ``(key, cfg)`` generator is called with the arguments swapped or wrong."""
+  order = f"{where}(key, cfg)"
+  if isinstance(key, config_type):
+    raise ConfigError(f"{order}: the first argument is a {config_type.__name__} and the second "
+                      f"{type(cfg).__name__}: the arguments are swapped; call {order} with "
+                      "key = jax.random.PRNGKey(seed).")
+  dtype = getattr(key, "dtype", None)
+  is_key = dtype is not None and (jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key) or (
+      dtype == jnp.uint32 and tuple(getattr(key, "shape", ()))[-1:] == (2,)))
+  check(is_key, "key", type(key).__name__ if dtype is None else f"an array of dtype {dtype}",
+        f"a PRNG key (jax.random.PRNGKey(seed) or jax.random.key(seed)); {order}")
+  check(isinstance(cfg, config_type), "cfg", type(cfg).__name__, f"a {config_type.__name__}; {order}")
+
+
 def make_topic_dataset(key: jax.Array, cfg: TopicTaskConfig) -> TopicDataset:
   """Generate the task (Section 3): a pure function of ``key``; vmappable over keys.
 
@@ -131,6 +149,7 @@ def make_topic_dataset(key: jax.Array, cfg: TopicTaskConfig) -> TopicDataset:
   Returns:
     A :class:`TopicDataset`.
   """
+  check_key_and_config(key, cfg, TopicTaskConfig, "make_topic_dataset")
   k_train, k_test = jax.random.split(key)
   tr_tokens, tr_labels, tr_topic = _sentences(k_train, cfg, cfg.n_train)
   te_tokens, te_labels, _ = _sentences(k_test, cfg, cfg.n_test)

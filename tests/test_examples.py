@@ -1,5 +1,8 @@
 """The runnable examples in docs/examples/ run, small (ATTNDYN_EXAMPLE_SMALL=1), and say what
-they claim, so they cannot rot as the API changes."""
+they claim, so they cannot rot as the API changes. At full size (as ``python
+docs/examples/NAME.py`` runs them) they are marked ``slow``: deselected by default
+(pyproject's ``-m 'not slow'``), run by ``pytest -n 0 -m slow tests/test_examples.py``
+(docs/examples/README.md)."""
 import runpy
 from pathlib import Path
 
@@ -9,10 +12,14 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
 
 
-@pytest.fixture
-def example(monkeypatch):
-  """``example(name)``: the script's ``main()`` result, run in this process in its small mode."""
-  monkeypatch.setenv("ATTNDYN_EXAMPLE_SMALL", "1")
+@pytest.fixture(params=["small", pytest.param("full", marks=pytest.mark.slow)])
+def example(request, monkeypatch):
+  """``example(name)``: the script's ``main()`` result, run in this process in its small mode
+  (``ATTNDYN_EXAMPLE_SMALL=1``) or, marked ``slow``, at full size."""
+  if request.param == "small":
+    monkeypatch.setenv("ATTNDYN_EXAMPLE_SMALL", "1")
+  else:
+    monkeypatch.delenv("ATTNDYN_EXAMPLE_SMALL", raising=False)
   return lambda name: runpy.run_path(str(EXAMPLES / name))["main"]()
 
 
@@ -39,12 +46,16 @@ def test_theorem1_property(example):
 
 
 def test_lemma2_nontopic_embeddings(example):
-  """Attn-TC's GD misses Lemma 2's reduced ODE by more than the reproduction's tolerance, and
-  holding the non-topic words' embeddings (nothing else) brings it within that tolerance."""
+  """Attn-TC's (and at full size Attn-TL's) GD misses Lemma 2's reduced ODE by more than the
+  reproduction's tolerance, and holding the non-topic words' embeddings (nothing else) brings
+  it within that tolerance."""
   from attndyn.reproduce.lu2021 import synthetic
   tolerance = synthetic.FULL["ode_tolerance"]
-  r = example("lemma2_nontopic_embeddings.py")["tc"]
-  assert r["all words move"].min() > tolerance >= r["non-topic embeddings held"].max(), r
+  results = example("lemma2_nontopic_embeddings.py")
+  for c in ("tc", "tl"):
+    if c in results:
+      r = results[c]
+      assert r["all words move"].min() > tolerance >= r["non-topic embeddings held"].max(), (c, r)
 
 
 def test_extended_atlas_sample(tmp_path):

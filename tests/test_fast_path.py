@@ -12,6 +12,9 @@ rounding of ~1e-7 per step accumulates over 400 steps; observed differences
 are ≤ 5e-6 on scores ≈ 3, so float32 uses ``rtol = atol = 3e-5``: 250× float32's
 epsilon, far below the O(1) gap a wrong gradient term would leave.
 """
+import dataclasses
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -291,3 +294,108 @@ def test_projected_forward_when_it_gathers_fewer_channels(data):
   assert not fast_lu.projected_forward_pays(plan, layout(6, 9), frozen)
   assert not fast_lu.projected_forward_pays(plan, layout(6, 9), _model_cfg("tc").trainable())
   assert fast_lu.projected_forward_pays(plan, layout(6, 3), _model_cfg("tc").trainable())
+
+
+def _l2(loss_fn, weight=0.05):
+  """``loss_fn`` plus ``weight · ‖embeddings‖²``: a loss the fast path does not compute."""
+  def loss(p, b):
+    value, aux = loss_fn(p, b)
+    return value + weight * jnp.sum(p["embeddings"] ** 2), aux
+  return loss
+
+
+class _L2Loss(models.LuCrossEntropy):
+  """A subclass of the Lu cross-entropy that adds an L2 term: another loss."""
+
+  def __call__(self, params, batch):
+    return _l2(super().__call__)(params, batch)
+
+
+def _wrapped_losses():
+  """The L2 loss dressed as the Lu cross-entropy three ways; each carries (or inherits)
+  ``apply_fn = models.lu.apply``, which the attribute-based choice read as proof."""
+  base = models.make_loss(models.lu.apply)
+
+  @functools.wraps(base)
+  def wrapped(p, b):
+    return _l2(base)(p, b)
+
+  def with_weight(p, b, weight):
+    return _l2(base, weight)(p, b)
+
+  partial = functools.update_wrapper(functools.partial(with_weight, weight=0.05), base)
+  return {"functools.wraps": wrapped, "functools.partial": partial,
+          "subclass": _L2Loss(models.lu.apply)}
+
+
+@pytest.mark.parametrize("form", ["functools.wraps", "functools.partial", "subclass"])
+def test_a_loss_dressed_as_the_lu_cross_entropy_trains_generically(data, form):
+  """The fast path is chosen by type: a ``functools.wraps`` wrapper, a ``functools.partial``
+  (with ``update_wrapper``) and a subclass of ``models.LuCrossEntropy`` all carry
+  ``apply_fn = models.lu.apply``, all add an L2 term, and all train on autodiff with the L2
+  term in (float64: equal to ``make_train`` of the same loss to 1e-12), where the Lu
+  cross-entropy alone ends elsewhere."""
+  loss = _wrapped_losses()[form]
+  assert getattr(loss, "apply_fn", None) is models.lu.apply
+  model_cfg = _model_cfg("tc")
+  cfg = dynamics.TrainConfig(lr=0.5, steps=40, record_every=20)
+  record = lambda p, p0: {"score": models.lu.word_scores(p)[:TASK.n_topic_words]}
+  trainable = model_cfg.trainable()
+  choice = dynamics.make_auto_train(loss, data.train, record, cfg, trainable, model_cfg=model_cfg)
+  assert choice.path == "generic" and "custom loss" in choice.reason, choice.reason
+  assert not dynamics.fast_path_applies(model_cfg, cfg, batch=data.train, loss_fn=loss)
+  with pytest.raises(ValueError, match="custom loss"):
+    dynamics.make_fast_train(loss, data.train, record, cfg, trainable, model_cfg=model_cfg)
+  params0 = models.lu.init(jax.random.PRNGKey(1), model_cfg, jnp.float64)
+  key = jax.random.PRNGKey(0)
+  got = jax.jit(choice.train)(params0, key)
+  ref = jax.jit(dynamics.make_train(loss, data.train, record, cfg, trainable))(params0, key)
+  plain = dynamics.make_auto_train(models.make_loss(models.lu.apply), data.train, record, cfg,
+                                   trainable, model_cfg=model_cfg)
+  assert plain.path == "fast"
+  ce = jax.jit(plain.train)(params0, key)
+  _assert_close(ref.final_params, got.final_params, dict(rtol=1e-12, atol=1e-12))
+  gap = np.abs(np.asarray(ce.final_params["embeddings"]) - np.asarray(got.final_params["embeddings"]))
+  assert gap.max() > 1e-3, gap.max()        # the L2 term moves the trajectory
+
+
+def test_auto_train_checks_the_fast_step_against_autodiff(data, monkeypatch):
+  """``make_auto_train`` trusts the fast path only after one of its steps equals autodiff's
+  (float64, relative 1e-9): a fast step with a learning rate 0.1% off is caught, and the
+  trainer falls back to autodiff with the gap in its reason."""
+  from dynamics import auto_train
+  model_cfg = _model_cfg("tc")
+  cfg = dynamics.TrainConfig(lr=0.5, steps=20, record_every=10)
+  loss = models.make_loss(models.lu.apply)
+  record = lambda p, p0: {}
+  choice = dynamics.make_auto_train(loss, data.train, record, cfg, model_cfg.trainable(),
+                                    model_cfg=model_cfg)
+  assert choice.path == "fast" and "first step equals autodiff" in choice.reason
+  real = auto_train.make_fast_sweep_train
+
+  def off_by_a_little(model_cfg, batch, record, cfg, *args, **kw):
+    return real(model_cfg, batch, record, dataclasses.replace(cfg, lr=cfg.lr * 1.001), *args, **kw)
+
+  monkeypatch.setattr(auto_train, "make_fast_sweep_train", off_by_a_little)
+  choice = dynamics.make_auto_train(loss, data.train, record, cfg, model_cfg.trainable(),
+                                    model_cfg=model_cfg)
+  assert choice.path == "generic" and "first step differs from autodiff" in choice.reason, \
+      choice.reason
+
+
+def test_auto_train_of_another_model_with_the_lu_config_is_generic(data):
+  """A custom model whose parameters are not the Lu model's (a learned temperature beside
+  them), handed ``model_cfg``, trains generically: the loss's type decides before anything
+  is built from the Lu parameters, and a nested ``trainable`` fits its parameters."""
+  model_cfg = _model_cfg("tc")
+  apply = lambda p, b: models.lu.apply(dict(p["lu"], query=p["lu"]["query"] / p["t"]), b)
+  loss = models.make_loss(apply)
+  cfg = dynamics.TrainConfig(lr=0.5, steps=4, record_every=2)
+  trainable = {"lu": model_cfg.trainable(), "t": True}
+  choice = dynamics.make_auto_train(loss, data.train, lambda p, p0: {"t": p["t"]}, cfg,
+                                    trainable, model_cfg=model_cfg)
+  assert choice.path == "generic" and "custom loss" in choice.reason
+  params0 = {"lu": models.lu.init(jax.random.PRNGKey(1), model_cfg, jnp.float64),
+             "t": jnp.ones(())}
+  traj = choice.train(params0, jax.random.PRNGKey(0))
+  assert float(traj.observables["t"][-1]) != 1.0

@@ -12,7 +12,7 @@ import pytest
 
 import analysis
 from analysis import npz
-from attndyn import checkpoint, cli, lock, outputs, pipeline
+from attndyn import api, checkpoint, cli, lock, outputs, pipeline
 from tasks.errors import ConfigError
 
 
@@ -430,9 +430,8 @@ def test_figures_a_full_disk_refused_are_one_error_line_naming_what_was_kept(tmp
       "loss.png": "OSError: [Errno 28] No space left on device: 'o/loss.png'",
       "dynamics.png": "OSError: [Errno 28] No space left on device: 'o/dynamics.png'"}}}
   out = tmp_path / "o"
-  with mock.patch.object(pipeline, "run", return_value=SimpleNamespace(errors={})), \
-      mock.patch.object(outputs, "write_all", return_value=doc), \
-      mock.patch.object(cli, "_headline"):
+  done = SimpleNamespace(directory=out, summary={**doc, "errors": {}}, exceptions={})
+  with mock.patch.object(api, "run", return_value=done), mock.patch.object(cli, "_headline"):
     status = cli.main(TINY_GD + ["--checkpoint-every", "0", "--out", str(out)])
   assert status == 2
   assert _one_line(capsys).startswith(

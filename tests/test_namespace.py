@@ -59,3 +59,38 @@ def test_paper_config_gives_typed_paper_settings():
     ad.paper_config("quick", train={"steps": 7})
   with pytest.raises(tasks.ConfigError, match="lu2021-text-tc"):
     ad.paper_config("lu2021-txt-tc")
+
+
+def _public_modules():
+  import pkgutil
+  for package in (tasks, models, dynamics, analysis, importlib.import_module("attndyn")):
+    yield package
+    for info in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}."):
+      if not any(part.startswith("_") for part in info.name.split(".")):
+        yield importlib.import_module(info.name)
+
+
+def test_every_public_module_declares_all_and_has_what_it_declares():
+  missing, absent = [], []
+  for module in _public_modules():
+    names = getattr(module, "__all__", None)
+    if names is None:
+      missing.append(module.__name__)
+      continue
+    absent += [f"{module.__name__}.{n}" for n in names if not hasattr(module, n)]
+  assert not missing and not absent, (missing, absent)
+
+
+def test_one_config_error_and_no_imports_on_show():
+  """One ConfigError class, reachable from every package; ``dir`` of ``ad``, ``ad.config`` and
+  ``ad.dynamics`` shows their own names (not importlib, np, math, ...; no module beside the
+  functions in ``ad.dynamics``), and ``dir(ad.analysis)`` shows its lazily imported modules."""
+  from attndyn import config
+  from tasks.errors import ConfigError
+  assert all(m.ConfigError is ConfigError for m in (ad, tasks, models, dynamics, analysis, config))
+  assert "importlib" not in dir(ad) and {"run", "ConfigError", "paper_config"} <= set(dir(ad))
+  imported = {"np", "math", "itertools", "dataclasses", "tomllib", "Optional", "Path", "schema"}
+  assert not imported & set(dir(config)), imported & set(dir(config))
+  modules = [n for n in dir(dynamics) if isinstance(getattr(dynamics, n), type(importlib))]
+  assert not modules, modules
+  assert "figures" in dir(analysis) and "load" in dir(analysis)

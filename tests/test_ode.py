@@ -424,7 +424,7 @@ def test_traced_topic_words_are_refused_and_concrete_jnp_ids_act_as_numpy():
   task, data, cfg, params0 = _setup("tc")
   n_topic = task.n_topic_words
   kw = dict(lr=1.0, ts=jnp.linspace(0.0, 10.0, 3), trainable=cfg.trainable())
-  _, ids = dynamics.reduced_ode.check_solve_inputs("lemma2", cfg.trainable(), kw["ts"],
+  _, _, _, ids, _ = dynamics.reduced_ode.check_solve_inputs("lemma2", cfg.trainable(), kw["ts"],
                                                    data.train, data.train_topic_word,
                                                    jnp.arange(n_topic))
   assert isinstance(ids, np.ndarray) and dynamics.reduced_ode.is_leading_ids(ids)
@@ -441,4 +441,7 @@ def test_ode_tolerance_defaults_are_the_cli_defaults():
   want = (ODEConfig().rtol, ODEConfig().atol)
   for fn in (dynamics.reduced_sen_ode, dynamics.reduced_sen_ode_sweep, dynamics.gradient_flow):
     sig = inspect.signature(fn).parameters
-    assert (sig["rtol"].default, sig["atol"].default) == want, fn.__name__
+    # unset (None) so that a stepsize_controller given instead can be told from them
+    assert (sig["rtol"].default, sig["atol"].default) == (None, None), fn.__name__
+  controller = dynamics.ode.controller_for(None, rtol=None, atol=None, dtmin=None)
+  assert (controller.rtol, controller.atol) == want

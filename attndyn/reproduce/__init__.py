@@ -7,6 +7,8 @@ holding one experiment per file (settings as data plus a small ``run``
 function that calls :mod:`tasks`, :mod:`models`, :mod:`dynamics` and
 :mod:`analysis`): one subpackage per entry of ``PAPERS``.
 """
+
+__all__ = ["PAPERS"]
 PAPERS = {"lu2021": "attndyn.reproduce.lu2021", "yang": "attndyn.reproduce.yang",
           "sgd": "attndyn.reproduce.sgd", "flavours": "attndyn.reproduce.flavours",
           "snell": "attndyn.reproduce.snell"}

@@ -7,6 +7,8 @@ from pathlib import Path
 from attndyn.reproduce import PAPERS
 from tasks.errors import ConfigError
 
+__all__ = ["EPILOG", "add_parser", "main"]
+
 EPILOG = """examples:
   attndyn reproduce lu2021 --out results/lu2021-quick --quick
   attndyn reproduce lu2021 --out results/lu2021

@@ -37,6 +37,9 @@ from analysis import npz
 from attndyn import atomic, checkpoint, chunking, config, lock, outputs, pipeline
 from tasks.errors import ConfigError
 
+__all__ = ["RUNS_DIR", "deep_update", "validate", "run", "sweep", "trajectory_sweep", "SEGMENTS",
+           "segment_checkpoint", "run_dir", "figure_path", "stage_error"]
+
 RUNS_DIR = "runs"
 
 

@@ -38,6 +38,9 @@ from attndyn import atomic
 from attndyn.reproduce import report, runner
 from tasks.errors import ConfigError
 
+__all__ = ["MAX_WIDTH", "COLOURS", "claim_patterns", "id_drift", "missing", "markdown", "publish",
+           "main"]
+
 MAX_WIDTH = 1400   # pixels; the figures are read on a screen, not printed
 COLOURS = 128      # palette size of the published PNGs
 

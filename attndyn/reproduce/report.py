@@ -19,6 +19,9 @@ from attndyn import atomic
 from attndyn.reproduce import PAPERS, runner
 from tasks.errors import ConfigError, digits_error, too_many_digits
 
+__all__ = ["COLUMNS", "VERDICTS", "collect", "format_ours", "format_paper", "format_result",
+           "format_source", "counts", "summary", "paper_title", "build", "markdown", "write"]
+
 MARKDOWN, JSON = "replication.md", "replication.json"
 COLUMNS = ("id", "claim", "figure", "paper", "ours (95% interval, n)", "tolerance",
            "tolerance source", "result")

@@ -26,6 +26,11 @@ from attndyn import overrides as override_parser
 from attndyn.reproduce import PAPERS
 from tasks.errors import ConfigError, check, is_environment_failure
 
+__all__ = ["EXPERIMENTS_DIR", "Outcome", "Context", "paper_module", "experiment_modules",
+           "RUN_TABLE", "check_settings", "settings_for", "describe_settings", "check_items",
+           "select", "write_json", "revision", "inherit_revision", "machine", "run_experiment",
+           "finished", "run"]
+
 EXPERIMENTS_DIR = "experiments"
 
 

@@ -8,7 +8,8 @@ from the same initial parameters, vmapped over seeds in chunks by
 ``ad.dynamics.run_sweep``. Settings come from the paper's preset
 (``ad.paper_config``), shrunk to the ``quick`` demo's size.
 
-Run: ``python docs/examples/custom_model_sweep.py`` (a few minutes on a laptop CPU);
+Run: ``python docs/examples/custom_model_sweep.py`` (13.6 min on 2 heavily loaded CPU
+cores; docs/examples/README.md);
 ``ATTNDYN_EXAMPLE_SMALL=1`` runs 4 seeds of a tiny task in seconds (the test suite does).
 """
 import os

@@ -16,8 +16,8 @@ rows, and the step at which the mean topic score first reaches half its final
 value under each.
 
 Run: ``python docs/examples/lemma2_nontopic_embeddings.py [fc|tc|tl ...]`` (the
-paper's text setting, 5000 epochs of lr 0.1, 3 seeds: a few minutes on a laptop
-CPU; TL's ODE takes longest); ``ATTNDYN_EXAMPLE_SMALL=1`` runs the ``quick``
+paper's text setting, 5000 epochs of lr 0.1, 3 seeds, float64: 25 min for all
+three on 2 heavily loaded CPU cores, docs/examples/README.md; TL's ODE takes longest); ``ATTNDYN_EXAMPLE_SMALL=1`` runs the ``quick``
 preset's small task (Attn-TC, 2000 epochs, 1 seed; all words moving and the non-topic
 embeddings held) in seconds (the test suite does).
 """

@@ -11,11 +11,19 @@ is constant in time (eq 9). The property: for random sentence lengths ``m``,
 embedding scales ``σ``, learning rates and data/init seeds, ``Q_t`` computed by
 ``ad.analysis.invariant`` from the parameters along an
 ``ad.dynamics.reduced_sen_ode`` solution (float64) changes by at most 1e-6 of the
-score's growth, while the score itself grows by O(1). The solver integrates the
+score's growth (or of 1, when the score moves less than 1). The solver integrates the
 velocity field; ``Q_t`` is a separate formula of the parameters, so this checks
-the ODE against the theorem, not a formula against itself.
+the ODE against the theorem, not a formula against itself. The check says something
+only if the scores move: each example's largest score change must exceed 1e-3, a
+thousand times the drift it allows. (How far they move in 100 steps depends on the
+example: long sentences and small steps move them least, e.g. 0.14 at m = 12,
+σ = 0.05, lr = 0.5.)
 
-Run: ``python docs/examples/theorem1_property.py`` (100 examples) or with pytest;
+Needs ``hypothesis`` (``pip install hypothesis``, or attndyn's ``test`` extra).
+Derandomised: the same examples on every run.
+
+Run: ``python docs/examples/theorem1_property.py`` (100 examples; 2.1 min on 2 heavily
+loaded CPU cores, most of it compiling the solver once per ``m``) or with pytest;
 ``ATTNDYN_EXAMPLE_SMALL=1`` runs 3 examples at one ``m`` (the test suite does).
 
 References:
@@ -29,8 +37,13 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
+
+try:
+  from hypothesis import given, settings
+  from hypothesis import strategies as st
+except ImportError:
+  raise SystemExit("theorem1_property.py needs hypothesis: pip install hypothesis "
+                   "(or attndyn's test extra: pip install -e '.[test]')") from None
 
 import attndyn as ad
 
@@ -74,7 +87,7 @@ def solver(m: int):
   return jax.jit(solve)
 
 
-@settings(max_examples=3 if SMALL else 100, derandomize=SMALL, deadline=None)
+@settings(max_examples=3 if SMALL else 100, derandomize=True, deadline=None)
 @given(m=st.sampled_from([3]) if SMALL else st.integers(2, 12),
        data_seed=st.integers(0, 2**16), init_seed=st.integers(0, 2**16),
        embed_std=st.floats(0.05, 0.3), lr=st.floats(0.5, 2.0))
@@ -84,7 +97,7 @@ def test_theorem1_q_is_conserved_along_the_reduced_ode(m, data_seed, init_seed, 
   s, q = np.asarray(s), np.asarray(q)
   assert float(failed_at) == -1.0
   growth = np.abs(s[-1] - s[0])
-  assert growth.max() > 0.3, f"scores barely moved ({growth}): the check would be vacuous"
+  assert growth.max() > 1e-3, f"scores barely moved ({growth}): the check would be vacuous"
   drift = np.abs(q - q[0]).max(axis=0) / np.maximum(1.0, growth)
   assert drift.max() <= 1e-6, drift
 

@@ -111,3 +111,7 @@ from dynamics.fast_lu.train import COMPILER_OPTIONS as COMPILER_OPTIONS
 from dynamics.fast_lu.train import SEED_TILE as SEED_TILE
 from dynamics.fast_lu.train import make_fast_sweep_train as make_fast_sweep_train
 from dynamics.fast_lu.train import make_fast_train as make_fast_train
+
+__all__ = ["FastPathCheck", "fast_path_applies", "HEAVY_COUNT", "WordPlan", "plan_words",
+           "GATHER_COST", "projected_forward_pays", "COMPILER_OPTIONS", "SEED_TILE",
+           "make_fast_sweep_train", "make_fast_train"]

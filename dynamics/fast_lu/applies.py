@@ -1,13 +1,18 @@
 """When the fast path computes exactly what autodiff gradient descent would (:func:`fast_path_applies`)."""
 import dataclasses
+import functools
 from typing import Any, Optional
 
 import jax
 
+from dynamics.optimizers import group_flags, optimizer_name
 from dynamics.train import TrainConfig
 from models import lu, lu_linear
+from models.objective import LuCrossEntropy
 from tasks.batch import Batch
 from tasks.errors import is_concrete_number
+
+__all__ = ["FastPathCheck", "fast_path_applies"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,29 +33,43 @@ class FastPathCheck:
 def _loss_mismatch(loss_fn, model_cfg) -> Optional[str]:
   """Why ``loss_fn`` may differ from the Lu cross-entropy the fast path computes (None: it is that).
 
-  Only losses built by ``models.make_loss`` from a Lu forward pass known to be
-  the same function (``models.lu.apply``; ``models.lu_linear.apply_linear``
-  for the linear classifiers) are accepted: any other function, even one
-  that happens to compute the same loss, cannot be checked and is refused.
+  Chosen by type, never by an attribute: only an object of exactly the class
+  :class:`models.LuCrossEntropy` (what ``models.make_loss`` returns) whose ``apply_fn`` is a
+  Lu forward pass known to be the same function (``models.lu.apply``;
+  ``models.lu_linear.apply_linear`` for the linear classifiers) is accepted. A subclass, a
+  ``functools.partial`` or a ``functools.wraps`` wrapper (which copies ``apply_fn`` onto a
+  function that may add terms) is another loss, even when it computes the same values.
   """
-  apply_fn = getattr(loss_fn, "apply_fn", None)
-  if apply_fn is lu.apply:
-    return None
-  if apply_fn is lu_linear.apply_linear:
-    classifier = getattr(model_cfg, "classifier", None)
-    if classifier in ("fc", "tc"):
+  if type(loss_fn) is LuCrossEntropy:
+    apply_fn = loss_fn.apply_fn
+    if apply_fn is lu.apply:
       return None
-    return (f"loss_fn is the cross-entropy of models.lu_linear.apply_linear, which needs a "
-            f"linear classifier (fc or tc), not {classifier!r}")
-  name = lambda f: getattr(f, "__qualname__", type(f).__name__)
-  if loss_fn is None:
+    if apply_fn is lu_linear.apply_linear:
+      classifier = getattr(model_cfg, "classifier", None)
+      if classifier in ("fc", "tc"):
+        return None
+      return (f"loss_fn is the cross-entropy of models.lu_linear.apply_linear, which needs a "
+              f"linear classifier (fc or tc), not {classifier!r}")
+    name = getattr(apply_fn, "__qualname__", type(apply_fn).__name__)
+    what = f"loss_fn is the cross-entropy of {name!r}, not of models.lu.apply"
+  elif loss_fn is None:
     what = "loss_fn is None"
-  elif apply_fn is not None:
-    what = f"loss_fn is the cross-entropy of {name(apply_fn)!r}, not of models.lu.apply"
+  elif isinstance(loss_fn, LuCrossEntropy):
+    what = (f"loss_fn is a {type(loss_fn).__qualname__}, a subclass of models.LuCrossEntropy, "
+            "whose __call__ may differ")
+  elif isinstance(loss_fn, functools.partial):
+    what = "loss_fn is a functools.partial, not models.make_loss(models.lu.apply) itself"
+  elif hasattr(loss_fn, "__wrapped__"):
+    what = (f"loss_fn {_name(loss_fn)!r} wraps another function (functools.wraps), so it "
+            "may add terms to it")
   else:
-    what = f"loss_fn {name(loss_fn)!r} is not models.make_loss(models.lu.apply)"
+    what = f"loss_fn {_name(loss_fn)!r} is not models.make_loss(models.lu.apply)"
   return (f"a custom loss ({what}): the fast path computes the Lu model's own "
           "cross-entropy in closed form and cannot check that another loss equals it")
+
+
+def _name(f) -> str:
+  return getattr(f, "__qualname__", type(f).__name__)
 
 
 def fast_path_applies(model_cfg, train_cfg: TrainConfig, trainable: Optional[dict] = None,
@@ -79,7 +98,10 @@ def fast_path_applies(model_cfg, train_cfg: TrainConfig, trainable: Optional[dic
   Returns:
     A :class:`FastPathCheck` (truthy iff it applies) with the reason.
   """
-  trainable = model_cfg.trainable() if trainable is None else trainable
+  trainable = model_cfg.trainable() if trainable is None else group_flags(trainable)
+  if trainable is None:
+    return FastPathCheck(False, "trainable is not a dict of group -> bool (the fast path trains "
+                                "whole groups)")
   if not hasattr(model_cfg, "classifier") or model_cfg.classifier not in ("fc", "tc", "tl"):
     return FastPathCheck(False, "not the Lu attention model with an fc/tc/tl classifier")
   if not (isinstance(loss_fn, str) and loss_fn == "lu"):
@@ -90,8 +112,9 @@ def fast_path_applies(model_cfg, train_cfg: TrainConfig, trainable: Optional[dic
   if normaliser != "softmax":
     return FastPathCheck(False, f"the attention normaliser is {normaliser!r} (the fast path "
                                 "factors the softmax)")
-  if train_cfg.optimizer not in ("gd", "sgd"):
-    return FastPathCheck(False, f"optimizer {train_cfg.optimizer!r} is not plain gradient descent")
+  if not (isinstance(train_cfg.optimizer, str) and train_cfg.optimizer in ("gd", "sgd")):
+    return FastPathCheck(False, f"optimizer {optimizer_name(train_cfg.optimizer)} is not plain "
+                                "gradient descent")
   if train_cfg.batch_size and (batch is None or train_cfg.batch_size < batch.tokens.shape[0]):
     return FastPathCheck(False, f"minibatches of {train_cfg.batch_size} (the fast path is full-batch)")
   query = bool(trainable.get("query", False))

@@ -7,6 +7,8 @@ import numpy as np
 
 from tasks.batch import Batch
 
+__all__ = ["HEAVY_COUNT", "WordPlan", "plan_words"]
+
 # Words that occur more often than this go through a dense [H, n] product.
 HEAVY_COUNT = 16
 

@@ -11,6 +11,8 @@ from dynamics.fast_lu.xla_cpu import (_columns, _finite_per_seed, _gather_sum, _
                                       _rows, _seeds_first, _seeds_last, _sum_many_rows,
                                       _sum_rows, _tree_sum)
 
+__all__ = ["GATHER_COST", "projected_forward_pays", "frozen_first_layer"]
+
 # A gathered float costs about this many multiply-adds (projected_forward_pays): the model
 # behind gathering Wᵀx instead of x, which pays for FC and TC (K = n_classes < d) and for TL
 # (K = hidden_dim) only on long sentences. A CPU cost model; either form is exact.

@@ -9,10 +9,12 @@ from dynamics.fast_lu.applies import _loss_mismatch, fast_path_applies
 from dynamics.fast_lu.plan import HEAVY_COUNT, _plan_for
 from dynamics.fast_lu.step import (_Layout, _make_step, _to_params, _to_state, _unpacker,
                                    frozen_first_layer, projected_forward_pays)
-from dynamics.train import TrainConfig
-from dynamics.trajectory import Trajectory
+from dynamics.train import TrainConfig, check_train_args
+from dynamics.trajectory import Trajectory, checked_record
 from tasks.batch import Batch
 from tasks.errors import ConfigError
+
+__all__ = ["SEED_TILE", "COMPILER_OPTIONS", "make_fast_sweep_train", "make_fast_train"]
 
 # Seeds per tile: a tile's state ([V, d, S] float32) should stay in the last-level cache, so
 # seeds are advanced in tiles rather than all at once (`python -m benchmarks.xla_options`
@@ -70,6 +72,7 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
     ConfigError: if :func:`fast_path_applies` says no, or the data is traced.
   """
   trainable = model_cfg.trainable() if trainable is None else dict(trainable)
+  record = checked_record(record)
   verdict = fast_path_applies(model_cfg, cfg, trainable, batch)
   if not verdict:
     raise ConfigError(f"the fast path does not apply: {verdict.reason}")
@@ -194,6 +197,7 @@ def make_fast_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: Trai
   mismatch = _loss_mismatch(loss_fn, model_cfg)
   if mismatch:
     raise ConfigError(f"the fast path does not apply: {mismatch}")
+  check_train_args("make_fast_train", loss_fn, batch, record, cfg, trainable)
   train_batch = make_fast_sweep_train(model_cfg, batch, record, cfg, trainable,
                                       record_params=record_params, seed_tile=seed_tile,
                                       unroll=unroll, project=project)

@@ -5,6 +5,8 @@ import jax.extend.core as jax_core
 import jax.numpy as jnp
 import numpy as np
 
+__all__ = []
+
 
 def _sum_rows(x_fn, n: int):
   """``Σ_i x_fn(i0, i1)`` over rows ``i < n`` as unrolled slice sums (two levels).

@@ -20,5 +20,7 @@ References:
   Jain & Wallace, NAACL 2019. https://arxiv.org/abs/1902.10186
   Peters, Niculae & Martins, ACL 2019. https://arxiv.org/abs/1905.05702
 """
+
+__all__ = ["TITLE", "EXPERIMENTS"]
 TITLE = 'Attention flavours: sparsemax/entmax SEN and the Jain & Wallace checks on the Lu et al. (2021) topic task; structured attention on CoNLL-2000 and copying'
 EXPERIMENTS = ("sparse_sen", "jain_wallace", "structured", "structured_copying")

@@ -5,6 +5,8 @@ import jax
 
 import models
 
+__all__ = ["seed_params", "with_normaliser"]
+
 
 def seed_params(stacked, i: int):
   """The parameters of seed ``i`` from a stacked pytree."""

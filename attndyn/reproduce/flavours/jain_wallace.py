@@ -19,6 +19,8 @@ from attndyn.reproduce.flavours.common import seed_params
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 
+__all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "TEXTS", "PAPER", "validate", "run"]
+
 NAME = "jain_wallace"
 TITLE = "Jain & Wallace (2019) checks on Attn-TC: attention vs importance τ, adversarial attention"
 FULL = {"task": dict(common.TEXT_TASK), "model": dict(common.TEXT_MODEL), "classifier": "tc",

@@ -23,6 +23,8 @@ from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce import engine
 from dynamics.sparsemax_ode import sparse_sen_ode
 
+__all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "LABELS", "SOURCES", "run"]
+
 NAME = "sparse_sen"
 TITLE = "Lemma 2 / Corollary 1 with sparsemax and 1.5-entmax attention (derived here; no paper)"
 FULL = {"task": dict(common.TEXT_TASK), "model": dict(common.TEXT_MODEL), "classifier": "tc",

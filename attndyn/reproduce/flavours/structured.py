@@ -46,6 +46,10 @@ from models import transformer_tagger as tt
 from tasks import conll2000
 from tasks.errors import check
 
+__all__ = ["NAME", "TITLE", "NORMALISERS", "FULL", "QUICK", "KINDS", "LECTURE", "SOURCES", "LABELS",
+           "cap_length", "check_normalisers", "steps_to_level", "train_normaliser", "evaluate_test",
+           "figure_sentence", "attention_figure", "run", "make_claims"]
+
 NAME = "structured"
 TITLE = "Structured attention (lecture): softmax / sparsemax / fusedmax / CRF / SparseMAP on CoNLL-2000"
 NORMALISERS = ("softmax", "sparsemax", "fusedmax", "crf", "sparsemap")

@@ -32,6 +32,9 @@ from attndyn.reproduce import engine
 from models import seq2seq
 from tasks.copying import CopyingConfig, copying_dataset, sample_copying
 
+__all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "LEVEL_SOURCE", "run", "train_copying",
+           "copying_claims"]
+
 NAME = "structured_copying"
 TITLE = "Structured attention (lecture) on the copying task: the five normalisers in the LSTM seq2seq"
 FULL = {"distribution": "iid", "n_tokens": 20, "length": 10, "hidden": 32, "steps": 300,

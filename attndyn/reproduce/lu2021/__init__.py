@@ -18,4 +18,6 @@ One module per experiment, run in this order (``attndyn reproduce lu2021``):
 References:
   https://arxiv.org/abs/2011.10036
 """
+
+__all__ = ["EXPERIMENTS"]
 EXPERIMENTS = ("synthetic", "theorem2", "ablation", "trainable_query", "cnn", "sst", "purity")

@@ -28,6 +28,9 @@ from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 
+__all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "PAPER_STEPS", "FIG3_REF", "DIM_REF",
+           "SOURCES", "at_step", "STANDARD", "DIMINUTION", "validate", "run"]
+
 NAME = "ablation"
 TITLE = "Fig 3: mutual enhancement (TC vs KF vs EF, σ²/d = 0.1) and a constructed mutual diminution"
 # What the runs change in the lu2021-text-tc preset (validated by the run schema;

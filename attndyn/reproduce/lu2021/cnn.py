@@ -30,6 +30,9 @@ from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 
+__all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "SOURCES", "PAPER_REF", "sen_kendall_tau",
+           "validate", "run"]
+
 NAME = "cnn"
 TITLE = "Appendix A / Figs 8-9: Attn-TC-CNN on the Markov word-pair task"
 FULL = {"task": {"n_words": 200, "n_topics": 2, "pairs_per_topic": 2, "sentence_length": 10,

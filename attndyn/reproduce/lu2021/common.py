@@ -20,6 +20,9 @@ from attndyn import presets, schema
 from dynamics import xla_options
 from models.lu_linear import apply_linear
 
+__all__ = ["TEXT_TASK", "TEXT_MODEL", "NAMES", "topic_data", "text_run", "lu_config", "apply_for",
+           "seeds", "init_seeds", "word_values", "host", "as_float"]
+
 # The paper's text settings, from the one place they are written (attndyn.presets).
 TEXT_TASK = {k: v for k, v in presets.preset("lu2021-text-tc")["task"].items() if k != "kind"}
 TEXT_MODEL = {k: v for k, v in presets.preset("lu2021-text-tc")["model"].items()

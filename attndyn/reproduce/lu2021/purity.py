@@ -20,6 +20,9 @@ from attndyn.reproduce.lu2021 import sst
 from attndyn.reproduce.runner import Outcome
 from tasks.sst import word_class_counts
 
+__all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "PAIR_REF", "TREND_REF", "SOURCES",
+           "purity_curves", "run"]
+
 NAME = "purity"
 TITLE = "Section 5.2: topic purity; best vs powerful (Fig 5); purity of attended words (Figs 6-7)"
 FULL = {"dataset": "sst2", "padding": "masked", "variants": ["fc", "tc"], "frequent": "best",

@@ -41,6 +41,10 @@ from dynamics import segmented as dynamics_segmented
 from models import lu_fc_reduced as fc_reduced
 from models.lu_linear import apply_linear
 
+__all__ = ["NAME", "TITLE", "PAPER_ACC", "VARIANTS", "LABELS", "FULL", "QUICK", "KINDS", "WATCH",
+           "PAPER_REF", "SOURCES", "load", "TRAINING", "segment_settings", "train_config",
+           "top_sen_fraction", "run"]
+
 NAME = "sst"
 TITLE = "Section 5.2: SST-2 / SST-5 test accuracy (masked and unmasked padding), Fig 4"
 PAPER_ACC = {("sst2", "fc"): 76.68, ("sst2", "tc"): 79.59, ("sst5", "fc"): 38.49,

@@ -41,6 +41,9 @@ from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 from tasks.errors import ConfigError
 
+__all__ = ["NAME", "TITLE", "CLASSIFIERS", "ODE_KINDS", "ODE_NAMES", "FULL", "QUICK", "KINDS",
+           "PAPER_STEPS", "SOURCES", "validate", "run"]
+
 NAME = "synthetic"
 TITLE = ("Section 5.1: Attn-FC/TC/TL on the synthetic task (Figs 1-2, Corollary 1, Assumption 1) "
          "and gradient descent against Lemma 2's ODE and the gradient flow")

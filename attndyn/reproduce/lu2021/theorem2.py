@@ -29,6 +29,9 @@ from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 
+__all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "PAPER_EPOCHS", "LIMIT_EPOCHS", "validate",
+           "run"]
+
 NAME = "theorem2"
 TITLE = "Theorem 2: Attn-FC (orthonormal U) trained longer: loss → 0, attention → topic word"
 # What the run changes in the lu2021-text-fc preset (validated by the run schema;

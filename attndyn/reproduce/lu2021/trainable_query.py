@@ -28,6 +28,8 @@ from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 
+__all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "SOURCE", "validate", "run"]
+
 NAME = "trainable_query"
 TITLE = "Appendix B / Fig 10: trainable query N(0, σ²): SEN approaches Eq (10) as σ² grows"
 # What each classifier's run changes in its lu2021-text-* preset (any key: --set

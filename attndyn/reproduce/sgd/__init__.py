@@ -15,6 +15,8 @@ References:
   Lu, Mao & Nayak, "On the Dynamics of Training Attention Models", ICLR 2021.
   https://arxiv.org/abs/2011.10036
 """
+
+__all__ = ["TITLE", "EXPERIMENTS"]
 TITLE = ("SGD as a stochastic process: minibatch SGD over hundreds of seeds vs gradient flow "
          "and the stochastic modified equation (Lu et al. 2021 topic task)")
 EXPERIMENTS = ("noise",)

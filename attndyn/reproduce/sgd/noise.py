@@ -46,6 +46,8 @@ from attndyn.reproduce import engine
 from dynamics import sde
 from tasks.errors import ConfigError
 
+__all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "SME", "SOURCES", "run"]
+
 NAME = "noise"
 TITLE = "SGD as a stochastic process: SGD over many seeds vs gradient flow and the SDE"
 FULL = {

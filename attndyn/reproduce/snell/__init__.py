@@ -31,5 +31,7 @@ cheaper setting the shipped measurements used (see each module).
 References:
   https://arxiv.org/abs/2103.07601
 """
+
+__all__ = ["TITLE", "EXPERIMENTS"]
 TITLE = 'Snell, Zhong, Klein & Steinhardt, "Approximating How Single Head Attention Learns"'
 EXPERIMENTS = ("copying", "multihead", "multi30k", "relevance")

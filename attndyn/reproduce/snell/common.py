@@ -30,6 +30,9 @@ from models import seq2seq, seq2seq_snell
 from tasks.copying import CopyingConfig, copying_dataset, sample_copying
 from tasks.errors import check
 
+__all__ = ["EVAL_KEY", "merge_preset", "task_config", "model_config", "copy_sweep", "success",
+           "authors_train", "authors_model", "authors_point", "authors_sweep"]
+
 EVAL_KEY = 10 ** 6
 
 

@@ -25,6 +25,9 @@ from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.snell import common
 from tasks.errors import check
 
+__all__ = ["NAME", "TITLE", "DISTRIBUTIONS", "LABELS", "FULL", "MODELS", "OURS", "PRESETS", "QUICK",
+           "KINDS", "SLIDE", "SOURCES", "distribution", "sweep", "validate", "run"]
+
 NAME = "copying"
 TITLE = "Section 3.3: copying fails on permutations, not on i.i.d. tokens; β before attention"
 DISTRIBUTIONS = ("permutation", "iid", "subset")

@@ -26,6 +26,8 @@ from attndyn.reproduce.runner import Outcome
 from models import bow_proxy, seq2seq
 from tasks.multi30k import load_multi30k
 
+__all__ = ["NAME", "TITLE", "FULL", "LOSS_PAIRS", "SOURCE_REF", "SOURCES", "QUICK", "KINDS", "run"]
+
 NAME = "multi30k"
 TITLE = "Sections 3.2 / 4.2: β (uniform attention), BoW proxy and IBM-1 agree with attention"
 FULL = {"stem": "train", "n_pairs": 0, "max_len": 12, "min_count": 3, "held_out": 200,

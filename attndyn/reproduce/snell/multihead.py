@@ -29,6 +29,9 @@ from attndyn.reproduce.snell import common
 from attndyn.reproduce.snell import multihead_authors as authors
 from tasks.errors import check
 
+__all__ = ["NAME", "TITLE", "MODELS", "FULL", "OURS", "PRESETS", "QUICK", "KINDS", "SOURCE", "SAME",
+           "validate", "run", "AUTHORS_SOURCE"]
+
 NAME = "multihead"
 TITLE = "Section 5.2: K heads succeed more often than one on permutations"
 MODELS = ("authors", "ours")

@@ -39,6 +39,9 @@ from dynamics.optimizers import base_optimizer
 from models import seq2seq_snell
 from tasks.copying import CopyingConfig, sample_copying
 
+__all__ = ["COMBOS", "model_config", "head", "head_key", "point", "settings_of", "label_heads",
+           "labels", "combinations", "run_combinations", "protocol"]
+
 VAL_KEY, BODY_KEY, HEAD_KEY, RANDOM_HEAD_KEY, DATA_KEY = 11, 12, 13, 14, 15
 COMBOS = ("bad", "bad+good", "random")
 

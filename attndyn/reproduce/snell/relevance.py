@@ -26,6 +26,8 @@ from attndyn import schema
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce import engine
 
+__all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "SLIDE", "SOURCES", "run"]
+
 NAME = "relevance"
 TITLE = "Slides: output relevance r grows at keywords under uniform attention, then attracts a"
 FULL = {"task": {"n_topics": 4, "words_per_topic": 2, "vocab_size": 1000, "n_nontopic": 20,

@@ -15,5 +15,7 @@ References:
   Transformers" (course project, University of Colorado Boulder).
   Wiegreffe & Pinter, "Attention is not not Explanation", EMNLP 2019. https://arxiv.org/abs/1908.04626
 """
+
+__all__ = ["TITLE", "EXPERIMENTS"]
 TITLE = 'Yang, "Is Attention Points Out the Only \'Path\'? An Analysis on Transformers" (CoNLL-2000 chunking, adversarial attention)'
 EXPERIMENTS = ("tagger", "adversary")

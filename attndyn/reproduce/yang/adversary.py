@@ -37,6 +37,9 @@ from dynamics.epochs import make_epoch_train
 from models import transformer_tagger as tt
 from tasks.errors import check
 
+__all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "MATCHES", "TABLE1", "SOURCES",
+           "adversary_loss", "run"]
+
 NAME = "adversary"
 TITLE = "Tables 1-2: global adversarial attention (λ sweep), probing classifiers, baselines"
 FULL = {"lambdas": [0.0, 0.2, 1.0, 3.0], "epochs": 2, "match": "nll", "seed": 0,

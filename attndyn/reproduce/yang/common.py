@@ -16,6 +16,9 @@ from attndyn import schema
 from models import transformer_tagger as tt
 from tasks import conll2000
 
+__all__ = ["MAXLEN", "load_data", "tagger_config", "predictor", "comparer", "matched_head_jsd",
+           "adam", "scores", "f1_per_epoch", "take", "select_epoch", "seeds", "host"]
+
 _DATA = {}
 MAXLEN = 128   # longest sentence the host-side scorer pads to (CoNLL-2000: 78)
 

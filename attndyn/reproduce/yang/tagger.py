@@ -29,6 +29,9 @@ from dynamics.epochs import make_epoch_train
 from models import transformer_tagger as tt
 from tasks import conll2000
 
+__all__ = ["NAME", "STATE", "save_state", "load_state", "TITLE", "FULL", "QUICK", "KINDS",
+           "train_originals", "seed_baseline", "run"]
+
 NAME = "tagger"
 STATE = "tagger_state.npz"   # selected parameters and curves (plain arrays), reused by a later run into DIR
 _ARRAYS = ("best_epoch", "dev_f1", "test_f1", "train_loss", "failed_at")
