@@ -108,6 +108,8 @@ BAD = [
     (["model.query_norm=nan"], ["model.query_norm = nan", FIN_POS]),
     (["model.query_norm=inf"], ["model.query_norm = inf", FIN_POS]),
     (['model.query_norm="big"'], ["model.query_norm = 'big'", 'a number, or "none" (unset)']),
+    (["model.query_seed=-1"], ["model.query_seed = -1", "an integer in 0..2**32-1, or unset"]),
+    (['model.query_seed="a"'], ["model.query_seed = 'a'", 'an integer (at most 2**31-1), or "none"']),
     (["model.train_query=1"], ["model.train_query = 1", "true or false"]),
     (['model.train_query="yes"'], ["model.train_query = 'yes'", "true or false"]),
     (['model.freeze="keys"'], ["model.freeze = 'keys'", 'a list of strings, e.g. ["keys"]']),

@@ -8,6 +8,7 @@ import dynamics
 from dynamics import sweep
 from models import lu
 from tasks.batch import Batch
+from tasks.errors import ConfigError
 
 
 def _params(n_words=5, d=2):
@@ -26,7 +27,7 @@ def test_apply_checks_the_batch_shapes():
 
 
 def test_run_sweep_checks_the_sweep_axis():
-  with pytest.raises(AssertionError):
+  with pytest.raises(ConfigError, match="leaves that share the first"):
     dynamics.run_sweep(lambda p: p["a"] + p["b"].sum(), {"a": jnp.zeros(3), "b": jnp.zeros((4, 2))})
 
 
