@@ -7,39 +7,39 @@ attribute access, so ``import analysis; analysis.figures...`` works.
 import importlib as _importlib
 import importlib.util as _importlib_util
 
-from analysis.absence import recall_without_topic_word as recall_without_topic_word
-from analysis.theorem1 import invariant as invariant
-from analysis.theorem1 import invariant_drift as invariant_drift
-from analysis.theorem1 import nontopic_context as nontopic_context
-from analysis.observables import embedding_norms as embedding_norms
-from analysis.observables import topic_observables as topic_observables
-from analysis.sen import sen_norm as sen_norm
-from analysis.sen import sen_relative_error as sen_relative_error
-from analysis.closed_form import closed_form_updates as closed_form_updates
-from analysis.closed_form import context_gradients as context_gradients
-from analysis.deviation import deviation_curve as deviation_curve
-from analysis.deviation import final_abs_deviation as final_abs_deviation
-from analysis.deviation import max_abs_deviation as max_abs_deviation
-from analysis.lemma1 import equivalent_keys as equivalent_keys
-from analysis.summary import aggregate as aggregate
-from analysis.results import Named as Named
-from analysis.results import Results as Results
-from analysis.results import load as load
-from analysis.summary import run_summaries as run_summaries
-from analysis.purity import AttendedPurityStats as AttendedPurityStats
-from analysis.purity import attended_purity_stats as attended_purity_stats
-from analysis.purity import attended_words as attended_words
-from analysis.purity import occurrence_counts as occurrence_counts
-from analysis.purity import purity_record as purity_record
-from analysis.purity import topic_purity as topic_purity
-from analysis.divergences import jsd as jsd
-from analysis.divergences import kl as kl
-from analysis.divergences import tvd as tvd
-from analysis.sgd_noise import loglog_slope as loglog_slope
-from analysis.sgd_noise import takeoff_times as takeoff_times
-from analysis.conlleval import chunk_f1 as chunk_f1
+from attndyn.analysis.absence import recall_without_topic_word as recall_without_topic_word
+from attndyn.analysis.theorem1 import invariant as invariant
+from attndyn.analysis.theorem1 import invariant_drift as invariant_drift
+from attndyn.analysis.theorem1 import nontopic_context as nontopic_context
+from attndyn.analysis.observables import embedding_norms as embedding_norms
+from attndyn.analysis.observables import topic_observables as topic_observables
+from attndyn.analysis.sen import sen_norm as sen_norm
+from attndyn.analysis.sen import sen_relative_error as sen_relative_error
+from attndyn.analysis.closed_form import closed_form_updates as closed_form_updates
+from attndyn.analysis.closed_form import context_gradients as context_gradients
+from attndyn.analysis.deviation import deviation_curve as deviation_curve
+from attndyn.analysis.deviation import final_abs_deviation as final_abs_deviation
+from attndyn.analysis.deviation import max_abs_deviation as max_abs_deviation
+from attndyn.analysis.lemma1 import equivalent_keys as equivalent_keys
+from attndyn.analysis.summary import aggregate as aggregate
+from attndyn.analysis.results import Named as Named
+from attndyn.analysis.results import Results as Results
+from attndyn.analysis.results import load as load
+from attndyn.analysis.summary import run_summaries as run_summaries
+from attndyn.analysis.purity import AttendedPurityStats as AttendedPurityStats
+from attndyn.analysis.purity import attended_purity_stats as attended_purity_stats
+from attndyn.analysis.purity import attended_words as attended_words
+from attndyn.analysis.purity import occurrence_counts as occurrence_counts
+from attndyn.analysis.purity import purity_record as purity_record
+from attndyn.analysis.purity import topic_purity as topic_purity
+from attndyn.analysis.divergences import jsd as jsd
+from attndyn.analysis.divergences import kl as kl
+from attndyn.analysis.divergences import tvd as tvd
+from attndyn.analysis.sgd_noise import loglog_slope as loglog_slope
+from attndyn.analysis.sgd_noise import takeoff_times as takeoff_times
+from attndyn.analysis.conlleval import chunk_f1 as chunk_f1
 
-from tasks.errors import ConfigError as ConfigError
+from attndyn.tasks.errors import ConfigError as ConfigError
 
 __all__ = ["ConfigError", "recall_without_topic_word", "invariant", "invariant_drift",
            "nontopic_context", "embedding_norms", "topic_observables", "sen_norm",

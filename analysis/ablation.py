@@ -23,8 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from analysis.theorem1 import nontopic_context
-from tasks.topic import TopicDataset
+from attndyn.analysis.theorem1 import nontopic_context
+from attndyn.tasks.topic import TopicDataset
 
 __all__ = ["embedding_velocity", "eq8_projection", "diminution_init", "first_step_at_or_below",
            "fraction_below", "fraction_above", "rate_crossover"]

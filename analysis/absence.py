@@ -18,7 +18,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from tasks.batch import Batch
+from attndyn.tasks.batch import Batch
 
 __all__ = ["without_topic_words", "recall_without_topic_word"]
 

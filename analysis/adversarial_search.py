@@ -31,10 +31,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from analysis.divergences import jsd, tvd
-from models.attention import softmax_attention
-from models.classifiers import apply_classifier
-from tasks.errors import check
+from attndyn.analysis.divergences import jsd, tvd
+from attndyn.models.attention import softmax_attention
+from attndyn.models.classifiers import apply_classifier
+from attndyn.tasks.errors import check
 
 __all__ = ["AdversarialResult", "adversarial_attention"]
 

@@ -6,7 +6,7 @@ uniform attention with the attention of a standardly trained model by Kendall's
 """
 import numpy as np
 
-from analysis.kendall import kendall_tau_b
+from attndyn.analysis.kendall import kendall_tau_b
 
 __all__ = ["kendall_tau_rows", "top_k_match", "rows_of"]
 

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from analysis.replication import t_quantile_975
+from attndyn.analysis.replication import t_quantile_975
 
 __all__ = ["HistogramCI", "histogram_ci", "change_ratio", "largest_change_ratio"]
 

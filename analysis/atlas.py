@@ -35,10 +35,10 @@ from typing import Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from analysis import figure_io
-from analysis.sen_checks import windowed_max_error
-from analysis.summary import aggregate, run_summaries
-from dynamics.trajectory import Trajectory
+from attndyn.analysis import figure_io
+from attndyn.analysis.sen_checks import windowed_max_error
+from attndyn.analysis.summary import aggregate, run_summaries
+from attndyn.dynamics.trajectory import Trajectory
 
 __all__ = ["Measure", "MEASURES", "MEASURE_NAMES", "EXPLANATORY", "theory_flags", "until",
            "run_rows", "with_flags", "variance_explained", "ScalingFit", "fit_scaling",
@@ -319,8 +319,8 @@ def run_curves(gd: Trajectory, odes: Mapping[str, Trajectory], m: int, *,
   ``sen_error`` (max over topic words of Corollary 1's relative error) and
   ``ode_abs_dev`` (:func:`analysis.deviation.deviation_curve` of the score).
   """
-  from analysis.deviation import deviation_curve
-  from analysis.sen_checks import relative_error
+  from attndyn.analysis.deviation import deviation_curve
+  from attndyn.analysis.sen_checks import relative_error
   obs = {k: np.asarray(v, np.float64) for k, v in gd.observables.items()}
   shape = obs["loss"].shape
   err = relative_error(obs["score"], obs["emb_norm"], m)

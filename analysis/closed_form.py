@@ -26,9 +26,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from models.classifiers import apply_classifier
-from models.lu import apply
-from tasks.batch import Batch
+from attndyn.models.classifiers import apply_classifier
+from attndyn.models.lu import apply
+from attndyn.tasks.batch import Batch
 
 __all__ = ["context_gradients", "closed_form_updates"]
 

@@ -15,8 +15,8 @@ from typing import Tuple
 import jax.numpy as jnp
 import numpy as np
 
-from analysis import replication
-from tasks.errors import check
+from attndyn.analysis import replication
+from attndyn.tasks.errors import check
 
 __all__ = ["wilson_interval", "first_crossing", "stage_lag", "rate_text", "authors_metrics"]
 

@@ -14,8 +14,8 @@ References:
 """
 import numpy as np
 
-from dynamics.trajectory import Trajectory
-from tasks.errors import ConfigError
+from attndyn.dynamics.trajectory import Trajectory
+from attndyn.tasks.errors import ConfigError
 
 __all__ = ["deviation_curve", "max_abs_deviation", "final_abs_deviation"]
 

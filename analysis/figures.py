@@ -17,9 +17,9 @@ from typing import Mapping, Optional
 
 import numpy as np
 
-from analysis import figure_io
-from analysis.sen import sen_norm
-from dynamics.trajectory import Trajectory
+from attndyn.analysis import figure_io
+from attndyn.analysis.sen import sen_norm
+from attndyn.dynamics.trajectory import Trajectory
 
 __all__ = ["sen_figure", "dynamics_figure", "loss_figure", "invariant_figure"]
 

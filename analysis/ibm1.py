@@ -13,7 +13,7 @@ No NULL word (the source sentence is what the attention model can attend to).
 """
 import numpy as np
 
-from tasks.errors import check
+from attndyn.tasks.errors import check
 
 __all__ = ["alignment_posterior", "train_ibm1"]
 

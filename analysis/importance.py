@@ -23,12 +23,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from analysis.divergences import tvd
-from analysis.kendall import kendall_tau_b
-from models.classifiers import apply_classifier
-from models.lu import word_scores
-from models.normalisers import normalise
-from tasks.batch import Batch
+from attndyn.analysis.divergences import tvd
+from attndyn.analysis.kendall import kendall_tau_b
+from attndyn.models.classifiers import apply_classifier
+from attndyn.models.lu import word_scores
+from attndyn.models.normalisers import normalise
+from attndyn.tasks.batch import Batch
 
 __all__ = ["lu_forward", "gradient_importance", "leave_one_out_importance", "TauStats",
            "attention_importance_tau"]

@@ -15,10 +15,10 @@ from typing import Dict, Sequence
 import jax
 import numpy as np
 
-from analysis.adversarial_search import adversarial_attention
-from analysis.importance import attention_importance_tau, lu_forward
-from analysis.replication import mean_ci
-from tasks.batch import Batch
+from attndyn.analysis.adversarial_search import adversarial_attention
+from attndyn.analysis.importance import attention_importance_tau, lu_forward
+from attndyn.analysis.replication import mean_ci
+from attndyn.tasks.batch import Batch
 
 __all__ = ["STATS", "explain_model", "summarise", "explain_figure"]
 

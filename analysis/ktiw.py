@@ -17,8 +17,8 @@ References:
 import jax
 import jax.numpy as jnp
 
-from models import seq2seq
-from tasks.batch import Batch
+from attndyn.models import seq2seq
+from attndyn.tasks.batch import Batch
 
 __all__ = ["lexical_probe", "probe_alignment", "copy_metrics", "copy_record"]
 

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tasks.errors import ConfigError
+from attndyn.tasks.errors import ConfigError
 
 __all__ = ["equivalent_keys"]
 

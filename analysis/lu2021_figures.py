@@ -14,9 +14,9 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from analysis import figure_io
-from analysis.assumption1 import histogram_ci
-from analysis.sen import sen_norm
+from attndyn.analysis import figure_io
+from attndyn.analysis.assumption1 import histogram_ci
+from attndyn.analysis.sen import sen_norm
 
 __all__ = ["COLORS", "sen_panels", "distribution_panels", "curve_panels", "twin_panels"]
 

@@ -13,7 +13,7 @@ from typing import Mapping, Optional
 
 import numpy as np
 
-from tasks.errors import ConfigError
+from attndyn.tasks.errors import ConfigError
 
 __all__ = ["write", "read", "comment", "run_id"]
 

@@ -4,11 +4,11 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from analysis.theorem1 import invariant
-from analysis.sen import sen_norm
-from models.lu import word_scores
-from models.objective import accuracy, cross_entropy
-from tasks.topic import TopicDataset
+from attndyn.analysis.theorem1 import invariant
+from attndyn.analysis.sen import sen_norm
+from attndyn.models.lu import word_scores
+from attndyn.models.objective import accuracy, cross_entropy
+from attndyn.tasks.topic import TopicDataset
 
 __all__ = ["embedding_norms", "topic_observables"]
 

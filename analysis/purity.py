@@ -22,9 +22,9 @@ from typing import Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from models.lu import word_scores
-from tasks.batch import Batch
-from tasks.errors import check
+from attndyn.models.lu import word_scores
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import check
 
 __all__ = ["topic_purity", "occurrence_counts", "attended_words", "AttendedPurityStats",
            "attended_purity_stats", "purity_record"]

@@ -11,7 +11,7 @@ the vote after removing the part common to all classes:
 import jax
 import jax.numpy as jnp
 
-from models.lu import word_scores
+from attndyn.models.lu import word_scores
 
 __all__ = ["relevance", "relevance_record"]
 

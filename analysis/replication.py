@@ -44,7 +44,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 from scipy import stats
 
-from tasks.errors import check
+from attndyn.tasks.errors import check
 
 __all__ = ["TOLERANCE_KINDS", "ESTIMATE_KINDS", "STATUSES", "LEVEL", "t_quantile_975", "z_975",
            "Estimate", "mean_ci", "paired_ci", "wilson_interval", "proportion_ci",

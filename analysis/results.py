@@ -23,10 +23,10 @@ from typing import Any, Mapping, NamedTuple, Optional
 
 import numpy as np
 
-from analysis import npz
-from analysis.summary import aggregate
-from dynamics.trajectory import Trajectory
-from tasks.errors import ConfigError, digits_error, too_many_digits
+from attndyn.analysis import npz
+from attndyn.analysis.summary import aggregate
+from attndyn.dynamics.trajectory import Trajectory
+from attndyn.tasks.errors import ConfigError, digits_error, too_many_digits
 
 __all__ = ["SCHEMA_VERSION", "READABLE_VERSIONS", "KINDS", "Named", "dims_of", "Results",
            "read_summary", "check_one_run", "expected_kinds", "load", "from_arrays"]

@@ -16,7 +16,7 @@ References:
 """
 import numpy as np
 
-from analysis.sen import sen_norm
+from attndyn.analysis.sen import sen_norm
 
 __all__ = ["relative_error", "windowed_max_error", "windowed_mean_error", "first_passage",
            "curve_error_on_scores", "final_mean_error"]

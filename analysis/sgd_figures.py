@@ -9,7 +9,7 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from analysis import figure_io
+from attndyn.analysis import figure_io
 
 __all__ = ["COLORS", "band_panels", "scaling_figure", "histogram_figure"]
 

@@ -19,9 +19,9 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from dynamics.sde import finite_population_factor
-from dynamics.train import steps_per_epoch
-from tasks.errors import check
+from attndyn.dynamics.sde import finite_population_factor
+from attndyn.dynamics.train import steps_per_epoch
+from attndyn.tasks.errors import check
 
 __all__ = ["SeedMoments", "seed_moments", "index_at", "takeoff_times", "word_variance", "Fit",
            "loglog_slope", "variance_ratio", "max_mean_deviation", "excess_invariant_drift",

@@ -7,7 +7,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from analysis import figure_io
+from attndyn.analysis import figure_io
 
 __all__ = ["COLORS", "curve_panels", "rate_bars", "heatmaps"]
 

@@ -20,12 +20,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from analysis.theorem1 import psi_mean
-from analysis.observables import topic_observables
-from analysis.sen import sen_norm
-from models.lu import word_scores
-from tasks.errors import check
-from tasks.topic import TopicDataset
+from attndyn.analysis.theorem1 import psi_mean
+from attndyn.analysis.observables import topic_observables
+from attndyn.analysis.sen import sen_norm
+from attndyn.models.lu import word_scores
+from attndyn.tasks.errors import check
+from attndyn.tasks.topic import TopicDataset
 
 __all__ = ["FLAVOURS", "sen_potential", "sen_norm_flavour", "flavour_invariant",
            "flavour_observables", "sparse_sen_figure", "in_sen_phase", "sen_phase_error",

@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from tasks.batch import Batch
+from attndyn.tasks.batch import Batch
 
 __all__ = ["mean_sentence_length", "top_words", "shared_sentence", "sentence_weights",
            "competition"]

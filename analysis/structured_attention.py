@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from analysis.conlleval import split_tag, start_of_chunk
+from attndyn.analysis.conlleval import split_tag, start_of_chunk
 
 __all__ = ["run_stats", "mean_run_length", "zero_fraction", "chunk_segments", "in_chunk_mass",
            "mass_share"]

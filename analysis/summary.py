@@ -16,10 +16,10 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from analysis.deviation import final_abs_deviation, max_abs_deviation
-from analysis.theorem1 import invariant_drift
-from analysis.sen import sen_norm, sen_relative_error
-from dynamics.trajectory import Trajectory, failure_reason
+from attndyn.analysis.deviation import final_abs_deviation, max_abs_deviation
+from attndyn.analysis.theorem1 import invariant_drift
+from attndyn.analysis.sen import sen_norm, sen_relative_error
+from attndyn.dynamics.trajectory import Trajectory, failure_reason
 
 __all__ = ["json_number", "json_ready", "run_summaries", "aggregate"]
 

@@ -17,8 +17,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from models.lu import word_scores
-from tasks.topic import TopicDataset
+from attndyn.models.lu import word_scores
+from attndyn.tasks.topic import TopicDataset
 
 __all__ = ["NonTopicContext", "psi_mean", "nontopic_context", "invariant", "invariant_drift"]
 

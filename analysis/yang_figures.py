@@ -9,7 +9,7 @@ References:
 """
 import numpy as np
 
-from analysis import figure_io
+from attndyn.analysis import figure_io
 
 __all__ = ["f1_curves", "adversary_scatter", "adversary_lambda"]
 

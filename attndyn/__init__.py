@@ -13,7 +13,9 @@
   ad.atlas      # the theory-validity atlas: ad.atlas.run_atlas(out, quick=True)
   ad.compile_cache  # ad.compile_cache.enable(): the commands' on-disk compile cache, for a script
 
-The same packages are importable on their own (``import dynamics``).
+The packages are installed only inside attndyn (``import attndyn.dynamics``
+or ``from attndyn import dynamics``): nothing of the same name in the
+working directory can stand in for them.
 """
 import importlib as _importlib
 
@@ -23,14 +25,52 @@ _SUBMODULES = ("presets", "config", "atlas", "compile_cache")
 # name -> (module, attribute): functions and classes reachable as ad.NAME.
 _ATTRIBUTES = {"paper_config": ("attndyn.presets", "paper_config"),
                "run": ("attndyn.api", "run"),
-               "ConfigError": ("tasks.errors", "ConfigError")}
+               "ConfigError": ("attndyn.tasks.errors", "ConfigError")}
 
 __all__ = [*_PACKAGES, *_SUBMODULES, *_ATTRIBUTES]
 
 
+# From a source tree (a checkout, or an editable install), the four library packages are the
+# folders beside this one: attndyn.models is <root>/models. Only those names are looked up
+# there (a finder on attndyn's own path), never in the working directory.
+def _source_tree_packages():
+  import importlib.abc
+  import importlib.util
+  import os
+  import sys
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  here = os.path.dirname(os.path.abspath(__file__))
+  if os.path.isdir(os.path.join(here, "models")) or not all(
+      os.path.isfile(os.path.join(root, p, "__init__.py")) for p in _PACKAGES):
+    return   # installed as a wheel: attndyn/models is inside attndyn
+
+  class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path=None, target=None):
+      parts = fullname.split(".")
+      if len(parts) < 2 or parts[0] != __name__ or parts[1] not in _PACKAGES:
+        return None
+      location = os.path.join(root, *parts[1:])
+      if os.path.isdir(location):
+        return importlib.util.spec_from_file_location(
+            fullname, os.path.join(location, "__init__.py"),
+            submodule_search_locations=[location])
+      if os.path.isfile(location + ".py"):
+        return importlib.util.spec_from_file_location(fullname, location + ".py")
+      return None
+
+  if not any(type(f).__name__ == "_Finder" and getattr(f, "root", None) == root
+             for f in sys.meta_path):
+    finder = _Finder()
+    finder.root = root
+    sys.meta_path.insert(0, finder)
+
+
+_source_tree_packages()
+
+
 def __getattr__(name: str):
   if name in _PACKAGES:
-    value = _importlib.import_module(name)
+    value = _importlib.import_module(f"{__name__}.{name}")
   elif name in _SUBMODULES:
     value = _importlib.import_module(f"{__name__}.{name}")
   elif name in _ATTRIBUTES:

@@ -11,9 +11,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Union
 
-from analysis.results import Results, from_arrays
+from attndyn.analysis.results import Results, from_arrays
 from attndyn.config import ODE_KINDS, RunConfig
-from tasks.errors import ConfigError, check
+from attndyn.tasks.errors import ConfigError, check
 
 __all__ = ["run"]
 
@@ -120,7 +120,7 @@ def _write(cfg, ode, out: Path, force, resume, progress, devices, command) -> Re
     result = pipeline.run(config, progress=progress, devices=devices, checkpoints=store)
     doc = outputs.write_all(out, result, command=command, checkpoints=store)
   if outputs.is_writer():
-    from analysis.results import load
+    from attndyn.analysis.results import load
     res = load(out)
   else:
     res = dataclasses.replace(from_arrays(out, doc, outputs.trajectories(result)))

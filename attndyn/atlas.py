@@ -42,7 +42,7 @@ import numpy as np
 
 from attndyn import atomic, compile_cache, overrides, presets
 from attndyn.reproduce.lu2021 import synthetic
-from tasks.errors import ConfigError
+from attndyn.tasks.errors import ConfigError
 
 __all__ = ["TOLERANCES", "TOLERANCE_SOURCES", "SEN_START_FRACTION", "LEARNED_ACC", "BASE",
            "DISCRETE", "FULL", "QUICK", "TIMES", "RECORDS", "Bucket", "AtlasResult", "settings",
@@ -333,7 +333,7 @@ def stage_costs(s: dict, bucket: Bucket) -> dict:
   ``GATHER_COST`` multiply-adds, plus the products over the vocabulary. Off the fast path, a
   measured cost per run-step and token.
   """
-  from dynamics.fast_lu.step import GATHER_COST
+  from attndyn.dynamics.fast_lu.step import GATHER_COST
   v = bucket.values
   if fast(bucket):
     w = fast_path_work(s, bucket)
@@ -404,7 +404,7 @@ def _take(traj, idx):
 
 def bucket_rows(s: dict, bucket: Bucket, result, start_id: int) -> tuple:
   """``(rows, curves)`` of one bucket's :class:`attndyn.pipeline.RunResult`."""
-  from analysis import atlas as measures
+  from attndyn.analysis import atlas as measures
   lrs = learning_rates(s, bucket)
   points = result.points
   rows, curves = [], []
@@ -466,7 +466,7 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
   Raises:
     ConfigError: bad settings, or a bucket whose config is invalid.
   """
-  from analysis import atlas as measures
+  from attndyn.analysis import atlas as measures
   from attndyn.progress import ProgressBar
   from attndyn.reproduce import engine, runner
   s = settings(quick, items)
@@ -589,7 +589,7 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
   write_table(out / "atlas.csv", rows)
   write_curves(out, stacked)
   found = write_findings(out, rows, s, len(todo), seconds["computing"]) if findings else {}
-  from analysis.summary import json_ready
+  from attndyn.analysis.summary import json_ready
   atomic.write_json(out / "atlas.json", json_ready({"settings": s, "n_buckets": len(todo),
                                          "n_configurations": sum(counts),
                                          "n_rows": len(rows), "seconds": seconds,
@@ -658,7 +658,7 @@ def _worker_setup(arg: dict) -> None:
     compile_cache.enable_in_worker()
   from attndyn.reproduce import runner
   runner.inherit_revision(arg["revision"])
-  for module in ("attndyn.reproduce.engine", "analysis.atlas"):
+  for module in ("attndyn.reproduce.engine", "attndyn.analysis.atlas"):
     importlib.import_module(module)
 
 
@@ -820,7 +820,7 @@ def read_record(out: Path, name: str, digest: str, *, start_id: int,
     row["config"] += start_id - doc["start_id"]
   curves = []
   if curve_file.is_file():
-    from analysis import npz
+    from attndyn.analysis import npz
     try:
       stacked = npz.read(curve_file)
     except ConfigError as err:
@@ -928,7 +928,7 @@ def _store_time(out: Path, name: str, seconds: list) -> None:
 
 def write_findings(out: Path, rows: list, s: dict, n_buckets: int, seconds: float) -> dict:
   """atlas.md and the phase diagrams from the rows (:func:`analysis.atlas.findings`)."""
-  from analysis import atlas as measures
+  from attndyn.analysis import atlas as measures
   found = measures.findings(rows, out, tolerances=TOLERANCES, sources=TOLERANCE_SOURCES,
                             base={"classifier": "tc", **s["base"]},
                             paper_point={"sigma": _nearest(s["sigma"], 1e-3),
@@ -941,7 +941,7 @@ def write_findings(out: Path, rows: list, s: dict, n_buckets: int, seconds: floa
 def rewrite_findings(out) -> dict:
   """Redraw atlas.md and the phase diagrams of a finished atlas from its atlas.csv and
   atlas.json (nothing is rerun); atlas.json's findings are replaced."""
-  from analysis.summary import json_ready
+  from attndyn.analysis.summary import json_ready
   out = Path(out)
   doc = json.loads((out / "atlas.json").read_text())
   found = write_findings(out, read_table(out / "atlas.csv"), doc["settings"], doc["n_buckets"],
@@ -1030,7 +1030,7 @@ def read_table(path) -> list:
 
 def write_curves_file(path: Path, curves: dict) -> None:
   """``[row, time]`` curves as an .npz, atomically."""
-  from analysis import npz
+  from attndyn.analysis import npz
   atomic.write(path, lambda tmp: npz.write(tmp, curves))
 
 

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from tasks.errors import ConfigError
+from attndyn.tasks.errors import ConfigError
 
 __all__ = ["LinkRefused", "refuse_link", "open_own", "make_dirs", "private_dir", "leftover",
            "remove_leftovers", "write", "write_text", "write_json"]

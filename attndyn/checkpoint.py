@@ -23,9 +23,9 @@ from typing import Callable, Optional, Tuple
 import jax
 import numpy as np
 
-from analysis import npz, results
+from attndyn.analysis import npz, results
 from attndyn import atomic, schema
-from tasks.errors import ConfigError, digits_error, too_many_digits
+from attndyn.tasks.errors import ConfigError, digits_error, too_many_digits
 
 __all__ = ["FORMAT", "IGNORED", "flatten", "config_hash", "differences", "leaf_name", "run_id",
            "Checkpoints", "Saver"]

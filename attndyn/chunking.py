@@ -11,7 +11,7 @@ from typing import Optional
 import jax
 import numpy as np
 
-from tasks.errors import ConfigError
+from attndyn.tasks.errors import ConfigError
 
 __all__ = ["bytes_per_point", "kept_bytes_per_point", "parameter_bytes", "host_bytes", "check_fits",
            "device_budget", "auto_chunk_size"]

@@ -25,7 +25,7 @@ import threading
 import tomllib
 
 from attndyn import compile_cache
-from tasks.errors import ConfigError, digits_error, is_environment_failure, too_many_digits
+from attndyn.tasks.errors import ConfigError, digits_error, is_environment_failure, too_many_digits
 
 __all__ = ["ERROR_LOG", "main", "console"]
 
@@ -297,7 +297,7 @@ def _report(args) -> int:
 def _write_report(args, out) -> int:
   from pathlib import Path
 
-  import analysis
+  from attndyn import analysis
   from attndyn import atomic, outputs, report, schema
   results = analysis.load(args.dir)
   task = results.config.get("task")

@@ -16,14 +16,14 @@ from typing import Optional
 import numpy as np
 
 from attndyn import schema
-from dynamics import fast_lu
-from dynamics.ode import ATOL, RTOL, SOLVERS
-from dynamics.optimizers import optimizer_name
-from dynamics.reduced_ode import FORMS, check_reduced_config
-from dynamics.train import TrainConfig
-from models.lu import LuModelConfig
-from tasks.errors import ConfigError, check, digits_error, too_many_digits
-from tasks.topic import TopicTaskConfig
+from attndyn.dynamics import fast_lu
+from attndyn.dynamics.ode import ATOL, RTOL, SOLVERS
+from attndyn.dynamics.optimizers import optimizer_name
+from attndyn.dynamics.reduced_ode import FORMS, check_reduced_config
+from attndyn.dynamics.train import TrainConfig
+from attndyn.models.lu import LuModelConfig
+from attndyn.tasks.errors import ConfigError, check, digits_error, too_many_digits
+from attndyn.tasks.topic import TopicTaskConfig
 
 __all__ = ["ConfigError", "TASK_KINDS", "PRECISIONS", "GD_PATHS", "ODE_KINDS", "GRID_FIELDS",
            "MAX_POINTS", "SweepConfig", "ODEConfig", "RunConfig", "read_toml", "load"]

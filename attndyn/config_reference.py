@@ -25,14 +25,14 @@ import sys
 from pathlib import Path
 
 from attndyn import config, schema, tomlwrite
-from dynamics.ode import SOLVERS
-from dynamics.optimizers import OPTIMIZERS
-from dynamics.reduced_ode import FORMS
-from dynamics.train import SAMPLING, TrainConfig
-from models.classifiers import CLASSIFIERS, FC_INITS
-from models.lu import PARAM_GROUPS, LuModelConfig
-from models.normalisers import NAMED_NORMALISERS
-from tasks.topic import TopicTaskConfig
+from attndyn.dynamics.ode import SOLVERS
+from attndyn.dynamics.optimizers import OPTIMIZERS
+from attndyn.dynamics.reduced_ode import FORMS
+from attndyn.dynamics.train import SAMPLING, TrainConfig
+from attndyn.models.classifiers import CLASSIFIERS, FC_INITS
+from attndyn.models.lu import PARAM_GROUPS, LuModelConfig
+from attndyn.models.normalisers import NAMED_NORMALISERS
+from attndyn.tasks.topic import TopicTaskConfig
 
 __all__ = ["REFERENCE", "BEGIN", "END", "CLASSES", "NOT_A_FIELD", "ALLOWED", "attributes",
            "meaning", "keys", "markdown_table", "block", "readme_block", "write", "main"]

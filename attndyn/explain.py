@@ -9,7 +9,7 @@ over seeds, medians), ``explain.md`` and ``explain.png``.
 import argparse
 from pathlib import Path
 
-from tasks.errors import ConfigError, check
+from attndyn.tasks.errors import ConfigError, check
 
 __all__ = ["EPILOG", "add_parser", "main"]
 
@@ -46,7 +46,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def _config(args):
   """The run to explain: its config (``--run`` or ``--preset``, then ``--set``), GD only, with
   ``--normaliser`` and ``--seeds``, validated by the run schema."""
-  from analysis.results import read_summary
+  from attndyn.analysis.results import read_summary
   from attndyn import config, overrides, presets
   if args.run:
     path = Path(args.run) / "summary.json"
@@ -87,11 +87,11 @@ def main(args) -> int:
   import jax
   import numpy as np
 
-  import tasks
-  from analysis import jain_wallace as jw
+  from attndyn import tasks
+  from attndyn.analysis import jain_wallace as jw
   from attndyn import atomic, outputs, pipeline
   from attndyn.reproduce.flavours.common import seed_params
-  from models.normalisers import NAMED_NORMALISERS
+  from attndyn.models.normalisers import NAMED_NORMALISERS
 
   check(args.normaliser in NAMED_NORMALISERS, "--normaliser", args.normaliser,
         f"one of {', '.join(NAMED_NORMALISERS)}")

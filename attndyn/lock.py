@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from attndyn import atomic
-from tasks.errors import ConfigError
+from attndyn.tasks.errors import ConfigError
 
 __all__ = ["LOCKFILE", "Busy", "hold"]
 

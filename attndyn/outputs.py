@@ -21,23 +21,23 @@ from pathlib import Path
 import jax
 import numpy as np
 
-import analysis.figures as figures
-import models
-from analysis import npz
-from analysis.results import SCHEMA_VERSION, SUMMARY, TRAJECTORIES
-from analysis.observables import embedding_norms
-from analysis.summary import aggregate, json_ready, run_summaries
+import attndyn.analysis.figures as figures
+from attndyn import models
+from attndyn.analysis import npz
+from attndyn.analysis.results import SCHEMA_VERSION, SUMMARY, TRAJECTORIES
+from attndyn.analysis.observables import embedding_norms
+from attndyn.analysis.summary import aggregate, json_ready, run_summaries
 from attndyn import atomic, checkpoint, lock, tomlwrite
 from attndyn.pipeline import RunResult
 from attndyn.progress import ProgressBar
-from tasks.errors import ConfigError
+from attndyn.tasks.errors import ConfigError
 
 __all__ = ["FIGURES", "LABELS", "is_writer", "prepare_out_dir", "environment", "trajectories",
            "run_id", "write_npz", "draw_figures", "write_figures", "summary", "run_info",
            "write_summary", "write_config", "write_all", "RESCUE_PREFIX"]
 
 CONFIG, RUN_INFO = "config.toml", "run_info.json"
-FIGURES = ("sen.png", "dynamics.png", "loss.png", "invariant.png")
+FIGURES = ("sen.png", "attndyn.dynamics.png", "loss.png", "invariant.png")
 LABELS = {"gd": "GD", "reduced": "reduced ODE", "extended": "extended ODE",
           "gradient_flow": "gradient flow"}
 _LIBRARIES = ("jax", "jaxlib", "optax", "diffrax", "flax", "numpy", "matplotlib", "attndyn")
@@ -175,7 +175,7 @@ def draw_figures(out: Path, trajs: dict, m: int, *, progress: bool = False) -> t
   labelled = {LABELS.get(k, k): v for k, v in trajs.items()}
   draw = {
       "sen.png": lambda p: figures.sen_figure({LABELS["gd"]: trajs["gd"]}, m, p),
-      "dynamics.png": lambda p: figures.dynamics_figure(labelled, p),
+      "attndyn.dynamics.png": lambda p: figures.dynamics_figure(labelled, p),
       "loss.png": lambda p: figures.loss_figure(labelled, p),
       "invariant.png": lambda p: figures.invariant_figure(labelled, p),
   }

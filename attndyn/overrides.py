@@ -10,7 +10,7 @@ import copy
 import re
 import tomllib
 
-from tasks.errors import ConfigError, digits_error, too_many_digits
+from attndyn.tasks.errors import ConfigError, digits_error, too_many_digits
 
 __all__ = ["parse_value", "parse", "apply"]
 

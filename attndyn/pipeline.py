@@ -16,15 +16,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import analysis
-import dynamics
-import models
-import tasks
+from attndyn import analysis
+from attndyn import dynamics
+from attndyn import models
+from attndyn import tasks
 from attndyn.chunking import auto_chunk_size
 from attndyn.config import RunConfig
 from attndyn.progress import ProgressBar
-from dynamics import xla_options
-from tasks.errors import ConfigError
+from attndyn.dynamics import xla_options
+from attndyn.tasks.errors import ConfigError
 
 __all__ = ["RunResult", "precision_scope", "sweep_inputs", "choose_gd_path", "gd_fn",
            "generic_gd_chunk", "fast_gd_fn", "reduced_fn", "reduced_sweep_fn", "solve_lrs_together",

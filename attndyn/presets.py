@@ -38,7 +38,7 @@ commits 9a5e599 / 2f7d5cc), which differs from the text:
 """
 import copy
 
-from tasks.errors import ConfigError
+from attndyn.tasks.errors import ConfigError
 from attndyn.schema import suggest
 
 __all__ = ["AUTHORS_QUERY_NORM", "PRESETS", "names", "describe", "preset", "paper_config"]

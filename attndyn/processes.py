@@ -55,7 +55,7 @@ def parse_workers(text: str) -> int:
   Raises:
     ConfigError: anything else, in one line.
   """
-  from tasks.errors import ConfigError
+  from attndyn.tasks.errors import ConfigError
   if str(text).strip() == "auto":
     import jax
     if jax.default_backend() != "cpu" or jax.process_count() > 1:

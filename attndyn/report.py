@@ -78,7 +78,7 @@ def table(rows: Sequence[Tuple[str, Mapping]]) -> str:
 def theory_lines(rows: Sequence[Tuple[str, Mapping]]) -> list:
   """One line per model whose runs leave the region where Lu et al.'s theory holds (the
   atlas's tolerances, :data:`attndyn.atlas.TOLERANCES`), naming the broken assumption."""
-  from analysis.atlas import summary_flags
+  from attndyn.analysis.atlas import summary_flags
   from attndyn.atlas import TOLERANCES
   out = []
   for name, agg in rows:

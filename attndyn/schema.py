@@ -10,7 +10,7 @@ import difflib
 import math
 from typing import Any, Mapping
 
-from tasks.errors import ConfigError, check, renamed
+from attndyn.tasks.errors import ConfigError, check, renamed
 
 __all__ = ["SECTIONS", "TOP_LEVEL", "MAX_SEED", "MAX_INT", "DERIVED", "at", "suggest",
            "unknown_key", "is_int", "is_number", "coerce", "SETTING_KINDS", "run_kinds",

@@ -176,7 +176,7 @@ def compare(a: Path, b: Path) -> dict:
   docstring); prints and returns it."""
   import math
   import numpy as np
-  from analysis import atlas as measures
+  from attndyn.analysis import atlas as measures
   from attndyn import atlas
 
   def flagged(path):

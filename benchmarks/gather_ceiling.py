@@ -84,7 +84,7 @@ def _product_forms() -> dict:
   """The step's three products over the vocabulary, seeds last: ``P = Wᵀx`` ``[V, K, S]``,
   ``G = W R`` ``[V, d, S]`` and ``Σ_w x_w R_wᵀ`` ``[d, K, S]``, for ``x [V, d, S]``,
   ``R [V, K, S]``, ``W [d, K, S]``: as XLA batched dots, and as the fast path writes them."""
-  from dynamics.fast_lu.xla_cpu import _sum_many_rows, _tree_sum
+  from attndyn.dynamics.fast_lu.xla_cpu import _sum_many_rows, _tree_sum
 
   def dots(x, r, w):
     p = jnp.einsum("vds,dks->vks", x, w)

@@ -21,8 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import dynamics
-import models
+from attndyn import dynamics
+from attndyn import models
 from benchmarks.workload import Workload
 
 TORCH_HINT = "torch not installed: pip install torch==2.13.0 to include the PyTorch baseline"

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from benchmarks.gather_ceiling import time_form
-from models import normalisers
+from attndyn.models import normalisers
 
 PATHS = {"sparsemax": ("_sparsemax_threshold_pairwise", "_sparsemax_threshold_sorted"),
          "entmax15": ("_entmax15_threshold_pairwise", "_entmax15_threshold_sorted")}

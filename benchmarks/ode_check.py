@@ -45,10 +45,10 @@ def main():
   import jax.numpy as jnp
   import numpy as np
 
-  import dynamics
-  import models
-  import tasks
-  from models import lu
+  from attndyn import dynamics
+  from attndyn import models
+  from attndyn import tasks
+  from attndyn.models import lu
 
   dtype = jnp.float64 if args.x64 else jnp.float32
   task = tasks.TopicTaskConfig()

@@ -153,9 +153,9 @@ def memory_claim(seeds: int, epochs: int, chunk: int) -> dict:
   Records the paper's observables (``analysis.topic_observables``) every 50
   epochs, as the orchestrator does.
   """
-  import analysis
-  import dynamics
-  import models
+  from attndyn import analysis
+  from attndyn import dynamics
+  from attndyn import models
 
   w = make_workload(1)
   cfg = dynamics.TrainConfig(lr=w.lr, steps=epochs, record_every=50)
@@ -208,13 +208,13 @@ def reduced_ode_timing(seeds: int = 64, observables: str = "sen", solve: str = "
       all seeds (what ``attndyn run`` does when the seeds share a dataset);
       ``"vmap"``: ``vmap`` of the per-seed :func:`dynamics.reduced_sen_ode`.
   """
-  import dynamics
+  from attndyn import dynamics
   if not hasattr(dynamics, "reduced_sen_ode_sweep"):
     return {"skipped": "dynamics.reduced_sen_ode_sweep not available in this checkout"}
-  import analysis
-  import models
+  from attndyn import analysis
+  from attndyn import models
   from attndyn.config import ODEConfig
-  from dynamics import xla_options
+  from attndyn.dynamics import xla_options
   ode = ODEConfig(kind="reduced")
 
   w = make_workload(1)

@@ -43,7 +43,7 @@ def _inputs(n: int, rows: int, dtype):
 
 def time_mapping(name: str, n: int, rows: int, reps: int, dtype) -> dict:
   """Compile time and steady-state time of one mapping's forward+backward."""
-  from models.normalisers import normalise
+  from attndyn.models.normalisers import normalise
   scores, mask, weights = _inputs(n, rows, dtype)
 
   def loss(s):
@@ -61,7 +61,7 @@ def time_mapping(name: str, n: int, rows: int, reps: int, dtype) -> dict:
   row = {"mapping": name, "n": n, "rows": rows, "compile_s": compile_s,
          "median_s": statistics.median(times), "rows_per_s": rows / statistics.median(times)}
   if name == "sparsemap":
-    from models.structured import sparsemap_solve
+    from attndyn.models.structured import sparsemap_solve
     res = jax.jit(sparsemap_solve)(scores, mask=mask)
     row["structures_mean"] = float(jnp.mean(jnp.sum(res.weights > 0, axis=-1)))
     row["converged"] = float(jnp.mean(res.converged))

@@ -183,7 +183,7 @@ def main(argv=None) -> int:
   import jax
   jax.config.update("jax_enable_x64", True)
   import jax.numpy as jnp
-  from models import structured as S
+  from attndyn.models import structured as S
 
   rng = np.random.default_rng(args.seed)
   rows = [random_row(rng, MAX_LEN) for _ in range(args.n)]   # one array length: one compile

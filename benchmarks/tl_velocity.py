@@ -40,9 +40,9 @@ def _preset(**changes):
 
 def time_evaluations(seeds: int, precision: str, repeats: int = 5, chain: int = 100) -> dict:
   """Microseconds per evaluation of each form for ``seeds`` vmapped seeds."""
-  import models
-  import tasks
-  from dynamics import reduced_ode as ro
+  from attndyn import models
+  from attndyn import tasks
+  from attndyn.dynamics import reduced_ode as ro
   from attndyn import pipeline
   cfg = _preset(precision=precision)
   with pipeline.precision_scope(precision):
@@ -84,10 +84,10 @@ def time_evaluations(seeds: int, precision: str, repeats: int = 5, chain: int = 
 
 def time_solve(steps: int) -> dict:
   """Seconds, step counts and Q_t's drift of the float64 invariant solve with each form."""
-  from analysis.theorem1 import invariant_drift
+  from attndyn.analysis.theorem1 import invariant_drift
   from attndyn import pipeline
   from attndyn.reproduce.lu2021 import synthetic
-  from dynamics import reduced_ode as ro
+  from attndyn.dynamics import reduced_ode as ro
   inv = synthetic.FULL["invariant"]
   cfg = _preset(precision="float64", train={"steps": steps, "record_every": max(1, steps // 100)},
                 sweep={"seeds": 1}, ode={"kind": "reduced", "rtol": inv["rtol"],

@@ -11,9 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import models
-import tasks
-from dynamics import xla_options
+from attndyn import models
+from attndyn import tasks
+from attndyn.dynamics import xla_options
 
 LR = 0.1
 

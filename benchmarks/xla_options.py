@@ -26,12 +26,12 @@ from pathlib import Path
 import jax
 import numpy as np
 
-import analysis
-import dynamics
-import models
-import tasks
+from attndyn import analysis
+from attndyn import dynamics
+from attndyn import models
+from attndyn import tasks
 from benchmarks.workload import make_workload
-from dynamics import fast_lu, reduced_ode, xla_options
+from attndyn.dynamics import fast_lu, reduced_ode, xla_options
 
 
 def _compile(fn, args, options: dict):

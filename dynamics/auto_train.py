@@ -12,12 +12,12 @@ from typing import Any, Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from dynamics.fast_lu import fast_path_applies, make_fast_sweep_train, make_fast_train
-from dynamics.fast_lu.applies import _loss_mismatch
-from dynamics.optimizers import group_flags
-from dynamics.train import TrainConfig, check_train_args, make_train
-from models import lu
-from tasks.batch import Batch
+from attndyn.dynamics.fast_lu import fast_path_applies, make_fast_sweep_train, make_fast_train
+from attndyn.dynamics.fast_lu.applies import _loss_mismatch
+from attndyn.dynamics.optimizers import group_flags
+from attndyn.dynamics.train import TrainConfig, check_train_args, make_train
+from attndyn.models import lu
+from attndyn.tasks.batch import Batch
 
 __all__ = ["FIRST_STEP_RTOL", "TrainChoice", "first_step_gap", "make_auto_train"]
 

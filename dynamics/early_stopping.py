@@ -25,13 +25,13 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from dynamics.optimizers import base_optimizer, masked_optimizer
-from dynamics.train import (TrainConfig, check_train_args, guarded_update,
+from attndyn.dynamics.optimizers import base_optimizer, masked_optimizer
+from attndyn.dynamics.train import (TrainConfig, check_train_args, guarded_update,
                             minibatch_value_and_grad)
-from dynamics.trajectory import Trajectory
-from models.objective import accuracy
-from tasks.batch import Batch
-from tasks.errors import check
+from attndyn.dynamics.trajectory import Trajectory
+from attndyn.models.objective import accuracy
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import check
 
 __all__ = ["MONITORS", "EarlyStopped", "make_train_early_stopping"]
 

@@ -21,9 +21,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from dynamics.train import guarded_update, minibatch
-from dynamics.trajectory import Trajectory
-from tasks.errors import check
+from attndyn.dynamics.train import guarded_update, minibatch
+from attndyn.dynamics.trajectory import Trajectory
+from attndyn.tasks.errors import check
 
 __all__ = ["make_epoch_train"]
 

@@ -12,8 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dynamics.ode import first_failure
-from dynamics.trajectory import Trajectory
+from attndyn.dynamics.ode import first_failure
+from attndyn.dynamics.trajectory import Trajectory
 
 __all__ = ["flow_time_grid", "at_learning_rate"]
 

@@ -16,10 +16,10 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from dynamics.optimizers import group_flags, trainable_mask
-from dynamics.trajectory import FAILURE_REASONS, ODEStats, Trajectory, checked_record
-from tasks.batch import Batch
-from tasks.errors import ConfigError, check
+from attndyn.dynamics.optimizers import group_flags, trainable_mask
+from attndyn.dynamics.trajectory import FAILURE_REASONS, ODEStats, Trajectory, checked_record
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import ConfigError, check
 
 __all__ = ["RTOL", "ATOL", "SOLVERS", "make_solver", "time_grid", "saved_times", "controller_for",
            "check_adjoint", "stopped_lr", "stopping_controller", "failure_time", "first_failure",

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from tasks.errors import ConfigError, check
+from attndyn.tasks.errors import ConfigError, check
 
 __all__ = ["OPTIMIZERS", "Optimizer", "base_optimizer", "group_flags", "is_optimizer",
            "masked_optimizer", "optimizer_name", "trainable_mask"]

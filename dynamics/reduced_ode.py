@@ -53,14 +53,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dynamics.ode import (ATOL, RTOL, check_adjoint, controller_for, failure_time,
+from attndyn.dynamics.ode import (ATOL, RTOL, check_adjoint, controller_for, failure_time,
                           make_solver, ode_stats, saved_times, stopped_lr)
-from dynamics.optimizers import group_flags
-from dynamics.trajectory import Trajectory, checked_record
-from models.channel_major import apply_classifier_channels, channel_mix, cross_entropy_channels
-from models.lu import word_scores
-from tasks.batch import Batch
-from tasks.errors import ConfigError, check
+from attndyn.dynamics.optimizers import group_flags
+from attndyn.dynamics.trajectory import Trajectory, checked_record
+from attndyn.models.channel_major import apply_classifier_channels, channel_mix, cross_entropy_channels
+from attndyn.models.lu import word_scores
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import ConfigError, check
 
 __all__ = ["FORMS", "COMPILER_OPTIONS", "LINEAR_COMPILER_OPTIONS", "NonTopic", "ReducedState",
            "nontopic_constants", "reduced_velocity", "autodiff_velocity", "linear_velocity",

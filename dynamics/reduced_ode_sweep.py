@@ -41,13 +41,13 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
-from dynamics.ode import (check_adjoint, controller_for, failure_time, make_solver, ode_stats,
+from attndyn.dynamics.ode import (check_adjoint, controller_for, failure_time, make_solver, ode_stats,
                           stopped_lr)
-from dynamics.reduced_ode import (Collective, NonTopic, ReducedState, check_solve_inputs,
+from attndyn.dynamics.reduced_ode import (Collective, NonTopic, ReducedState, check_solve_inputs,
                                   full_params, nontopic_constants, seed_velocity)
-from dynamics.trajectory import Trajectory, checked_record
-from models.lu import word_scores
-from tasks.batch import Batch
+from attndyn.dynamics.trajectory import Trajectory, checked_record
+from attndyn.models.lu import word_scores
+from attndyn.tasks.batch import Batch
 
 __all__ = ["seed_max_rms_norm", "reduced_sen_ode_sweep"]
 

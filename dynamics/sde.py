@@ -74,14 +74,14 @@ import jax
 import jax.numpy as jnp
 import lineax
 
-from dynamics.ode import failure_time, split_trainable, time_grid, _merge
-from dynamics.reduced_ode import (NonTopic, ReducedState, check_reduced_config, nontopic_constants,
+from attndyn.dynamics.ode import failure_time, split_trainable, time_grid, _merge
+from attndyn.dynamics.reduced_ode import (NonTopic, ReducedState, check_reduced_config, nontopic_constants,
                                   reduced_trajectory, reduced_velocity, save_at)
-from dynamics.train import SAMPLING
-from dynamics.trajectory import Trajectory
-from models.lu import word_scores
-from tasks.batch import Batch
-from tasks.errors import check
+from attndyn.dynamics.train import SAMPLING
+from attndyn.dynamics.trajectory import Trajectory
+from attndyn.models.lu import word_scores
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import check
 
 __all__ = ["BROWNIAN", "finite_population_factor", "noise_coefficient", "centred_operator",
            "brownian_motion", "ClockAndBrownian", "sme_field", "sgd_sde",

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dynamics.sweep import wait_ready
+from attndyn.dynamics.sweep import wait_ready
 
 __all__ = ["SegmentState", "SegmentedRun", "run_segments"]
 

@@ -39,14 +39,14 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from dynamics.ode import make_solver, time_grid
-from dynamics.reduced_ode import ReducedState, reduced_trajectory, save_at
-from dynamics.trajectory import Trajectory
-from models.classifiers import apply_classifier
-from models.lu import word_scores
-from models.normalisers import NAMED_NORMALISERS, normalise
-from tasks.batch import Batch
-from tasks.errors import ConfigError, check
+from attndyn.dynamics.ode import make_solver, time_grid
+from attndyn.dynamics.reduced_ode import ReducedState, reduced_trajectory, save_at
+from attndyn.dynamics.trajectory import Trajectory
+from attndyn.models.classifiers import apply_classifier
+from attndyn.models.lu import word_scores
+from attndyn.models.normalisers import NAMED_NORMALISERS, normalise
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import ConfigError, check
 
 __all__ = ["SPARSE_FORMS", "topic_weight", "sen_factor", "SentenceFrame", "sentence_frame",
            "sparse_velocity", "sparse_sen_ode"]

@@ -19,8 +19,8 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from dynamics import xla_options
-from tasks.errors import ConfigError, check
+from attndyn.dynamics import xla_options
+from attndyn.tasks.errors import ConfigError, check
 
 __all__ = ["SWEEP_AXIS", "sweep_mesh", "call_interruptibly", "wait_ready", "chunk_length",
            "chunk_bounds", "run_sweep"]

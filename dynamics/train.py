@@ -12,11 +12,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from dynamics.optimizers import (OPTIMIZERS, Optimizer, base_optimizer, is_optimizer,
+from attndyn.dynamics.optimizers import (OPTIMIZERS, Optimizer, base_optimizer, is_optimizer,
                                  masked_optimizer, trainable_mask)
-from dynamics.trajectory import Trajectory, checked_record
-from tasks.batch import Batch
-from tasks.errors import ConfigError, check, is_concrete_number
+from attndyn.dynamics.trajectory import Trajectory, checked_record
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import ConfigError, check, is_concrete_number
 
 __all__ = ["SAMPLING", "TrainConfig", "check_train_args", "guarded_update", "make_train",
            "minibatch", "minibatch_value_and_grad", "steps_per_epoch"]

@@ -76,7 +76,7 @@ def checked_record(record):
   def checked(params, params0):
     out = record(params, params0)
     if out is None:
-      from tasks.errors import ConfigError
+      from attndyn.tasks.errors import ConfigError
       raise ConfigError(f"record {getattr(record, '__qualname__', '')!r} returned None: it must "
                         "return a pytree of arrays, e.g. {'loss': loss} (an empty dict "
                         "records nothing).")

@@ -16,7 +16,7 @@ lexical probe is ``β_{t,l} = softmax(γ[x_l])_{o_t}`` (attending only to l).
 import jax
 import jax.numpy as jnp
 
-from tasks.batch import Batch
+from attndyn.tasks.batch import Batch
 
 __all__ = ["init", "apply", "loss", "lexical_probe"]
 

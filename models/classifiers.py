@@ -11,7 +11,7 @@ Trainable weights start as PyTorch's ``nn.Linear`` does, uniform in
 import jax
 import jax.numpy as jnp
 
-from models.orthogonal import qr
+from attndyn.models.orthogonal import qr
 
 __all__ = ["CLASSIFIERS", "LINEAR_CLASSIFIERS", "FC_INITS", "init_classifier", "apply_classifier"]
 

@@ -29,11 +29,11 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from models.attention import attend, softmax_attention
-from models.classifiers import apply_classifier, init_classifier
-from models.lu import PARAM_GROUPS, LuModelConfig, Model
-from tasks.batch import Batch
-from tasks.errors import ConfigError, check
+from attndyn.models.attention import attend, softmax_attention
+from attndyn.models.classifiers import apply_classifier, init_classifier
+from attndyn.models.lu import PARAM_GROUPS, LuModelConfig, Model
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import ConfigError, check
 
 __all__ = ["CNN_PARAM_GROUPS", "CNNAttentionConfig", "CNNOutput", "init", "pair_conv", "apply",
            "cnn_attention"]

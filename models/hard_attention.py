@@ -22,7 +22,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
-from models.attention import softmax_attention
+from attndyn.models.attention import softmax_attention
 
 __all__ = ["hard_attention"]
 

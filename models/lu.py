@@ -15,11 +15,11 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from models.attention import attend, softmax_attention
-from models.normalisers import NAMED_NORMALISERS, normalise
-from models.classifiers import CLASSIFIERS, FC_INITS, apply_classifier, init_classifier
-from tasks.batch import Batch
-from tasks.errors import check, is_concrete_number
+from attndyn.models.attention import attend, softmax_attention
+from attndyn.models.normalisers import NAMED_NORMALISERS, normalise
+from attndyn.models.classifiers import CLASSIFIERS, FC_INITS, apply_classifier, init_classifier
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import check, is_concrete_number
 
 __all__ = ["PARAM_GROUPS", "LuModelConfig", "LuOutput", "Model", "check_params", "word_scores",
            "init", "apply", "lu_attention", "apply_for"]

@@ -27,9 +27,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from models.attention import attend, softmax_attention
-from models.lu import LuOutput
-from tasks.batch import Batch
+from attndyn.models.attention import attend, softmax_attention
+from attndyn.models.lu import LuOutput
+from attndyn.tasks.batch import Batch
 
 __all__ = ["FCConstants", "reduce", "scores", "embedding_norms", "make_apply", "expand"]
 

@@ -20,9 +20,9 @@ from typing import Mapping
 import jax
 import jax.numpy as jnp
 
-from models.attention import attend, softmax_attention
-from models.lu import LuOutput, word_scores
-from tasks.batch import Batch
+from attndyn.models.attention import attend, softmax_attention
+from attndyn.models.lu import LuOutput, word_scores
+from attndyn.tasks.batch import Batch
 
 __all__ = ["apply_linear", "gate"]
 

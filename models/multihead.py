@@ -15,10 +15,10 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from models.hard_attention import hard_attention
-from models.normalisers import NAMED_NORMALISERS, normalise
-from models.scorers import init_scorer, score
-from tasks.errors import check
+from attndyn.models.hard_attention import hard_attention
+from attndyn.models.normalisers import NAMED_NORMALISERS, normalise
+from attndyn.models.scorers import init_scorer, score
+from attndyn.tasks.errors import check
 
 __all__ = ["MultiHeadOutput", "init_multihead", "multihead_attention"]
 

@@ -40,8 +40,8 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
-from models.attention import softmax_attention
-from tasks.errors import check
+from attndyn.models.attention import softmax_attention
+from attndyn.tasks.errors import check
 
 __all__ = ["STRUCTURED", "NORMALISERS", "NAMED_NORMALISERS", "PAIRWISE_MAX_LEN",
            "sparsemax_threshold", "sparsemax", "entmax15", "entmax", "normalise"]
@@ -321,7 +321,7 @@ def normalise(name: str, scores: jax.Array, mask: Optional[jax.Array] = None, *,
   if name == "entmax15":
     return entmax15(scores, mask)
   if name in STRUCTURED:
-    from models import structured   # imported here: models.structured imports this module
+    from attndyn.models import structured   # imported here: models.structured imports this module
     if name == "fusedmax":
       return structured.fusedmax(scores, mask, structured.FUSEDMAX_LAM if lam is None else lam)
     if name == "crf":

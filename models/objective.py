@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from tasks.batch import Batch
+from attndyn.tasks.batch import Batch
 
 __all__ = ["LuCrossEntropy", "accuracy", "cross_entropy", "make_loss"]
 

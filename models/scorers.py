@@ -18,7 +18,7 @@ References:
 import jax
 import jax.numpy as jnp
 
-from tasks.errors import check
+from attndyn.tasks.errors import check
 
 __all__ = ["SCORERS", "dot", "scaled_dot", "bilinear", "additive", "init_scorer", "score"]
 

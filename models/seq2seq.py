@@ -39,10 +39,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from models.orthogonal import orthogonal
-from tasks.batch import Batch
-from models.normalisers import NAMED_NORMALISERS, normalise
-from tasks.errors import check
+from attndyn.models.orthogonal import orthogonal
+from attndyn.tasks.batch import Batch
+from attndyn.models.normalisers import NAMED_NORMALISERS, normalise
+from attndyn.tasks.errors import check
 
 __all__ = ["ATTENTIONS", "PARAM_GROUPS", "Seq2SeqConfig", "Seq2SeqOutput", "fused_lstm_weights",
            "run_lstm", "init", "head_init", "single_head_key", "encode", "decoder_inputs",

@@ -39,9 +39,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from models.normalisers import NAMED_NORMALISERS, normalise
-from tasks.batch import Batch
-from tasks.errors import check
+from attndyn.models.normalisers import NAMED_NORMALISERS, normalise
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import check
 
 __all__ = ["CELLS", "SnellSeq2SeqConfig", "SnellOutput", "torch_linear", "torch_lstm", "torch_gru",
            "torch_embedding", "init", "run_lstm", "run_gru", "decoder_inputs", "attention_weights",

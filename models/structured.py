@@ -44,8 +44,8 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from models.normalisers import sparsemax
-from tasks.errors import check, is_concrete_number
+from attndyn.models.normalisers import sparsemax
+from attndyn.tasks.errors import check, is_concrete_number
 
 __all__ = ["FUSEDMAX_LAM", "CRF_PAIRWISE", "SPARSEMAP_PAIRWISE", "tv_prox", "fusedmax",
            "crf_marginals", "crf_log_partition", "SparseMAPResult", "sparsemap", "sparsemap_solve"]

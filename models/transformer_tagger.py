@@ -32,8 +32,8 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from models.normalisers import NAMED_NORMALISERS, normalise
-from tasks.errors import check, is_concrete_number
+from attndyn.models.normalisers import NAMED_NORMALISERS, normalise
+from attndyn.tasks.errors import check, is_concrete_number
 
 __all__ = ["FEATURES", "BLOCKS", "ATTENTIONS", "TaggerConfig", "TaggerOutput", "init",
            "sinusoidal_positions", "key_mask", "uniform_attention", "apply", "token_nll"]

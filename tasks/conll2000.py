@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tasks.errors import ConfigError, check
+from attndyn.tasks.errors import ConfigError, check
 
 __all__ = ["PAD", "UNK", "FILES", "DEFAULT_ROOT", "Token", "TaggedBatch", "ConllData", "read_conll",
            "split_dev", "build_vocab", "to_tagged_batch", "length_buckets", "load_conll2000"]

@@ -27,8 +27,8 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from tasks.batch import Batch
-from tasks.errors import check
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import check
 
 __all__ = ["DISTRIBUTIONS", "ENCODINGS", "CopyingConfig", "sample_copying", "copying_dataset"]
 

@@ -23,8 +23,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from tasks.batch import Batch
-from tasks.errors import check
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import check
 
 __all__ = ["MarkovPairsConfig", "MarkovPairsDataset", "pair_ids", "transition_matrices",
            "make_markov_pairs_dataset"]

@@ -14,8 +14,8 @@ from typing import Tuple, Union
 
 import numpy as np
 
-from tasks.batch import Batch
-from tasks.errors import ConfigError, check, value_error
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import ConfigError, check, value_error
 
 __all__ = ["DEFAULT_ROOT", "DEFAULT_STEM", "tokenize", "Multi30kData", "load_multi30k"]
 

@@ -36,8 +36,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tasks.batch import Batch
-from tasks.errors import ConfigError, check
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import ConfigError, check
 
 __all__ = ["SPLITS", "PAD", "UNK", "PADDINGS", "VOCAB_FROM", "LABELS", "DEFAULT_ROOT", "Sentence",
            "SSTData", "parse_tree", "read_trees", "to_binary", "build_vocab", "to_batch",

@@ -16,8 +16,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from tasks.batch import Batch
-from tasks.errors import ConfigError, check
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import ConfigError, check
 
 __all__ = ["MAX_WORDS", "TopicTaskConfig", "TopicDataset", "COMPILER_OPTIONS",
            "check_key_and_config", "make_topic_dataset"]

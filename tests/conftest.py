@@ -23,10 +23,10 @@ import jax.numpy as jnp  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, Phase, settings  # noqa: E402
 
-import analysis  # noqa: E402
-import dynamics  # noqa: E402
-import models  # noqa: E402
-import tasks  # noqa: E402
+from attndyn import analysis
+from attndyn import dynamics
+from attndyn import models
+from attndyn import tasks
 
 jax.config.update("jax_enable_x64", True)
 

@@ -2,8 +2,8 @@
 import jax.numpy as jnp
 import numpy as np
 
-import models
-from analysis.absence import recall_without_topic_word, without_topic_words
+from attndyn import models
+from attndyn.analysis.absence import recall_without_topic_word, without_topic_words
 
 
 def test_only_topic_words_are_masked(tiny_data):

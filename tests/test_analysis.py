@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import analysis
-import models
-import tasks
-from analysis import figures
-from dynamics import Trajectory
+from attndyn import analysis
+from attndyn import models
+from attndyn import tasks
+from attndyn.analysis import figures
+from attndyn.dynamics import Trajectory
 
 
 # --- Corollary 1 (eq 10) ------------------------------------------------------------------
@@ -293,7 +293,7 @@ def test_loss_figure_of_runs_that_all_diverged_is_written(tiny_run, tmp_path):
 
 
 def test_assumption1_ratios_mean_and_largest_change():
-  from analysis.assumption1 import change_ratio, largest_change_ratio
+  from attndyn.analysis.assumption1 import change_ratio, largest_change_ratio
   change = np.array([[0.1, -0.3, 0.2], [0.0, 0.0, -0.5]])
   topic = np.array([[2.0, -4.0], [1.0, 1.0]])
   np.testing.assert_allclose(change_ratio(change, topic), [0.2 / 3.0, 0.5 / 3.0])
@@ -302,7 +302,7 @@ def test_assumption1_ratios_mean_and_largest_change():
 
 def test_nontopic_pairs_sharing_a_word_with_a_topic_pair():
   """App. A's split of the non-topic pairs: those with a word of some topic pair, by loops."""
-  from analysis import pairs
+  from attndyn.analysis import pairs
   topic_pairs = np.array([[[1, 2], [1, 3]], [[4, 0], [5, 6]]])          # [topics, pairs, 2]
   words = {int(w) for w in topic_pairs.reshape(-1)}
   ordered = {tuple(p) for p in topic_pairs.reshape(-1, 2).tolist()}

@@ -9,11 +9,11 @@ import os
 import numpy as np
 import pytest
 
-import analysis
-from analysis import atlas as measures
+from attndyn import analysis
+from attndyn.analysis import atlas as measures
 from attndyn import atlas, cli, pipeline
 from attndyn.reproduce import engine
-from tasks.errors import ConfigError
+from attndyn.tasks.errors import ConfigError
 
 # One Attn-TC bucket on a tiny task: 2 σ × 2 lr × 2 seeds = 8 runs in one compiled program.
 # lr = tau / n for n in run_lengths: the lr-1.0 runs are read at step 5 of their 10 (flow time 5),
@@ -267,7 +267,7 @@ def _drop_seconds(chunk) -> None:
   """Make a checkpoint chunk an older attndyn's: its zip comment without the seconds."""
   import zipfile
 
-  from analysis import npz
+  from attndyn.analysis import npz
   run_id = npz.run_id(chunk)
   with zipfile.ZipFile(chunk, "a") as zf:
     zf.comment = json.dumps({"run_id": run_id}).encode()
@@ -279,7 +279,7 @@ def test_a_bucket_finished_by_a_second_process_counts_both_processes_time(tiny_a
   older attndyn (no seconds) leaves its time out, and atlas.json says the time is partial."""
   import shutil
 
-  from analysis import npz
+  from attndyn.analysis import npz
   out = tmp_path / "killed"
   shutil.copytree(tiny_atlas[0], out)
   for gone in (out / atlas.RECORDS, out / atlas.TIMES):   # as if killed before the bucket's end

@@ -3,9 +3,9 @@ what is allowed, and through the CLI one stderr line, exit code 2 and no traceba
 import numpy as np
 import pytest
 
-import models
+from attndyn import models
 from attndyn import cli, config, overrides, presets
-from tasks.errors import ConfigError
+from attndyn.tasks.errors import ConfigError
 
 INT = "an integer (at most 2**31-1)"
 POS = "a positive integer"

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.channel_major import apply_classifier_channels, channel_mix, cross_entropy_channels
-from models.classifiers import apply_classifier, init_classifier
-from models.objective import cross_entropy
+from attndyn.models.channel_major import apply_classifier_channels, channel_mix, cross_entropy_channels
+from attndyn.models.classifiers import apply_classifier, init_classifier
+from attndyn.models.objective import cross_entropy
 
 TOL = dict(rtol=1e-10, atol=1e-12)
 

@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import dynamics
+from attndyn import dynamics
 from attndyn import checkpoint, config, overrides, pipeline, presets
-from tasks.errors import ConfigError
+from attndyn.tasks.errors import ConfigError
 
 
 def _fn(inp):

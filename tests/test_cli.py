@@ -87,7 +87,7 @@ def test_run_writes_plain_npz_and_png_figures(tiny_run):
       np.testing.assert_array_equal(z[f"{kind}/t"], z["gd/t"])
       assert z[f"{kind}/score"].shape == z["gd/score"].shape
     assert z["gd/final_word_score"].shape == (2, 8 + 12)
-  for name in ("sen.png", "dynamics.png", "loss.png", "invariant.png"):
+  for name in ("sen.png", "attndyn.dynamics.png", "loss.png", "invariant.png"):
     assert (out / name).read_bytes()[:8] == PNG
   assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
 

@@ -5,9 +5,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-import analysis
-import models
-import tasks
+from attndyn import analysis
+from attndyn import models
+from attndyn import tasks
 
 TOL = dict(rtol=1e-10, atol=1e-14)
 # (V, d, d', n, L, J): few shapes, so the jitted check compiles only a handful of times;

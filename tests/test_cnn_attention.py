@@ -4,10 +4,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import dynamics
-import models
-import tasks
-from models.cnn import pair_conv
+from attndyn import dynamics
+from attndyn import models
+from attndyn import tasks
+from attndyn.models.cnn import pair_conv
 
 CFG = models.CNNAttentionConfig(n_words=16, n_classes=2, embed_dim=4, key_dim=3, embed_std=0.1,
                                 key_std=0.1)

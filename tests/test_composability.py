@@ -9,8 +9,8 @@ import optax
 import pytest
 
 import attndyn as ad
-import dynamics
-import models
+from attndyn import dynamics
+from attndyn import models
 
 
 def _setup(tiny_data, steps=20, record_every=5):

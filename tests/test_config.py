@@ -6,7 +6,7 @@ import tomllib
 import pytest
 
 from attndyn import config, overrides, presets, tomlwrite
-from tasks.errors import ConfigError
+from attndyn.tasks.errors import ConfigError
 
 
 def _quick(*sets) -> config.RunConfig:
@@ -176,11 +176,11 @@ def test_bad_toml_and_missing_files_are_config_errors(tmp_path):
 
 # A bad argument of each layer's own configs: (constructor, kwargs, the argument it names).
 def _lower_layer_cases():
-  import dynamics
-  import models
-  import tasks
-  from models import seq2seq, transformer_tagger
-  from tasks.copying import CopyingConfig
+  from attndyn import dynamics
+  from attndyn import models
+  from attndyn import tasks
+  from attndyn.models import seq2seq, transformer_tagger
+  from attndyn.tasks.copying import CopyingConfig
   lu = {"n_words": 10, "n_classes": 2}
   return [
       (tasks.TopicTaskConfig, {"n_topics": 1}, "n_topics"),
@@ -231,7 +231,7 @@ def test_a_reproduction_setting_is_named_by_its_own_path_before_anything_runs(it
 def test_results_reads_back_the_odes_each_kind_solves():
   """analysis.results' copy of the kind -> ODEs table (analysis does not import attndyn) is
   attndyn.config's."""
-  from analysis import results
+  from attndyn.analysis import results
   from attndyn import config
   assert set(results._ODE_KINDS) == set(config.ODE_KINDS)
   for kind in config.ODE_KINDS:

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from tasks import conll2000
-from tasks.errors import ConfigError
+from attndyn.tasks import conll2000
+from attndyn.tasks.errors import ConfigError
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis.conlleval import chunk_f1, conlleval, conlleval_ids
+from attndyn.analysis.conlleval import chunk_f1, conlleval, conlleval_ids
 
 
 def test_perfect_guess():

@@ -3,10 +3,10 @@ import jax
 import numpy as np
 import pytest
 
-from analysis import copying_stats
-from tasks import copying
-from tasks.copying import CopyingConfig
-from tasks.errors import ConfigError
+from attndyn.analysis import copying_stats
+from attndyn.tasks import copying
+from attndyn.tasks.copying import CopyingConfig
+from attndyn.tasks.errors import ConfigError
 
 # One compiled sampler per (config, n): eager sampling compiles every primitive separately.
 sample_copying = jax.jit(copying.sample_copying, static_argnums=(1, 2))
@@ -79,7 +79,7 @@ def test_authors_encoding_appends_eos_and_counts_42_ids(key):
   assert x.shape == (3, 41) and np.array_equal(x, np.asarray(b.labels))
   assert (x[:, -1] == 40).all()                                        # EOS last, attended
   assert np.array_equal(np.sort(x[:, :-1], 1), np.tile(np.arange(40), (3, 1)))   # words 0..39
-  from models.seq2seq_snell import decoder_inputs
+  from attndyn.models.seq2seq_snell import decoder_inputs
   d = np.asarray(decoder_inputs(b.labels, cfg.sos))
   assert (d[:, 0] == 41).all() and np.array_equal(d[:, 1:], x[:, :-1])  # [SOS; x]
   iid = np.asarray(sample_copying(key, CopyingConfig("iid", 5, 30, "authors"), 4).tokens)
@@ -94,9 +94,9 @@ def test_authors_train_updates_and_records_as_make_train(key):
   import jax.numpy as jnp
   import optax
 
-  import dynamics
+  from attndyn import dynamics
   from attndyn.reproduce.snell.common import authors_train
-  from tasks.batch import Batch
+  from attndyn.tasks.batch import Batch
 
   batch = Batch(tokens=jnp.arange(6.0).reshape(3, 2), mask=jnp.ones((3, 2), bool),
                 labels=jnp.array([1.0, -2.0, 0.5]))
@@ -126,8 +126,8 @@ def test_authors_metrics_count_every_position_eos_included():
   """The authors' eval_acc: accuracy over all T target positions (EOS too); attn_acc is the
   argmax attention on position t, its word form the source word under it."""
   import jax.numpy as jnp
-  from models.seq2seq_snell import SnellOutput
-  from tasks.batch import Batch
+  from attndyn.models.seq2seq_snell import SnellOutput
+  from attndyn.tasks.batch import Batch
 
   x = jnp.array([[2, 2, 0, 3]])                           # iid-like: word 2 twice, EOS = 3
   b = Batch(tokens=x, mask=jnp.ones(x.shape, bool), labels=x)
@@ -170,7 +170,7 @@ def test_multihead_protocol_run_records_per_head_and_draws_heads_by_id():
   of CI; the protocol runs in `reproduce snell --quick`); candidate head ids and random head
   ids draw different heads."""
   from attndyn.reproduce.snell import multihead_authors as mh
-  from tasks.copying import CopyingConfig
+  from attndyn.tasks.copying import CopyingConfig
 
   task = CopyingConfig("permutation", 4, 4, "authors")
   s = {"hidden": 4, "steps": 4, "batch": 3, "lr": 1e-3, "record_every": 2, "eval_size": 3,

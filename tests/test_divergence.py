@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-import analysis
+from attndyn import analysis
 from attndyn import config, pipeline
 
 

@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis import divergences
+from attndyn.analysis import divergences
 
 
 def _dist(seed, n, sparse):

@@ -6,9 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import dynamics
-import models
-import tasks
+from attndyn import dynamics
+from attndyn import models
+from attndyn import tasks
 
 LRS = jnp.array([0.3, 1.0, 3.0])
 TRAIN_CFG = dynamics.TrainConfig(optimizer="gd", lr=0.5, steps=100, record_every=2)

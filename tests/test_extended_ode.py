@@ -20,13 +20,13 @@ from hypothesis import strategies as st
 
 jax.config.update("jax_enable_x64", True)
 
-import dynamics  # noqa: E402
-import models  # noqa: E402
-import tasks  # noqa: E402
-from analysis.theorem1 import invariant, nontopic_context  # noqa: E402
-from dynamics.reduced_ode import (ReducedState, autodiff_velocity, full_params,  # noqa: E402
+from attndyn import dynamics
+from attndyn import models
+from attndyn import tasks
+from attndyn.analysis.theorem1 import invariant, nontopic_context  # noqa: E402
+from attndyn.dynamics.reduced_ode import (ReducedState, autodiff_velocity, full_params,  # noqa: E402
                                   linear_velocity, nontopic_constants, relu_velocity)
-from models import lu  # noqa: E402
+from attndyn.models import lu  # noqa: E402
 
 LOSS = models.make_loss(lu.apply)
 LR = 0.3

@@ -22,10 +22,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import dynamics
-import models
-import tasks
-from dynamics import fast_lu
+from attndyn import dynamics
+from attndyn import models
+from attndyn import tasks
+from attndyn.dynamics import fast_lu
 
 TASK = tasks.TopicTaskConfig(n_topics=3, words_per_topic=2, vocab_size=60, n_nontopic=5,
                              n_train=90, n_test=20)
@@ -363,7 +363,7 @@ def test_auto_train_checks_the_fast_step_against_autodiff(data, monkeypatch):
   """``make_auto_train`` trusts the fast path only after one of its steps equals autodiff's
   (float64, relative 1e-9): a fast step with a learning rate 0.1% off is caught, and the
   trainer falls back to autodiff with the gap in its reason."""
-  from dynamics import auto_train
+  from attndyn.dynamics import auto_train
   model_cfg = _model_cfg("tc")
   cfg = dynamics.TrainConfig(lr=0.5, steps=20, record_every=10)
   loss = models.make_loss(models.lu.apply)

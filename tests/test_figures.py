@@ -1,7 +1,7 @@
 """The reproduction figure modules share one Agg grid / panel look / PNG writer (analysis.figure_io)."""
 import numpy as np
 
-from analysis import lu2021_figures, sgd_figures, snell_figures, yang_figures
+from attndyn.analysis import lu2021_figures, sgd_figures, snell_figures, yang_figures
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

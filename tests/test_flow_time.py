@@ -3,8 +3,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import dynamics
-from dynamics.trajectory import ODEStats, Trajectory
+from attndyn import dynamics
+from attndyn.dynamics.trajectory import ODEStats, Trajectory
 
 
 def _flow(taus, value, result=0):

@@ -11,10 +11,10 @@ from unittest import mock
 
 import pytest
 
-import analysis
+from attndyn import analysis
 from attndyn import atomic, cli, lock, outputs, pipeline
 from attndyn.progress import Guarded, ProgressBar
-from tasks.errors import ConfigError
+from attndyn.tasks.errors import ConfigError
 
 TINY = ["--preset", "quick", "--no-progress"] + [
     arg for item in ("task.vocab_size=12", "task.n_nontopic=3", "task.n_train=16",
@@ -479,7 +479,7 @@ def test_an_edited_config_in_summary_json_is_refused(results_dir, tmp_path, caps
 def test_the_run_id_readers_check_is_the_one_checkpoints_write(results_dir):
   import jax
 
-  from analysis import results
+  from attndyn.analysis import results
   from attndyn import checkpoint
   doc = json.loads((results_dir[0] / "summary.json").read_text())
   assert checkpoint.config_hash is results.config_hash and checkpoint.flatten is results.flatten
@@ -505,7 +505,7 @@ def test_absurd_numbers_give_lines_not_runtime_warnings(tmp_path, capsys):
 def test_report_draws_float64_results_in_float64(tmp_path, capsys):
   import numpy as np
 
-  from analysis import figures
+  from attndyn.analysis import figures
   out = tmp_path / "o"
   assert cli.main(["run", *TINY, "--set", "precision=float64", "--set", "ode.kind=none",
                    "--out", str(out)]) == 0

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis import agreement, ibm1
-from tasks.errors import ConfigError
-from tasks.multi30k import load_multi30k, tokenize
+from attndyn.analysis import agreement, ibm1
+from attndyn.tasks.errors import ConfigError
+from attndyn.tasks.multi30k import load_multi30k, tokenize
 
 
 def _pad(rows):

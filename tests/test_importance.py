@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import scipy.stats
 
-import models
-from analysis.adversarial_search import adversarial_attention
-from analysis.divergences import jsd, tvd
-from analysis.importance import gradient_importance, leave_one_out_importance, lu_forward
-from analysis.kendall import kendall_tau_b
+from attndyn import models
+from attndyn.analysis.adversarial_search import adversarial_attention
+from attndyn.analysis.divergences import jsd, tvd
+from attndyn.analysis.importance import gradient_importance, leave_one_out_importance, lu_forward
+from attndyn.analysis.kendall import kendall_tau_b
 from attndyn import cli
-from tasks.batch import Batch
+from attndyn.tasks.batch import Batch
 
 
 def _tau_b_by_definition(x, y):

@@ -10,10 +10,10 @@ from unittest import mock
 
 import pytest
 
-import analysis
-from analysis import npz
+from attndyn import analysis
+from attndyn.analysis import npz
 from attndyn import api, checkpoint, cli, lock, outputs, pipeline
-from tasks.errors import ConfigError
+from attndyn.tasks.errors import ConfigError
 
 
 def _one_line(capsys) -> str:
@@ -308,7 +308,7 @@ def test_a_signal_stops_a_sweep_inside_a_chunk_that_xla_runs_to_the_end():
   import jax
   import jax.numpy as jnp
   import numpy as np
-  from dynamics import run_sweep
+  from attndyn.dynamics import run_sweep
 
   release = threading.Event()  # lets the abandoned chunk finish at once after the test
   calls = []                   # host callbacks finished so far
@@ -340,7 +340,7 @@ def test_a_signal_is_not_held_by_an_asynchronous_call():
   import jax
   import jax.numpy as jnp
   import numpy as np
-  from dynamics.sweep import wait_ready
+  from attndyn.dynamics.sweep import wait_ready
 
   busy = jax.jit(lambda x: jax.lax.fori_loop(0, 600, lambda i, y: jnp.sin(y) + 1e-3, x))
   x = jnp.ones((100_000,))
@@ -428,7 +428,7 @@ def test_figures_a_full_disk_refused_are_one_error_line_naming_what_was_kept(tmp
   from types import SimpleNamespace
   doc = {"files": {"figures": ["sen.png"], "figure_errors": {
       "loss.png": "OSError: [Errno 28] No space left on device: 'o/loss.png'",
-      "dynamics.png": "OSError: [Errno 28] No space left on device: 'o/dynamics.png'"}}}
+      "attndyn.dynamics.png": "OSError: [Errno 28] No space left on device: 'o/dynamics.png'"}}}
   out = tmp_path / "o"
   done = SimpleNamespace(directory=out, summary={**doc, "errors": {}}, exceptions={})
   with mock.patch.object(api, "run", return_value=done), mock.patch.object(cli, "_headline"):

@@ -3,9 +3,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from analysis import ktiw
-from models import bow_proxy, seq2seq
-from tasks.batch import Batch
+from attndyn.analysis import ktiw
+from attndyn.models import bow_proxy, seq2seq
+from attndyn.tasks.batch import Batch
 
 
 def _batch():

@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import analysis
-import tasks
-from models.lu import apply
+from attndyn import analysis
+from attndyn import tasks
+from attndyn.models.lu import apply
 
 
 @given(seed=st.integers(0, 2**16), n_words=st.integers(1, 12), d_key=st.integers(1, 5),

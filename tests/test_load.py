@@ -6,8 +6,8 @@ import shutil
 import numpy as np
 import pytest
 
-import analysis
-from tasks.errors import ConfigError
+from attndyn import analysis
+from attndyn.tasks.errors import ConfigError
 
 
 def test_round_trip_gives_the_files_arrays_with_named_axes(results_dir):

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import tasks
+from attndyn import tasks
 
 CFG = tasks.MarkovPairsConfig(n_words=6, n_topics=2, pairs_per_topic=2, sentence_length=8,
                               n_train=3000, n_test=50)

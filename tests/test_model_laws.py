@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import models
-import tasks
+from attndyn import models
+from attndyn import tasks
 
 # Fixed shapes (V, d, d', n, L, J): the jitted forward pass compiles once per classifier.
 V, D, DK, N, L, J = 9, 3, 2, 6, 5, 3

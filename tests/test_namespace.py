@@ -5,21 +5,21 @@ import sys
 
 import pytest
 
-import analysis
+from attndyn import analysis
 import attndyn as ad
-import dynamics
-import models
-import tasks
+from attndyn import dynamics
+from attndyn import models
+from attndyn import tasks
 
 
 def test_import_attndyn_loads_packages_on_first_use():
   """``import attndyn`` loads no JAX (the CLI starts fast); ``ad.<package>`` is the package;
-  ``analysis.figures`` (the README's usage) is reached from ``import analysis`` alone."""
-  code = "import sys, attndyn\nassert 'jax' not in sys.modules and 'models' not in sys.modules"
+  ``analysis.figures`` (the README's usage) is reached from ``from attndyn import analysis`` alone."""
+  code = "import sys, attndyn\nassert 'jax' not in sys.modules and 'attndyn.models' not in sys.modules"
   subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
   assert (ad.tasks, ad.models, ad.dynamics, ad.analysis) == (tasks, models, dynamics, analysis)
   assert ad.presets.paper_config is ad.paper_config
-  assert analysis.__getattr__("figures") is importlib.import_module("analysis.figures")
+  assert analysis.__getattr__("figures") is importlib.import_module("attndyn.analysis.figures")
   assert callable(analysis.figures.sen_figure)
   with pytest.raises(AttributeError, match="no attribute 'modles'"):
     ad.modles
@@ -86,7 +86,7 @@ def test_one_config_error_and_no_imports_on_show():
   ``ad.dynamics`` shows their own names (not importlib, np, math, ...; no module beside the
   functions in ``ad.dynamics``), and ``dir(ad.analysis)`` shows its lazily imported modules."""
   from attndyn import config
-  from tasks.errors import ConfigError
+  from attndyn.tasks.errors import ConfigError
   assert all(m.ConfigError is ConfigError for m in (ad, tasks, models, dynamics, analysis, config))
   assert "importlib" not in dir(ad) and {"run", "ConfigError", "paper_config"} <= set(dir(ad))
   imported = {"np", "math", "itertools", "dataclasses", "tomllib", "Optional", "Path", "schema"}

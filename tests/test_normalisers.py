@@ -6,15 +6,15 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-import models
-from models.attention import softmax_attention
-from models.hard_attention import hard_attention
-from models.multihead import init_multihead, multihead_attention
-from models import normalisers
-from models.normalisers import entmax, entmax15, normalise, sparsemax, sparsemax_threshold
-from models.scorers import SCORERS, init_scorer, score
-from tasks.batch import Batch
-from tasks.errors import ConfigError
+from attndyn import models
+from attndyn.models.attention import softmax_attention
+from attndyn.models.hard_attention import hard_attention
+from attndyn.models.multihead import init_multihead, multihead_attention
+from attndyn.models import normalisers
+from attndyn.models.normalisers import entmax, entmax15, normalise, sparsemax, sparsemax_threshold
+from attndyn.models.scorers import SCORERS, init_scorer, score
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import ConfigError
 
 FNS = {
     "sparsemax": sparsemax,

@@ -18,14 +18,14 @@ from hypothesis import strategies as st
 
 jax.config.update("jax_enable_x64", True)
 
-import dynamics  # noqa: E402
-import models  # noqa: E402
-import tasks  # noqa: E402
-from dynamics import xla_options  # noqa: E402
-from dynamics.ode import failure_time  # noqa: E402
-from dynamics.reduced_ode import (ReducedState, autodiff_velocity, linear_velocity,  # noqa: E402
+from attndyn import dynamics
+from attndyn import models
+from attndyn import tasks
+from attndyn.dynamics import xla_options  # noqa: E402
+from attndyn.dynamics.ode import failure_time  # noqa: E402
+from attndyn.dynamics.reduced_ode import (ReducedState, autodiff_velocity, linear_velocity,  # noqa: E402
                                   nontopic_constants, reduced_velocity, relu_velocity)
-from models import lu  # noqa: E402
+from attndyn.models import lu  # noqa: E402
 
 # Each example of the Theorem-1 test below is a full adaptive ODE solve per classifier (seconds
 # on CI's 2 cores), so it runs a sixth of the profile's examples: 4 in "ci", 41 in "deep".

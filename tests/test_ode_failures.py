@@ -8,10 +8,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import analysis
-import dynamics
-from dynamics.trajectory import FAILURE_REASONS, ODEStats, failure_reason
-from tasks.batch import Batch
+from attndyn import analysis
+from attndyn import dynamics
+from attndyn.dynamics.trajectory import FAILURE_REASONS, ODEStats, failure_reason
+from attndyn.tasks.batch import Batch
 
 BATCH = Batch(jnp.zeros((1, 1), jnp.int32), jnp.ones((1, 1), bool), jnp.zeros(1, jnp.int32))
 TS = jnp.linspace(0.0, 4.0, 5)                    # with lr = 1, θ₀ = 1: blow-up at t* = 1

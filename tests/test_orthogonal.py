@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from models.orthogonal import orthogonal, qr
+from attndyn.models.orthogonal import orthogonal, qr
 
 
 @pytest.mark.parametrize("shape", [(6, 6), (7, 3), (3, 7), (2, 4, 5)])
@@ -31,7 +31,7 @@ def test_lstm_init_vmapped_over_seeds_finishes():
   LAPACK QR per recurrent kernel, eight at once) this never returned on a 2-core CPU."""
   code = textwrap.dedent("""
       import jax
-      from models import seq2seq
+      from attndyn.models import seq2seq
       cfg = seq2seq.Seq2SeqConfig(12, 12, hidden=256)
       keys = jax.random.split(jax.random.PRNGKey(0), 3)
       out = jax.block_until_ready(jax.jit(jax.vmap(lambda k: seq2seq.init(k, cfg)))(keys))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from attndyn.reproduce import publish, report
-from tasks.errors import ConfigError
+from attndyn.tasks.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 # docs/replication/PAPER.json: the largest run of a paper; docs/replication/full/PAPER.json:

@@ -4,9 +4,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import analysis
-import tasks
-from tasks import sst
+from attndyn import analysis
+from attndyn import tasks
+from attndyn.tasks import sst
 
 
 def _batch(tokens, mask, labels):

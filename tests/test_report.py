@@ -27,7 +27,7 @@ def test_report_writes_markdown_and_figures(results_dir, tmp_path, capsys):
   assert f"| 2 | 0 | 0 | 1e+06 | diverged at step {step} | - | - |" in text     # the run table
   assert f"- run 3 (seed=1, data_seed=0, train.lr=1e+06) at step {int(failed_at[3])}" in text
   assert "No ODE was run" in text and "![loss.png](loss.png)" in text
-  for name in ("sen.png", "dynamics.png", "loss.png", "invariant.png"):
+  for name in ("sen.png", "attndyn.dynamics.png", "loss.png", "invariant.png"):
     assert (out / name).read_bytes()[:8] == PNG
   assert "diverged: run 2" in printed and "report.md" in printed
 

@@ -8,20 +8,20 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import analysis
-import dynamics
-import models
-from analysis import ablation as abl
-from analysis import replication as rep
-from analysis.sen_checks import (curve_error_on_scores, first_passage, windowed_max_error,
+from attndyn import analysis
+from attndyn import dynamics
+from attndyn import models
+from attndyn.analysis import ablation as abl
+from attndyn.analysis import replication as rep
+from attndyn.analysis.sen_checks import (curve_error_on_scores, first_passage, windowed_max_error,
                                  windowed_mean_error)
 from attndyn import cli, schema
 from attndyn.reproduce import PAPERS
 from attndyn.reproduce import report, runner
-from dynamics.segmented import run_segments
-from models import lu_fc_reduced
-from models.lu_linear import apply_linear, gate
-from tasks.errors import ConfigError
+from attndyn.dynamics.segmented import run_segments
+from attndyn.models import lu_fc_reduced
+from attndyn.models.lu_linear import apply_linear, gate
+from attndyn.tasks.errors import ConfigError
 
 
 # ---------------------------------------------------------------- statistics and verdicts

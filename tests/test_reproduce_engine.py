@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-import analysis
+from attndyn import analysis
 from attndyn import cli
 from attndyn.reproduce import engine, report, runner
 
@@ -99,8 +99,8 @@ def test_the_engine_trains_any_normaliser(tiny_data):
   """`attndyn run` with sparsemax: GD on the generic path with sparsemax attention (not the
   softmax fast path), equal to a plain make_train of the sparsemax model."""
   import jax
-  import dynamics
-  import models
+  from attndyn import dynamics
+  from attndyn import models
   from attndyn import config, pipeline, presets
   task_cfg, data = tiny_data
   raw = engine.deep_update(presets.preset("quick"), {
@@ -171,9 +171,9 @@ def test_a_trajectory_sweep_equals_the_vmapped_trainer_and_resumes_from_its_chec
   import jax.numpy as jnp
   import optax
 
-  import dynamics
-  from dynamics.epochs import make_epoch_train
-  from tasks.batch import Batch
+  from attndyn import dynamics
+  from attndyn.dynamics.epochs import make_epoch_train
+  from attndyn.tasks.batch import Batch
 
   x = jnp.linspace(-1.0, 1.0, 12).reshape(1, 6, 2)
   batch = Batch(tokens=jnp.zeros((1, 6), jnp.int32), mask=jnp.ones((1, 6), bool),
@@ -203,7 +203,7 @@ def test_a_trajectory_sweep_equals_the_vmapped_trainer_and_resumes_from_its_chec
 
 def test_a_segment_checkpoint_gives_back_the_state_it_kept_and_only_for_the_same_settings(
     tmp_path):
-  import dynamics
+  from attndyn import dynamics
 
   params0 = {"embeddings": np.zeros((2, 3, 4), np.float32), "query": np.ones((2, 4), np.float32)}
   state = dynamics.SegmentState(

@@ -11,14 +11,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import dynamics
-import models
-from analysis import sgd_noise
-from dynamics import sde
-from dynamics.reduced_ode import nontopic_constants, reduced_velocity, ReducedState
-from tasks.batch import Batch
-from tasks.errors import ConfigError
-import tasks
+from attndyn import dynamics
+from attndyn import models
+from attndyn.analysis import sgd_noise
+from attndyn.dynamics import sde
+from attndyn.dynamics.reduced_ode import nontopic_constants, reduced_velocity, ReducedState
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import ConfigError
+from attndyn import tasks
 
 X = np.array([0.6, 1.3, -0.8, 1.1, 0.4, -1.5, 0.9, 0.7])
 Y = np.array([1.0, 0.2, -0.5, 2.0, 0.3, -1.0, 0.1, 1.4])

@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from models import seq2seq
-from tasks.batch import Batch
-from tasks.errors import ConfigError
+from attndyn.models import seq2seq
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import ConfigError
 
 CFG = seq2seq.Seq2SeqConfig(7, 7, hidden=6, shared_embedding=True)
 

@@ -6,9 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from models import seq2seq_snell as snell
-from tasks.batch import Batch
-from tasks.errors import ConfigError
+from attndyn.models import seq2seq_snell as snell
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import ConfigError
 
 
 def _uniform_ok(x: np.ndarray, bound: float):

@@ -4,11 +4,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import dynamics
-from dynamics import sweep
-from models import lu
-from tasks.batch import Batch
-from tasks.errors import ConfigError
+from attndyn import dynamics
+from attndyn.dynamics import sweep
+from attndyn.models import lu
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import ConfigError
 
 
 def _params(n_words=5, d=2):

@@ -14,7 +14,7 @@ SCRIPT = textwrap.dedent("""
     import jax.numpy as jnp
     import numpy as np
 
-    import dynamics
+    from attndyn import dynamics
     from attndyn import config, overrides, pipeline, presets
 
     assert jax.device_count() == 4, jax.devices()

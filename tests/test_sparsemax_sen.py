@@ -4,13 +4,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import dynamics
-import models
-import tasks
-from analysis import sparse_sen as ss
-from dynamics.sparsemax_ode import sen_factor, sparse_sen_ode, topic_weight
-from models.normalisers import normalise
-from tasks.errors import ConfigError
+from attndyn import dynamics
+from attndyn import models
+from attndyn import tasks
+from attndyn.analysis import sparse_sen as ss
+from attndyn.dynamics.sparsemax_ode import sen_factor, sparse_sen_ode, topic_weight
+from attndyn.models.normalisers import normalise
+from attndyn.tasks.errors import ConfigError
 
 M = 5
 SCORES = jnp.array([-0.5, -0.19, -0.05, 0.0, 0.3, 0.7, 0.99, 1.3, 1.9, 2.5], jnp.float64)

@@ -4,9 +4,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import models
-import tasks
-from tasks import sst
+from attndyn import models
+from attndyn import tasks
+from attndyn.tasks import sst
 
 
 @pytest.fixture(scope="module")

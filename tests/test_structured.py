@@ -16,11 +16,11 @@ import scipy.optimize
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-import dynamics
-import models
+from attndyn import dynamics
+from attndyn import models
 from benchmarks import structured_reference as R
-from models import structured as S
-from models.normalisers import NAMED_NORMALISERS, normalise, sparsemax
+from attndyn.models import structured as S
+from attndyn.models.normalisers import NAMED_NORMALISERS, normalise, sparsemax
 
 LENGTH = 10
 EPS = 1e-6   # central finite-difference step (float64)

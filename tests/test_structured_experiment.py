@@ -6,7 +6,7 @@ takes longer), the training path is ``make_epoch_train``'s, tested elsewhere.
 import numpy as np
 import pytest
 
-from analysis import structured_attention as sa
+from attndyn.analysis import structured_attention as sa
 from attndyn.reproduce.flavours import structured as exp
 
 TAGS = ("O", "B-NP", "I-NP", "B-VP", "I-VP")
@@ -106,7 +106,7 @@ def test_the_judged_rows_can_fail():
 
 def test_cap_length_keeps_short_sentences_in_order():
   import jax.numpy as jnp
-  from tasks.conll2000 import TaggedBatch
+  from attndyn.tasks.conll2000 import TaggedBatch
   mask = np.array([[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]], bool)
   b = TaggedBatch(jnp.arange(12).reshape(3, 4), jnp.zeros((3, 4), int), jnp.asarray(mask),
                   jnp.zeros((3, 4), int))

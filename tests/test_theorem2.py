@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import analysis
-import dynamics
-import models
+from attndyn import analysis
+from attndyn import dynamics
+from attndyn import models
 
 CFG = dynamics.TrainConfig(optimizer="gd", lr=1.0, steps=1600, record_every=200)
 

@@ -20,11 +20,11 @@ import numpy as np
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-import analysis
-import dynamics
-import models
-import tasks
-from models import lu
+from attndyn import analysis
+from attndyn import dynamics
+from attndyn import models
+from attndyn import tasks
+from attndyn.models import lu
 
 M_MAX = 6                 # non-topic words per sentence: m ∈ [2, M_MAX]
 N_TOPICS, WORDS_PER_TOPIC = 2, 2

@@ -5,10 +5,10 @@ import numpy as np
 import optax
 import pytest
 
-import analysis
-import dynamics
-import models
-import tasks
+from attndyn import analysis
+from attndyn import dynamics
+from attndyn import models
+from attndyn import tasks
 
 TASK = tasks.TopicTaskConfig(n_topics=2, words_per_topic=2, vocab_size=30, n_nontopic=4,
                              n_train=24, n_test=8)
@@ -174,7 +174,7 @@ def test_a_parameter_group_without_a_trainable_flag_is_named():
 
 def test_the_guarded_update_freezes_a_run_at_its_first_non_finite_step_and_only_while_running():
   """The one guarded step of make_train, make_train_early_stopping and make_epoch_train."""
-  from dynamics.train import guarded_update
+  from attndyn.dynamics.train import guarded_update
 
   opt = optax.sgd(1.0)
   params = {"w": jnp.array([1.0, 2.0])}

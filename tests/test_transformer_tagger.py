@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from attndyn.reproduce.yang import adversary, common
-from dynamics.epochs import make_epoch_train
-from models import transformer_tagger as tt
-from tasks import conll2000
-from tasks.errors import ConfigError
+from attndyn.dynamics.epochs import make_epoch_train
+from attndyn.models import transformer_tagger as tt
+from attndyn.tasks import conll2000
+from attndyn.tasks.errors import ConfigError
 
 # One compile per configuration instead of op-by-op dispatch.
 apply = jax.jit(tt.apply, static_argnums=2)

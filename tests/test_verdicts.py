@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis import replication as rep
+from attndyn.analysis import replication as rep
 from attndyn.reproduce import report
 
 

@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import pytest
 
 import attndyn as ad
-import dynamics
-import models
-import tasks
+from attndyn import dynamics
+from attndyn import models
+from attndyn import tasks
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,9 @@
 import jax
 import numpy as np
 
-import dynamics
-import tasks
-from dynamics import xla_options
+from attndyn import dynamics
+from attndyn import tasks
+from attndyn.dynamics import xla_options
 
 
 def test_unknown_option_is_dropped_and_known_ones_kept():

@@ -5,7 +5,7 @@ import time
 from pathlib import Path
 
 from attndyn.reproduce import PAPERS
-from tasks.errors import ConfigError
+from attndyn.tasks.errors import ConfigError
 
 __all__ = ["EPILOG", "add_parser", "main"]
 

@@ -32,10 +32,10 @@ from typing import Any, Callable, Optional
 import jax
 import numpy as np
 
-import dynamics
-from analysis import npz
+from attndyn import dynamics
+from attndyn.analysis import npz
 from attndyn import atomic, checkpoint, chunking, config, lock, outputs, pipeline
-from tasks.errors import ConfigError
+from attndyn.tasks.errors import ConfigError
 
 __all__ = ["RUNS_DIR", "deep_update", "validate", "run", "sweep", "trajectory_sweep", "SEGMENTS",
            "segment_checkpoint", "run_dir", "figure_path", "stage_error"]

@@ -36,7 +36,7 @@ from typing import Dict, List, Optional, Tuple
 
 from attndyn import atomic
 from attndyn.reproduce import report, runner
-from tasks.errors import ConfigError
+from attndyn.tasks.errors import ConfigError
 
 __all__ = ["MAX_WIDTH", "COLOURS", "claim_patterns", "id_drift", "missing", "markdown", "publish",
            "main"]

@@ -17,7 +17,7 @@ from typing import List, Optional, Sequence
 
 from attndyn import atomic
 from attndyn.reproduce import PAPERS, runner
-from tasks.errors import ConfigError, digits_error, too_many_digits
+from attndyn.tasks.errors import ConfigError, digits_error, too_many_digits
 
 __all__ = ["COLUMNS", "VERDICTS", "collect", "format_ours", "format_paper", "format_result",
            "format_source", "counts", "summary", "paper_title", "build", "markdown", "write"]

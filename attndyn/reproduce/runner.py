@@ -24,7 +24,7 @@ from typing import Any, Callable, List, NamedTuple, Optional, Sequence
 from attndyn import atomic, schema
 from attndyn import overrides as override_parser
 from attndyn.reproduce import PAPERS
-from tasks.errors import ConfigError, check, is_environment_failure
+from attndyn.tasks.errors import ConfigError, check, is_environment_failure
 
 __all__ = ["EXPERIMENTS_DIR", "Outcome", "Context", "paper_module", "experiment_modules",
            "RUN_TABLE", "check_settings", "settings_for", "describe_settings", "check_items",
@@ -298,7 +298,7 @@ def run_experiment(module, ctx: Context, settings: dict) -> dict:
   Returns:
     The experiment's JSON document (also written to ``DIR/experiments/NAME.json``).
   """
-  from analysis.summary import json_ready
+  from attndyn.analysis.summary import json_ready
   ctx.log(f"{module.NAME}: start ({'quick' if ctx.quick else 'full'})")
   start = time.perf_counter()
   doc = {"name": module.NAME, "title": module.TITLE, "mode": "quick" if ctx.quick else "full",
@@ -351,7 +351,7 @@ def finished(module, ctx: Context, settings: dict) -> Optional[dict]:
 
   Kept: a complete run (not partial, no error) of the same mode and settings.
   """
-  from analysis.summary import json_ready
+  from attndyn.analysis.summary import json_ready
   path = ctx.out / EXPERIMENTS_DIR / f"{module.NAME}.json"
   if not path.is_file():
     return None

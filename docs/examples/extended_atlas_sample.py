@@ -20,7 +20,7 @@ import math
 import sys
 from pathlib import Path
 
-from analysis import atlas as measures
+from attndyn.analysis import atlas as measures
 
 BOUND = 0.02   # the reproduction's ode_tolerance (Lemma 2's 2%)
 

@@ -100,17 +100,17 @@ References:
   Lu, Mao & Nayak, "On the Dynamics of Training Attention Models", ICLR 2021.
   https://arxiv.org/abs/2011.10036
 """
-from dynamics.fast_lu.applies import FastPathCheck as FastPathCheck
-from dynamics.fast_lu.applies import fast_path_applies as fast_path_applies
-from dynamics.fast_lu.plan import HEAVY_COUNT as HEAVY_COUNT
-from dynamics.fast_lu.plan import WordPlan as WordPlan
-from dynamics.fast_lu.plan import plan_words as plan_words
-from dynamics.fast_lu.step import GATHER_COST as GATHER_COST
-from dynamics.fast_lu.step import projected_forward_pays as projected_forward_pays
-from dynamics.fast_lu.train import COMPILER_OPTIONS as COMPILER_OPTIONS
-from dynamics.fast_lu.train import SEED_TILE as SEED_TILE
-from dynamics.fast_lu.train import make_fast_sweep_train as make_fast_sweep_train
-from dynamics.fast_lu.train import make_fast_train as make_fast_train
+from attndyn.dynamics.fast_lu.applies import FastPathCheck as FastPathCheck
+from attndyn.dynamics.fast_lu.applies import fast_path_applies as fast_path_applies
+from attndyn.dynamics.fast_lu.plan import HEAVY_COUNT as HEAVY_COUNT
+from attndyn.dynamics.fast_lu.plan import WordPlan as WordPlan
+from attndyn.dynamics.fast_lu.plan import plan_words as plan_words
+from attndyn.dynamics.fast_lu.step import GATHER_COST as GATHER_COST
+from attndyn.dynamics.fast_lu.step import projected_forward_pays as projected_forward_pays
+from attndyn.dynamics.fast_lu.train import COMPILER_OPTIONS as COMPILER_OPTIONS
+from attndyn.dynamics.fast_lu.train import SEED_TILE as SEED_TILE
+from attndyn.dynamics.fast_lu.train import make_fast_sweep_train as make_fast_sweep_train
+from attndyn.dynamics.fast_lu.train import make_fast_train as make_fast_train
 
 __all__ = ["FastPathCheck", "fast_path_applies", "HEAVY_COUNT", "WordPlan", "plan_words",
            "GATHER_COST", "projected_forward_pays", "COMPILER_OPTIONS", "SEED_TILE",

@@ -5,12 +5,12 @@ from typing import Any, Optional
 
 import jax
 
-from dynamics.optimizers import group_flags, optimizer_name
-from dynamics.train import TrainConfig
-from models import lu, lu_linear
-from models.objective import LuCrossEntropy
-from tasks.batch import Batch
-from tasks.errors import is_concrete_number
+from attndyn.dynamics.optimizers import group_flags, optimizer_name
+from attndyn.dynamics.train import TrainConfig
+from attndyn.models import lu, lu_linear
+from attndyn.models.objective import LuCrossEntropy
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import is_concrete_number
 
 __all__ = ["FastPathCheck", "fast_path_applies"]
 

@@ -5,7 +5,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tasks.batch import Batch
+from attndyn.tasks.batch import Batch
 
 __all__ = ["HEAVY_COUNT", "WordPlan", "plan_words"]
 

@@ -6,8 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dynamics.fast_lu.plan import WordPlan
-from dynamics.fast_lu.xla_cpu import (_columns, _finite_per_seed, _gather_sum, _materialize,
+from attndyn.dynamics.fast_lu.plan import WordPlan
+from attndyn.dynamics.fast_lu.xla_cpu import (_columns, _finite_per_seed, _gather_sum, _materialize,
                                       _rows, _seeds_first, _seeds_last, _sum_many_rows,
                                       _sum_rows, _tree_sum)
 

@@ -5,14 +5,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dynamics.fast_lu.applies import _loss_mismatch, fast_path_applies
-from dynamics.fast_lu.plan import HEAVY_COUNT, _plan_for
-from dynamics.fast_lu.step import (_Layout, _make_step, _to_params, _to_state, _unpacker,
+from attndyn.dynamics.fast_lu.applies import _loss_mismatch, fast_path_applies
+from attndyn.dynamics.fast_lu.plan import HEAVY_COUNT, _plan_for
+from attndyn.dynamics.fast_lu.step import (_Layout, _make_step, _to_params, _to_state, _unpacker,
                                    frozen_first_layer, projected_forward_pays)
-from dynamics.train import TrainConfig, check_train_args
-from dynamics.trajectory import Trajectory, checked_record
-from tasks.batch import Batch
-from tasks.errors import ConfigError
+from attndyn.dynamics.train import TrainConfig, check_train_args
+from attndyn.dynamics.trajectory import Trajectory, checked_record
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.errors import ConfigError
 
 __all__ = ["SEED_TILE", "COMPILER_OPTIONS", "make_fast_sweep_train", "make_fast_train"]
 

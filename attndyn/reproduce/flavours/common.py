@@ -3,7 +3,7 @@ import dataclasses
 
 import jax
 
-import models
+from attndyn import models
 
 __all__ = ["seed_params", "with_normaliser"]
 

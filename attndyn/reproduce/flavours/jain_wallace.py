@@ -11,8 +11,8 @@ reported (``info``): there is no paper number for this model.
 import jax
 import numpy as np
 
-from analysis import jain_wallace as jw
-from analysis import replication as rep
+from attndyn.analysis import jain_wallace as jw
+from attndyn.analysis import replication as rep
 from attndyn import schema
 from attndyn.reproduce import engine
 from attndyn.reproduce.flavours.common import seed_params

@@ -13,15 +13,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import dynamics
-import models
-from analysis import replication as rep
-from analysis import sparse_sen as ss
+from attndyn import dynamics
+from attndyn import models
+from attndyn.analysis import replication as rep
+from attndyn.analysis import sparse_sen as ss
 from attndyn import schema
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce import engine
-from dynamics.sparsemax_ode import sparse_sen_ode
+from attndyn.dynamics.sparsemax_ode import sparse_sen_ode
 
 __all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "LABELS", "SOURCES", "run"]
 

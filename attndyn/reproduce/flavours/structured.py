@@ -35,16 +35,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from analysis import figure_io
-from analysis import replication as rep
-from analysis import structured_attention as sa
+from attndyn.analysis import figure_io
+from attndyn.analysis import replication as rep
+from attndyn.analysis import structured_attention as sa
 from attndyn.reproduce import engine
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.yang import common
-from dynamics.epochs import make_epoch_train
-from models import transformer_tagger as tt
-from tasks import conll2000
-from tasks.errors import check
+from attndyn.dynamics.epochs import make_epoch_train
+from attndyn.models import transformer_tagger as tt
+from attndyn.tasks import conll2000
+from attndyn.tasks.errors import check
 
 __all__ = ["NAME", "TITLE", "NORMALISERS", "FULL", "QUICK", "KINDS", "LECTURE", "SOURCES", "LABELS",
            "cap_length", "check_normalisers", "steps_to_level", "train_normaliser", "evaluate_test",

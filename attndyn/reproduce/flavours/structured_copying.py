@@ -21,16 +21,16 @@ import time
 import jax
 import numpy as np
 
-import dynamics
-from analysis import ktiw
-from analysis import replication as rep
-from analysis import structured_attention as sa
+from attndyn import dynamics
+from attndyn.analysis import ktiw
+from attndyn.analysis import replication as rep
+from attndyn.analysis import structured_attention as sa
 from attndyn.reproduce.flavours.structured import LABELS, NORMALISERS, check_normalisers
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.yang import common
 from attndyn.reproduce import engine
-from models import seq2seq
-from tasks.copying import CopyingConfig, copying_dataset, sample_copying
+from attndyn.models import seq2seq
+from attndyn.tasks.copying import CopyingConfig, copying_dataset, sample_copying
 
 __all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "LEVEL_SOURCE", "run", "train_copying",
            "copying_claims"]

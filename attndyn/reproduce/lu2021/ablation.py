@@ -18,12 +18,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import analysis
-import dynamics
-import models
-from analysis import ablation as abl
-from analysis import lu2021_figures as figs
-from analysis import replication as rep
+from attndyn import analysis
+from attndyn import dynamics
+from attndyn import models
+from attndyn.analysis import ablation as abl
+from attndyn.analysis import lu2021_figures as figs
+from attndyn.analysis import replication as rep
 from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome

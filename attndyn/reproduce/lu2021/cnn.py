@@ -17,14 +17,14 @@ import jax
 import numpy as np
 from scipy import stats
 
-import dynamics
-import models
-import tasks
-from analysis import lu2021_figures as figs
-from analysis import pairs
-from analysis import replication as rep
-from analysis.assumption1 import change_ratio
-from analysis.sen_checks import windowed_max_error
+from attndyn import dynamics
+from attndyn import models
+from attndyn import tasks
+from attndyn.analysis import lu2021_figures as figs
+from attndyn.analysis import pairs
+from attndyn.analysis import replication as rep
+from attndyn.analysis.assumption1 import change_ratio
+from attndyn.analysis.sen_checks import windowed_max_error
 from attndyn import schema
 from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common

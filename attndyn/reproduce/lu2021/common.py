@@ -13,12 +13,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import analysis
-import models
-import tasks
+from attndyn import analysis
+from attndyn import models
+from attndyn import tasks
 from attndyn import presets, schema
-from dynamics import xla_options
-from models.lu_linear import apply_linear
+from attndyn.dynamics import xla_options
+from attndyn.models.lu_linear import apply_linear
 
 __all__ = ["TEXT_TASK", "TEXT_MODEL", "NAMES", "topic_data", "text_run", "lu_config", "apply_for",
            "seeds", "init_seeds", "word_values", "host", "as_float"]

@@ -10,15 +10,15 @@ over the sentences containing each of the five top-scored words (Fig 6).
 import jax.numpy as jnp
 import numpy as np
 
-from analysis import lu2021_figures as figs
-from analysis import purity as pur
-from analysis import replication as rep
-from analysis import sst_words
-from analysis.sen import sen_norm
+from attndyn.analysis import lu2021_figures as figs
+from attndyn.analysis import purity as pur
+from attndyn.analysis import replication as rep
+from attndyn.analysis import sst_words
+from attndyn.analysis.sen import sen_norm
 from attndyn.reproduce import runner
 from attndyn.reproduce.lu2021 import sst
 from attndyn.reproduce.runner import Outcome
-from tasks.sst import word_class_counts
+from attndyn.tasks.sst import word_class_counts
 
 __all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "PAIR_REF", "TREND_REF", "SOURCES",
            "purity_curves", "run"]

@@ -25,21 +25,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import analysis
-import dynamics
-import models
-import tasks
-from analysis import lu2021_figures as figs
-from analysis import replication as rep
-from analysis import sst_words
-from analysis.sen_checks import relative_error
+from attndyn import analysis
+from attndyn import dynamics
+from attndyn import models
+from attndyn import tasks
+from attndyn.analysis import lu2021_figures as figs
+from attndyn.analysis import replication as rep
+from attndyn.analysis import sst_words
+from attndyn.analysis.sen_checks import relative_error
 from attndyn import schema
 from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
-from dynamics import segmented as dynamics_segmented
-from models import lu_fc_reduced as fc_reduced
-from models.lu_linear import apply_linear
+from attndyn.dynamics import segmented as dynamics_segmented
+from attndyn.models import lu_fc_reduced as fc_reduced
+from attndyn.models.lu_linear import apply_linear
 
 __all__ = ["NAME", "TITLE", "PAPER_ACC", "VARIANTS", "LABELS", "FULL", "QUICK", "KINDS", "WATCH",
            "PAPER_REF", "SOURCES", "load", "TRAINING", "segment_settings", "train_config",

@@ -27,19 +27,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import dynamics
-from analysis import lu2021_figures as figs
-from analysis import replication as rep
-from analysis.absence import recall_without_topic_word
-from analysis.assumption1 import change_ratio, largest_change_ratio
-from analysis.deviation import (crossing_time, final_abs_deviation, max_abs_deviation, rise_lag,
+from attndyn import dynamics
+from attndyn.analysis import lu2021_figures as figs
+from attndyn.analysis import replication as rep
+from attndyn.analysis.absence import recall_without_topic_word
+from attndyn.analysis.assumption1 import change_ratio, largest_change_ratio
+from attndyn.analysis.deviation import (crossing_time, final_abs_deviation, max_abs_deviation, rise_lag,
                                 shifted_max_deviation)
-from analysis.theorem1 import invariant_drift
-from analysis.sen_checks import windowed_max_error
+from attndyn.analysis.theorem1 import invariant_drift
+from attndyn.analysis.sen_checks import windowed_max_error
 from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
-from tasks.errors import ConfigError
+from attndyn.tasks.errors import ConfigError
 
 __all__ = ["NAME", "TITLE", "CLASSIFIERS", "ODE_KINDS", "ODE_NAMES", "FULL", "QUICK", "KINDS",
            "PAPER_STEPS", "SOURCES", "validate", "run"]
@@ -473,7 +473,7 @@ def run(ctx, s) -> Outcome:
   _ode_figure(runs, s, ctx.path("gd_vs_ode.png"))
   figures.append("gd_vs_ode.png")
   for c, r in runs.items():
-    figures.extend(engine.figure_path(r["name"], f) for f in ("dynamics.png", "invariant.png")
+    figures.extend(engine.figure_path(r["name"], f) for f in ("attndyn.dynamics.png", "invariant.png")
                    if (engine.run_dir(ctx, r["name"]) / f).is_file())
   notes.append(f"Task: J={task_cfg.n_topics}×{task_cfg.words_per_topic} topic words, "
                f"M={task_cfg.vocab_size}, m={m}, {task_cfg.n_train}/{task_cfg.n_test} sentences; "

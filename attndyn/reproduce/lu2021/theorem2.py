@@ -23,8 +23,8 @@ construction.
 """
 import numpy as np
 
-from analysis import lu2021_figures as figs
-from analysis import replication as rep
+from attndyn.analysis import lu2021_figures as figs
+from attndyn.analysis import replication as rep
 from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome

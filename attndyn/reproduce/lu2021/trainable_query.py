@@ -21,9 +21,9 @@ last epoch (one point per run, at a score that depends on σ²).
 """
 import numpy as np
 
-from analysis import lu2021_figures as figs
-from analysis import replication as rep
-from analysis.sen_checks import curve_error_on_scores, final_mean_error, windowed_mean_error
+from attndyn.analysis import lu2021_figures as figs
+from attndyn.analysis import replication as rep
+from attndyn.analysis.sen_checks import curve_error_on_scores, final_mean_error, windowed_mean_error
 from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome

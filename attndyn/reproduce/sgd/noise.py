@@ -32,19 +32,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import analysis
-import dynamics
-import models
-from analysis import replication as rep
-from analysis import sgd_figures as figs
-from analysis import sgd_noise as stats
-from analysis.sen_checks import windowed_max_error
+from attndyn import analysis
+from attndyn import dynamics
+from attndyn import models
+from attndyn.analysis import replication as rep
+from attndyn.analysis import sgd_figures as figs
+from attndyn.analysis import sgd_noise as stats
+from attndyn.analysis.sen_checks import windowed_max_error
 from attndyn import schema
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce import engine
-from dynamics import sde
-from tasks.errors import ConfigError
+from attndyn.dynamics import sde
+from attndyn.tasks.errors import ConfigError
 
 __all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "SME", "SOURCES", "run"]
 

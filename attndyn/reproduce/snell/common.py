@@ -21,14 +21,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-import dynamics
-from analysis import copying_stats as cs
-from analysis import ktiw
+from attndyn import dynamics
+from attndyn.analysis import copying_stats as cs
+from attndyn.analysis import ktiw
 from attndyn.reproduce import engine
-from dynamics.optimizers import base_optimizer
-from models import seq2seq, seq2seq_snell
-from tasks.copying import CopyingConfig, copying_dataset, sample_copying
-from tasks.errors import check
+from attndyn.dynamics.optimizers import base_optimizer
+from attndyn.models import seq2seq, seq2seq_snell
+from attndyn.tasks.copying import CopyingConfig, copying_dataset, sample_copying
+from attndyn.tasks.errors import check
 
 __all__ = ["EVAL_KEY", "merge_preset", "task_config", "model_config", "copy_sweep", "success",
            "authors_train", "authors_model", "authors_point", "authors_sweep"]

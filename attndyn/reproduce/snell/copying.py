@@ -18,12 +18,12 @@ before the attention does (``attn_acc``); the lag is
 """
 import numpy as np
 
-from analysis import copying_stats as cs
-from analysis import replication as rep
-from analysis import snell_figures as figs
+from attndyn.analysis import copying_stats as cs
+from attndyn.analysis import replication as rep
+from attndyn.analysis import snell_figures as figs
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.snell import common
-from tasks.errors import check
+from attndyn.tasks.errors import check
 
 __all__ = ["NAME", "TITLE", "DISTRIBUTIONS", "LABELS", "FULL", "MODELS", "OURS", "PRESETS", "QUICK",
            "KINDS", "SLIDE", "SOURCES", "distribution", "sweep", "validate", "run"]

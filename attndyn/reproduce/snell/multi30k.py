@@ -16,15 +16,15 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-import dynamics
-from analysis import agreement, ibm1, ktiw
-from analysis import replication as rep
-from analysis import snell_figures as figs
+from attndyn import dynamics
+from attndyn.analysis import agreement, ibm1, ktiw
+from attndyn.analysis import replication as rep
+from attndyn.analysis import snell_figures as figs
 from attndyn import schema
 from attndyn.reproduce import engine
 from attndyn.reproduce.runner import Outcome
-from models import bow_proxy, seq2seq
-from tasks.multi30k import load_multi30k
+from attndyn.models import bow_proxy, seq2seq
+from attndyn.tasks.multi30k import load_multi30k
 
 __all__ = ["NAME", "TITLE", "FULL", "LOSS_PAIRS", "SOURCE_REF", "SOURCES", "QUICK", "KINDS", "run"]
 

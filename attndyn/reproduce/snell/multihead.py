@@ -21,13 +21,13 @@ output layer KTIW, which then pulls every head. Two models (``model`` setting):
 """
 import numpy as np
 
-from analysis import copying_stats as cs
-from analysis import replication as rep
-from analysis import snell_figures as figs
+from attndyn.analysis import copying_stats as cs
+from attndyn.analysis import replication as rep
+from attndyn.analysis import snell_figures as figs
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.snell import common
 from attndyn.reproduce.snell import multihead_authors as authors
-from tasks.errors import check
+from attndyn.tasks.errors import check
 
 __all__ = ["NAME", "TITLE", "MODELS", "FULL", "OURS", "PRESETS", "QUICK", "KINDS", "SOURCE", "SAME",
            "validate", "run", "AUTHORS_SOURCE"]

@@ -35,9 +35,9 @@ import numpy as np
 
 from attndyn.reproduce import engine
 from attndyn.reproduce.snell import common
-from dynamics.optimizers import base_optimizer
-from models import seq2seq_snell
-from tasks.copying import CopyingConfig, sample_copying
+from attndyn.dynamics.optimizers import base_optimizer
+from attndyn.models import seq2seq_snell
+from attndyn.tasks.copying import CopyingConfig, sample_copying
 
 __all__ = ["COMBOS", "model_config", "head", "head_key", "point", "settings_of", "label_heads",
            "labels", "combinations", "run_combinations", "protocol"]

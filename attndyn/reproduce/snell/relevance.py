@@ -15,13 +15,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import dynamics
-import models
-import tasks
-from analysis import copying_stats as cs
-from analysis import relevance as rel
-from analysis import replication as rep
-from analysis import snell_figures as figs
+from attndyn import dynamics
+from attndyn import models
+from attndyn import tasks
+from attndyn.analysis import copying_stats as cs
+from attndyn.analysis import relevance as rel
+from attndyn.analysis import replication as rep
+from attndyn.analysis import snell_figures as figs
 from attndyn import schema
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce import engine

@@ -26,16 +26,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from analysis import divergences
-from analysis import replication as rep
-from analysis import yang_figures as figs
+from attndyn.analysis import divergences
+from attndyn.analysis import replication as rep
+from attndyn.analysis import yang_figures as figs
 from attndyn.reproduce import engine, runner
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.yang import common
 from attndyn.reproduce.yang import tagger as tagger_module
-from dynamics.epochs import make_epoch_train
-from models import transformer_tagger as tt
-from tasks.errors import check
+from attndyn.dynamics.epochs import make_epoch_train
+from attndyn.models import transformer_tagger as tt
+from attndyn.tasks.errors import check
 
 __all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "MATCHES", "TABLE1", "SOURCES",
            "adversary_loss", "run"]

@@ -10,11 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from analysis import divergences
-from analysis.conlleval import conlleval_ids
+from attndyn.analysis import divergences
+from attndyn.analysis.conlleval import conlleval_ids
 from attndyn import schema
-from models import transformer_tagger as tt
-from tasks import conll2000
+from attndyn.models import transformer_tagger as tt
+from attndyn.tasks import conll2000
 
 __all__ = ["MAXLEN", "load_data", "tagger_config", "predictor", "comparer", "matched_head_jsd",
            "adam", "scores", "f1_per_epoch", "take", "select_epoch", "seeds", "host"]

@@ -18,16 +18,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from analysis import npz
-from analysis import replication as rep
-from analysis import yang_figures as figs
+from attndyn.analysis import npz
+from attndyn.analysis import replication as rep
+from attndyn.analysis import yang_figures as figs
 from attndyn import atomic
 from attndyn.reproduce import engine
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.yang import common
-from dynamics.epochs import make_epoch_train
-from models import transformer_tagger as tt
-from tasks import conll2000
+from attndyn.dynamics.epochs import make_epoch_train
+from attndyn.models import transformer_tagger as tt
+from attndyn.tasks import conll2000
 
 __all__ = ["NAME", "STATE", "save_state", "load_state", "TITLE", "FULL", "QUICK", "KINDS",
            "train_originals", "seed_baseline", "run"]
