@@ -7,7 +7,7 @@ Runs the reproduction in one process into ``DIR`` (new or empty) and prints, per
 experiment, its wall seconds (from ``DIR/experiments/NAME.json``) and its rows by
 result, then the whole job's wall seconds, the seconds XLA spent compiling
 (``jax.monitoring``'s backend-compile events: what a faster machine would not
-remove; loading a program from the compile cache counts there too) and the ratio of the wall time to ``--target`` (issue 23 asks for the
+remove; loading a program from the compile cache counts there too) and the ratio of the wall time to ``--target`` (the aim asks for the
 synthetic section, Fig 3's ordering, Theorem 2's trend and App. A within about
 2 minutes on 2 CPU cores: below 1 meets it). By default the compile cache is off, so every
 program is compiled, as on a fresh machine; ``--cache DIR`` twice with the same ``DIR`` times
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import jax.monitoring
 
-# The experiments issue 23 names for the 2-minute aim.
+# The experiments the 2-minute aim names.
 AIM = ("synthetic", "theorem2", "ablation", "cnn")
 
 

@@ -1,4 +1,4 @@
-"""Nothing lost, nothing mixed (issue 26): one command per output directory, files tied to one
+"""Nothing lost, nothing mixed: one command per output directory, files tied to one
 run, damaged results refused, interrupts and write failures as one line. Mocks and tiny files
 only: nothing here trains."""
 import contextlib

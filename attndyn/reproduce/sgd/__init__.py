@@ -1,4 +1,4 @@
-"""SGD as a stochastic process (issue #7): minibatch SGD over hundreds of seeds vs gradient flow and the SME.
+"""SGD as a stochastic process: minibatch SGD over hundreds of seeds vs gradient flow and the SME.
 
 One experiment (``attndyn reproduce sgd``):
 
