@@ -66,8 +66,8 @@ def run(cfg: Union[RunConfig, str, Mapping, Callable], *, ode: Union[None, str, 
       preset name, or a TOML-shaped dict. (The CLI passes a function of the resumed
       run's config dict, ``None`` for a fresh run, returning the RunConfig, so that
       ``--resume`` reads DIR's config while holding DIR's lock.)
-    ode: the ODEs beside GD: ``"none"``, ``"reduced"``, ``"gradient_flow"`` or
-      ``"both"``, or a dict of ``[ode]`` settings (``{"kind": "reduced", "rtol": 1e-8}``),
+    ode: the ODEs beside GD, a kind of :data:`attndyn.config.ODE_KINDS` (``"none"``,
+      ``"reduced"``, ``"extended"``, ``"gradient_flow"``, ``"both"``, ...), or a dict of ``[ode]`` settings (``{"kind": "reduced", "rtol": 1e-8}``),
       merged into ``cfg``'s ``[ode]`` and validated. ``None``: as ``cfg`` says.
     out: a directory to write the command's files to (``summary.json``,
       ``trajectories.npz``, figures, checkpoints; it must be new or empty unless
