@@ -337,7 +337,7 @@ def _check_report_out(args, out) -> None:
   """``report --out OUT``: like every command, a non-empty OUT is refused without --force
   (its report.md or figures may be someone's); writing into the results directory itself
   replaces only the report and figures attndyn drew there."""
-  from attndyn import lock
+  from attndyn import outputs
   if args.force or not out.is_dir():
     return
   try:
@@ -345,13 +345,9 @@ def _check_report_out(args, out) -> None:
       return
   except OSError:
     pass
-  entries = sorted(p.name for p in out.iterdir() if p.name != lock.LOCKFILE)
-  if entries:
-    raise ConfigError(
-        f"--out {str(out)!r} is not empty (it holds {', '.join(entries[:3])}"
-        f"{', ...' if len(entries) > 3 else ''}). attndyn never overwrites files it did not "
-        f"write: pick a new directory, or pass --force to replace only report.md and the "
-        f"figures there.")
+  outputs.refuse_nonempty(out, "attndyn never overwrites files it did not write: pick a new "
+                          "directory, or pass --force to replace only report.md and the "
+                          "figures there.")
 
 
 def _presets(args) -> int:

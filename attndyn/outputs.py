@@ -34,7 +34,7 @@ from attndyn.tasks.errors import ConfigError
 
 __all__ = ["FIGURES", "LABELS", "is_writer", "prepare_out_dir", "environment", "trajectories",
            "run_id", "write_npz", "draw_figures", "write_figures", "summary", "run_info",
-           "write_summary", "write_config", "write_all", "RESCUE_PREFIX"]
+           "write_summary", "write_config", "write_all", "RESCUE_PREFIX", "refuse_nonempty"]
 
 CONFIG, RUN_INFO = "config.toml", "run_info.json"
 FIGURES = ("sen.png", "attndyn.dynamics.png", "loss.png", "invariant.png")
@@ -46,6 +46,15 @@ _LIBRARIES = ("jax", "jaxlib", "optax", "diffrax", "flax", "numpy", "matplotlib"
 def is_writer() -> bool:
   """True on the one process that writes outputs (process 0 of a distributed run)."""
   return jax.process_index() == 0
+
+
+def refuse_nonempty(out: Path, remedy: str) -> None:
+  """One line when the directory ``out`` holds anything but attndyn's lock: what it holds
+  (the first three names), then ``remedy``. Every command's ``--out`` is checked so."""
+  entries = sorted(p.name for p in out.iterdir() if p.name != lock.LOCKFILE)
+  if entries:
+    raise ConfigError(f"--out {str(out)!r} is not empty (it holds {', '.join(entries[:3])}"
+                      f"{', ...' if len(entries) > 3 else ''}). {remedy}")
 
 
 def prepare_out_dir(path, *, force: bool = False, resume: bool = False) -> Path:
@@ -67,13 +76,9 @@ def prepare_out_dir(path, *, force: bool = False, resume: bool = False) -> Path:
   # Only the writer judges emptiness: in a distributed run on a shared filesystem, process 0
   # may already have created its lock or checkpoints when another process gets here.
   if out.is_dir() and not (force or resume) and is_writer():
-    entries = sorted(p.name for p in out.iterdir() if p.name != lock.LOCKFILE)
-    if entries:
-      raise ConfigError(
-          f"--out {str(out)!r} is not empty (it holds {', '.join(entries[:3])}"
-          f"{', ...' if len(entries) > 3 else ''}). attndyn never deletes files: pick a new "
-          f"directory, pass --force to replace only attndyn's own outputs there, or --resume "
-          f"to continue a run that was killed.")
+    refuse_nonempty(out, "attndyn never deletes files: pick a new directory, pass --force to "
+                    "replace only attndyn's own outputs there, or --resume to continue a run "
+                    "that was killed.")
   if out.is_dir():
     _check_own_entries(out)
   if is_writer():

@@ -95,6 +95,13 @@ SOURCES = {
 SHUFFLED = (("shuffle_batch_sizes", "shuffle"), ("keep_last_batch_sizes", "shuffle_keep_last"))
 
 
+def _slope_estimate(fit, seeds: int) -> rep.Estimate:
+  """A log-log slope fit as a row's value: the slope, its bootstrap 95% interval, the ±
+  shown being half that interval."""
+  return rep.Estimate((fit.slope,), fit.slope, (fit.hi - fit.lo) / 2, seeds, "mean", fit.lo,
+                      fit.hi)
+
+
 def _grid(s):
   """``(τ grid [K], record_every, steps)`` such that every lr records exactly on the τ grid."""
   lrs = [float(v) for v in s["lrs"]]
@@ -235,7 +242,7 @@ def run(ctx, s) -> Outcome:
   var_def = (f"Var = across-seed variance of each topic word's s_t, averaged over the {words} "
              "topic words")
   # the bootstrap interval itself (it need not be symmetric about the fit), not fit ± half-width
-  ours = rep.Estimate((fit.slope,), fit.slope, (fit.hi - fit.lo) / 2, S, "mean", fit.lo, fit.hi)
+  ours = _slope_estimate(fit, S)
   if fit.lo > 1 or fit.hi < 1:
     excess = (f"the interval excludes 1: {fit.slope - 1:+.3f} from the first-order exponent; "
               "the SME is first order in lr, and the higher-order terms it leaves out bend the "
@@ -253,8 +260,7 @@ def run(ctx, s) -> Outcome:
   claims.append(rep.claim(
       f"{NAME}.var_slope_word_mean", f"the same slope with Var = across-seed variance of the "
       f"{words} topic words' mean s_t (τ = {tau[iv]:g})", paper=1.0,
-      ours=rep.Estimate((fit_wm.slope,), fit_wm.slope, (fit_wm.hi - fit_wm.lo) / 2, S, "mean",
-                        fit_wm.lo, fit_wm.hi),
+      ours=_slope_estimate(fit_wm, S),
       tolerance=rep.Tolerance("info"), figure="fig_variance_scaling", quick=ctx.quick,
       note=f"bootstrap 95% [{fit_wm.lo:.3f}, {fit_wm.hi:.3f}]; per-word Var / this Var: "
            f"{min(per_over_mean):.3g}–{max(per_over_mean):.3g} over the configurations ({words} "
@@ -265,8 +271,7 @@ def run(ctx, s) -> Outcome:
   claims.append(rep.claim(
       f"{NAME}.var_slope_takeoff", f"same slope (per-word Var) at the gradient-flow take-off "
       f"τ = {tau[iv_mid]:g} (mid-transition)", paper=1.0,
-      ours=rep.Estimate((fit_mid.slope,), fit_mid.slope, (fit_mid.hi - fit_mid.lo) / 2, S, "mean",
-                        fit_mid.lo, fit_mid.hi),
+      ours=_slope_estimate(fit_mid, S),
       tolerance=rep.Tolerance("info"), figure="fig_variance_scaling", quick=ctx.quick,
       note=f"bootstrap 95% [{fit_mid.lo:.3f}, {fit_mid.hi:.3f}]"))
   details["variance"] = {"definition": var_def, "lr_over_B": ratios, "var_tau_var": var,
