@@ -1,9 +1,8 @@
 """Run a paper's experiments, one after the other, and keep each one's claims and figures.
 
 An experiment is a module with ``NAME``, ``TITLE``, ``FULL`` and ``QUICK``
-(nested dicts of settings: data, not code), ``KINDS`` (the kind of every
-setting, :data:`attndyn.schema.SETTING_KINDS`) and ``run(ctx, settings) ->
-Outcome``. Each finished experiment is written at once to
+(two instances of its frozen settings dataclass, typed by its annotations:
+:mod:`attndyn.settings`) and ``run(ctx, settings) -> Outcome``. Each finished experiment is written at once to
 ``DIR/experiments/NAME.json`` (settings, seconds, claims, figures, details),
 so a run cut short keeps what it finished, and the report
 (:mod:`attndyn.reproduce.report`) is rebuilt from every such file present in
@@ -21,13 +20,14 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, List, NamedTuple, Optional, Sequence
 
-from attndyn import atomic, schema
+from attndyn import atomic
 from attndyn import overrides as override_parser
+from attndyn import settings as study_settings
 from attndyn.reproduce import PAPERS
 from attndyn.tasks.errors import ConfigError, check, is_environment_failure
 
 __all__ = ["EXPERIMENTS_DIR", "Outcome", "Context", "paper_module", "experiment_modules",
-           "RUN_TABLE", "check_settings", "settings_for", "describe_settings", "check_items",
+           "settings_for", "describe_settings", "check_items",
            "select", "write_json", "revision", "inherit_revision", "machine", "run_experiment",
            "finished", "run"]
 
@@ -100,112 +100,15 @@ def experiment_modules(paper: str) -> list:
   return [importlib.import_module(f"{pkg.__name__}.{name}") for name in pkg.EXPERIMENTS]
 
 
-# A table of this name in an experiment's settings is an ``attndyn run`` config (or the part
-# of one the experiment changes): any of its keys may be set, and the experiment's
-# ``validate(settings)`` checks them with the run schema (:mod:`attndyn.config`).
-RUN_TABLE = "run"
-
-
-def _leaves(settings: dict, kinds: dict, prefix: str = "") -> dict:
-  """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``, down to the paths ``kinds`` declares."""
-  flat = {}
-  for key, value in settings.items():
-    name = f"{prefix}{key}"
-    if name not in kinds and isinstance(value, dict):
-      flat.update(_leaves(value, kinds, name + "."))
-    else:
-      flat[name] = value
-  return flat
-
-
-def check_settings(module, settings: dict) -> None:
-  """Every setting is one the experiment declares in ``KINDS``, of its kind.
-
-  ``KINDS`` maps each dotted setting name to a kind of
-  :data:`attndyn.schema.SETTING_KINDS` (``"run"`` for the run table, checked by
-  the experiment's ``validate``): settings are typed by declaration, never by
-  their default's type or their name.
-
-  Raises:
-    ConfigError: ``NAME.key = VALUE is not allowed: WHAT`` or an unknown name.
-  """
-  kinds = module.KINDS
-  flat = _leaves(settings, kinds)
-  for name, value in flat.items():
-    field = f"{module.NAME}.{name}"
-    if name not in kinds:
-      raise ConfigError(f"{module.NAME} has no setting {name!r}.")
-    if kinds[name] == RUN_TABLE:
-      check(isinstance(value, dict), field, value, "a table of run settings")
-    else:
-      schema.check_setting(field, value, kinds[name])
-  missing = sorted(set(kinds) - set(flat))
-  if missing:
-    raise ConfigError(f"{module.NAME} lacks the settings {', '.join(missing)}.")
-
-
-def _merge(module, settings: dict, path: List[str], value, where: str) -> None:
-  """Set ``NAME.path = value`` (one ``--set`` item) in ``settings``."""
-  kinds = module.KINDS
-  name = ".".join(path)
-  if kinds.get(path[0]) == RUN_TABLE and len(path) > 1:
-    node = settings
-    for key in path[:-1]:
-      node = node.setdefault(key, {})
-      if not isinstance(node, dict):
-        raise ConfigError(f"--set {where!r}: {'.'.join(path[:-1])} is not a table.")
-    node[path[-1]] = value
-    return
-  if name not in kinds:
-    inside = [k[len(name) + 1:] for k in kinds if k.startswith(name + ".")]
-    if inside:
-      raise ConfigError(f"--set {where!r}: {module.NAME}.{name} is a table; set one of its "
-                        f"keys: {', '.join(inside)}.")
-    close = difflib.get_close_matches(name, list(kinds), n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ConfigError(f"--set {where!r}: {module.NAME} has no setting {name!r}.{hint} "
-                      f"Known: {', '.join(sorted(kinds))}.")
-  if kinds[name] != RUN_TABLE:
-    schema.check_setting(f"--set {where!r}: {module.NAME}.{name}", value, kinds[name])
-    if kinds[name].startswith("?") and value == "none":
-      value = None  # TOML has no null
-  node = settings
-  for key in path[:-1]:
-    node = node[key]
-  node[path[-1]] = value
-
-
-def settings_for(module, *, quick: bool, items: Sequence[str] = ()) -> dict:
-  """The experiment's settings (``QUICK`` or ``FULL``) with its ``--set NAME.key=value`` items applied.
-
-  Raises:
-    ConfigError: a malformed item, a key the experiment does not have, or a value
-      not of the kind ``KINDS`` declares for it.
-  """
-  settings = json.loads(json.dumps(module.QUICK if quick else module.FULL))
-  for item in items:
-    path, value = override_parser.parse(item)
-    if path[0] != module.NAME:
-      continue
-    if len(path) < 2:
-      raise ConfigError(f"--set {item!r}: name a setting of {module.NAME}, e.g. {module.NAME}.seeds=3.")
-    _merge(module, settings, path[1:], value, item)
-  check_settings(module, settings)
-  if hasattr(module, "validate"):
-    module.validate(settings)
-  return settings
+def settings_for(module, *, quick: bool, items: Sequence[str] = ()):
+  """The experiment's settings (its ``QUICK`` or ``FULL`` dataclass) with its ``--set
+  NAME.key=value`` items applied (:func:`attndyn.settings.resolve`)."""
+  return study_settings.resolve(module, quick=quick, items=items)
 
 
 def describe_settings(modules, items: Sequence[str] = ()) -> str:
   """One line per setting: ``NAME.key  kind  quick=VALUE  full=VALUE`` (``--set`` items applied)."""
-  lines = []
-  for module in modules:
-    quick, full = (_leaves(settings_for(module, quick=q, items=items), module.KINDS)
-                   for q in (True, False))
-    for name, kind in module.KINDS.items():
-      lines.append(f"{module.NAME}.{name}  {kind}  quick={json.dumps(quick[name])}  "
-                   f"full={json.dumps(full[name])}")
-  return "\n".join(lines) + "\n"
+  return "".join(line + "\n" for m in modules for line in study_settings.describe(m, items))
 
 
 def check_items(paper: str, items: Sequence[str], *, quick: bool = False) -> None:
@@ -302,7 +205,7 @@ def run_experiment(module, ctx: Context, settings: dict) -> dict:
   ctx.log(f"{module.NAME}: start ({'quick' if ctx.quick else 'full'})")
   start = time.perf_counter()
   doc = {"name": module.NAME, "title": module.TITLE, "mode": "quick" if ctx.quick else "full",
-         "settings": settings, "partial": False,
+         "settings": study_settings.as_json(settings), "partial": False,
          "command": list(ctx.command) if ctx.command else None,
          "finished": None, "seconds": None, "error": None, "claims": [], "figures": [],
          "details": {}, "revision": revision(), "machine": machine()}
@@ -363,7 +266,7 @@ def finished(module, ctx: Context, settings: dict) -> Optional[dict]:
       or doc.get("finished") is None:
     return None
   same = doc.get("mode") == ("quick" if ctx.quick else "full") and \
-      doc.get("settings") == json_ready(settings)
+      doc.get("settings") == json_ready(study_settings.as_json(settings))
   return doc if same else None
 
 

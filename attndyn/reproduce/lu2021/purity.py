@@ -7,9 +7,13 @@ recorded along training; Figs 6-7 average its topic purity
 ``δ(w) = |δ⁺(w) − δ⁻(w)|`` and occurrence count over all sentences (Fig 7) and
 over the sentences containing each of the five top-scored words (Fig 6).
 """
+import dataclasses
+from typing import Literal
+
 import jax.numpy as jnp
 import numpy as np
 
+from attndyn import settings
 from attndyn.analysis import lu2021_figures as figs
 from attndyn.analysis import purity as pur
 from attndyn.analysis import replication as rep
@@ -20,18 +24,45 @@ from attndyn.reproduce.lu2021 import sst
 from attndyn.reproduce.runner import Outcome
 from attndyn.tasks.sst import word_class_counts
 
-__all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "PAIR_REF", "TREND_REF", "SOURCES",
+__all__ = ["NAME", "TITLE", "Settings", "PaperCounts", "FULL", "QUICK", "PAIR_REF", "TREND_REF", "SOURCES",
            "purity_curves", "run"]
 
 NAME = "purity"
 TITLE = "Section 5.2: topic purity; best vs powerful (Fig 5); purity of attended words (Figs 6-7)"
-FULL = {"dataset": "sst2", "padding": "masked", "variants": ["fc", "tc"], "frequent": "best",
-        "pure": "powerful", "top_k": 5,
-        "paper_counts": {"best": [128, 103], "powerful": [36, 36]}}
-QUICK = dict(FULL)
-# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
-KINDS = {"dataset": "str", "padding": "str", "variants": "strs", "frequent": "str", "pure": "str",
-         "top_k": "count", "paper_counts.best": "counts", "paper_counts.powerful": "counts"}
+
+
+@dataclasses.dataclass(frozen=True)
+class PaperCounts(settings.Table):
+  """Per word: the training sentences containing it and the positive ones (Sec 5.2)."""
+  best: tuple[settings.Count, ...]
+  powerful: tuple[settings.Count, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The experiment's settings (``--set purity.KEY=VALUE``).
+
+  Attributes:
+    dataset: the SST variant (topic purity needs two classes).
+    padding: the SST runs' padding (reused from :mod:`attndyn.reproduce.lu2021.sst`).
+    variants: the classifiers whose runs are read.
+    frequent, pure: the (frequent, pure) pair of Fig 5.
+    top_k: Fig 6 averages over each point's ``top_k`` top-scored words.
+    paper_counts: the paper's counts of the pair (checked exactly).
+  """
+  dataset: Literal["sst2"]
+  padding: Literal["masked", "pad_word"]
+  variants: tuple[str, ...]
+  frequent: str
+  pure: str
+  top_k: settings.Count
+  paper_counts: PaperCounts
+
+
+FULL = Settings(dataset="sst2", padding="masked", variants=("fc", "tc"), frequent="best",
+                pure="powerful", top_k=5,
+                paper_counts=PaperCounts(best=(128, 103), powerful=(36, 36)))
+QUICK = FULL
 # Sec 5.2's paragraphs are named by their first words (the paper text has no page breaks).
 PAIR_REF = "Sec 5.2, ¶ “Regarding the (powerful, best) pair…”"
 TREND_REF = "Sec 5.2, ¶ “The dynamics of topic purity of attended words…”"
@@ -70,10 +101,10 @@ def purity_curves(run: dict, idx, purity, occurrence, words_per_point) -> dict:
 def run(ctx, s) -> Outcome:
   sst_module = runner.select("lu2021", ["sst"])[0]
   sst_s = runner.settings_for(sst_module, quick=ctx.quick, items=ctx.items)
-  sst_s = {**sst_s, "variants": list(dict.fromkeys(sst_s["variants"] + s["variants"]))}
-  r = sst.train_config(ctx, sst_s, s["dataset"], s["padding"])
+  sst_s = dataclasses.replace(sst_s, variants=tuple(dict.fromkeys(sst_s.variants + s.variants)))
+  r = sst.train_config(ctx, sst_s, s.dataset, s.padding)
   data, batch = r["data"], r["batches"]["train"]
-  if s["dataset"] != "sst2":
+  if s.dataset != "sst2":
     raise ValueError("topic purity is defined on SST-2 (two classes)")
   cls_counts = np.asarray(word_class_counts(batch, data.n_words, 2))
   purity = pur.topic_purity(cls_counts)
@@ -81,9 +112,9 @@ def run(ctx, s) -> Outcome:
   steps = r["steps"]
   q = ctx.quick
   claims, notes, figures = [], [], []
-  fw, pw = data.word_id(s["frequent"]), data.word_id(s["pure"])
-  for w, wid in ((s["frequent"], fw), (s["pure"], pw)):
-    n_sent, n_pos = s["paper_counts"][w]
+  fw, pw = data.word_id(s.frequent), data.word_id(s.pure)
+  for w, wid in ((s.frequent, fw), (s.pure, pw)):
+    n_sent, n_pos = s.paper_counts[w]
     ours = cls_counts[wid]
     claims.append(rep.claim(
         f"{NAME}.counts.{w}", f"'{w}': training sentences containing it / positive ones",
@@ -94,7 +125,7 @@ def run(ctx, s) -> Outcome:
   m_word = sst_words.mean_sentence_length(batch, data.n_words) - 1
   shared = sst_words.shared_sentence(batch, fw, pw)
   fig5_panels, fig6, fig7 = [], [], []
-  for v in s["variants"]:
+  for v in s.variants:
     idx = sst._sel(r, v)
     label = sst.LABELS[v]
     sc, nm = r["obs"]["score"], r["obs"]["norm"]
@@ -102,9 +133,9 @@ def run(ctx, s) -> Outcome:
     ok = [c["frequent_leads_early"] and c["pure_leads_at_end"] and c["frequent_falls_from_peak"]
           for c in comp]
     claims.append(rep.claim(
-        f"{NAME}.{v}.competition", f"{label}: '{s['frequent']}' (frequent, δ = "
-        f"{float(purity[fw]):.2f}) leads '{s['pure']}' (rare, δ = {float(purity[pw]):.2f}) early, "
-        f"'{s['pure']}' leads at the best epoch, and '{s['frequent']}''s score falls from its peak",
+        f"{NAME}.{v}.competition", f"{label}: '{s.frequent}' (frequent, δ = "
+        f"{float(purity[fw]):.2f}) leads '{s.pure}' (rare, δ = {float(purity[pw]):.2f}) early, "
+        f"'{s.pure}' leads at the best epoch, and '{s.frequent}''s score falls from its peak",
         paper="best rises first, then drops; powerful overtakes (Fig 5)", ours=rep.mean_ci(ok),
         tolerance=rep.Tolerance("all_true", source=SOURCES["competition"]), figure="Fig 5",
         comparable=False, quick=q,
@@ -112,7 +143,7 @@ def run(ctx, s) -> Outcome:
             f"early lead {c['frequent_leads_early']}, pure at end {c['pure_leads_at_end']}, "
             f"falls {c['frequent_falls_from_peak']}, overtake epoch {c['overtake_step']:g}"
             for c in comp)))
-    top = [sst_words.top_words(r["final_score"][p], s["top_k"], exclude=[0]) for p in idx]
+    top = [sst_words.top_words(r["final_score"][p], s.top_k, exclude=[0]) for p in idx]
     curves = purity_curves(r, idx, purity, occurrence, top)
     early, last = 1, -1
     rises = (curves["all_purity"][:, last] > curves["all_purity"][:, early]) & (
@@ -129,7 +160,7 @@ def run(ctx, s) -> Outcome:
                   note=f"purity {curves['all_purity'][:, early].mean():.3f} → "
                        f"{curves['all_purity'][:, last].mean():.3f}, occurrence "
                        f"{curves['all_occ'][:, early].mean():.0f} → {curves['all_occ'][:, last].mean():.0f}"),
-        rep.claim(f"{NAME}.{v}.fig6_trend", f"{label}, sentences containing a top-{s['top_k']} "
+        rep.claim(f"{NAME}.{v}.fig6_trend", f"{label}, sentences containing a top-{s.top_k} "
                   "word: the same trend", paper="purity ↑ to ≈ 1, occurrence ↓ (Fig 6)",
                   ours=rep.mean_ci(rises6), tolerance=rep.Tolerance("all_true",
                                                                     source=SOURCES["trend"]),
@@ -138,13 +169,13 @@ def run(ctx, s) -> Outcome:
                   note=f"purity {curves['word_purity'][:, early].mean():.3f} → "
                        f"{curves['word_purity'][:, last].mean():.3f}"),
         rep.claim(f"{NAME}.{v}.fig6_above_fig7", f"{label}: final purity of the attended words "
-                  f"higher for top-{s['top_k']}-word sentences (Fig 6) than for all (Fig 7)",
+                  f"higher for top-{s.top_k}-word sentences (Fig 6) than for all (Fig 7)",
                   paper="Fig 7's purity ends lower than Fig 6's", ours=rep.mean_ci(above),
                   tolerance=rep.Tolerance("all_true", source=SOURCES["fig6_above_fig7"]),
                   figure="Figs 6-7", comparable=False,
                   quick=q),
     ]
-    fig6.append({"title": f"{label}: sentences with a top-{s['top_k']} word", "x": steps,
+    fig6.append({"title": f"{label}: sentences with a top-{s.top_k} word", "x": steps,
                  "left": ("mean purity δ", curves["word_purity"]),
                  "right": ("mean occurrence", curves["word_occ"])})
     fig7.append({"title": f"{label}: all training sentences", "x": steps,
@@ -152,7 +183,7 @@ def run(ctx, s) -> Outcome:
                  "right": ("mean occurrence", curves["all_occ"])})
     p0 = idx[0]
     panels = []
-    for w, wid in ((s["pure"], pw), (s["frequent"], fw)):
+    for w, wid in ((s.pure, pw), (s.frequent, fw)):
       grid = np.linspace(min(0.0, sc[p0, :, wid].min()), max(sc[p0, :, wid].max(), 1e-3), 100)
       panels.append({"title": f"{label}: SEN of '{w}'", "xlabel": "score", "ylabel": "‖v‖",
                      "curves": [("empirical", sc[p0, :, wid], nm[p0, :, wid][None])],
@@ -160,10 +191,10 @@ def run(ctx, s) -> Outcome:
                                 f"Eq (10), m = {m_word[wid]:.1f}")})
     panels.append({"title": f"{label}: score", "ylabel": "score",
                    "curves": [(w, steps, sc[p0, :, wid][None]) for w, wid in
-                              ((s["frequent"], fw), (s["pure"], pw))]})
+                              ((s.frequent, fw), (s.pure, pw))]})
     panels.append({"title": f"{label}: ‖v‖", "ylabel": "‖v‖",
                    "curves": [(w, steps, nm[p0, :, wid][None]) for w, wid in
-                              ((s["frequent"], fw), (s["pure"], pw))]})
+                              ((s.frequent, fw), (s.pure, pw))]})
     if shared is not None:
       toks = np.asarray(batch.tokens[shared])[np.asarray(batch.mask[shared])]
       distinct, cols = np.unique(toks, return_inverse=True)
@@ -171,15 +202,15 @@ def run(ctx, s) -> Outcome:
       pick = lambda wid: weights[:, int(np.flatnonzero(toks == wid)[0])][None]
       panels.append({"title": f"{label}: weights in sentence {shared}", "ylabel": "attention",
                      "curves": [(w, steps, pick(wid)) for w, wid in
-                                ((s["frequent"], fw), (s["pure"], pw))]})
+                                ((s.frequent, fw), (s.pure, pw))]})
     fig5_panels += panels
   if shared is not None:
     toks = np.asarray(batch.tokens[shared])[np.asarray(batch.mask[shared])]
     notes.append(f"Shared sentence {shared}: \"{' '.join(data.vocab[t] for t in toks)}\".")
   figs.curve_panels(fig5_panels, ctx.path("fig5_best_powerful.png"), ncols=len(fig5_panels) // max(
-      len(s["variants"]), 1), title=f"Fig 5: '{s['frequent']}' vs '{s['pure']}' on SST-2 (seed 0)")
+      len(s.variants), 1), title=f"Fig 5: '{s.frequent}' vs '{s.pure}' on SST-2 (seed 0)")
   figs.twin_panels(fig6, ctx.path("fig6_purity_top5.png"), title="Fig 6: purity (red) and "
-                   f"occurrence (blue) of attended words, sentences with a top-{s['top_k']} word")
+                   f"occurrence (blue) of attended words, sentences with a top-{s.top_k} word")
   figs.twin_panels(fig7, ctx.path("fig7_purity_all.png"), title="Fig 7: purity (red) and "
                    "occurrence (blue) of attended words, all training sentences")
   figures += ["fig5_best_powerful.png", "fig6_purity_top5.png", "fig7_purity_all.png"]
