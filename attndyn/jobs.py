@@ -1,0 +1,423 @@
+"""Keyed jobs, one store of finished jobs, executed on Dask distributed.
+
+A long command (``attndyn atlas``, ``attndyn reproduce``) is a study: it turns its
+typed settings (:mod:`attndyn.settings`) into :class:`Job` s, each with a key that
+digests what decides its result (settings, inputs, the code's revision, the
+precision). A :class:`Store` keeps every finished job under its key, written
+atomically; ``--resume`` skips every job whose key is in the store, so a command
+killed at any point (``kill -9`` included) loses only the jobs that were running.
+
+:func:`execute` sends the jobs to a Dask cluster (:func:`cluster`): an in-process
+one-thread worker (the command's own process; nothing is gained from more for a
+study of a few jobs), a :class:`distributed.LocalCluster` of one process per
+worker, or a running cluster named by its scheduler's address (``dask scheduler``
+and ``dask worker`` on other machines, docs/cluster.md). The scheduler reruns the
+job of a worker that dies; a job that raises is recorded with its traceback and
+the others go on. Results travel back to this process, which alone writes the store.
+"""
+import contextlib
+import dataclasses
+import hashlib
+import io
+import json
+import math
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional, Sequence
+
+import distributed
+import numpy as np
+
+from attndyn import atomic
+from attndyn.tasks.errors import ConfigError
+
+__all__ = ["Job", "key_of", "revision", "precision", "Store", "Executed", "cluster", "execute",
+           "report", "parse_workers", "usable_cores"]
+
+FORMAT = 1
+PROGRESS_TOPIC = "attndyn-progress"
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+  """One unit of a study.
+
+  Attributes:
+    name: file-safe and unique in its study (``bucket-0003``, ``synthetic``).
+    fn: a module-level function (workers import it by name); ``fn(*args)`` returns the
+      job's result: a table of JSON values and numpy arrays (:class:`Store`).
+    args: its arguments (sent to the worker).
+    key: :func:`key_of` what decides the result.
+    weight: its share of the study's work, for progress (e.g. its configurations).
+    priority: larger runs earlier when workers are free (e.g. the costliest first).
+  """
+  name: str
+  fn: Callable
+  args: tuple
+  key: str
+  weight: float = 1.0
+  priority: float = 0.0
+
+
+_REVISION = {}
+
+
+def revision() -> Optional[dict]:
+  """The git commit of this checkout and whether it has uncommitted changes (``None``
+  outside git), read once per process: the jobs are keyed by the code loaded when the
+  command started, whatever the checkout becomes later."""
+  if "value" not in _REVISION:
+    import subprocess
+    root = Path(__file__).resolve().parents[1]
+    try:
+      run = lambda *a: subprocess.run(["git", "-C", str(root), *a], capture_output=True,
+                                      text=True, timeout=10, check=True).stdout
+      _REVISION["value"] = {"commit": run("rev-parse", "HEAD").strip(),
+                            "dirty": bool(run("status", "--porcelain",
+                                              "--untracked-files=no").strip())}
+    except (OSError, ValueError, Exception):   # no git, not a checkout, a timeout
+      _REVISION["value"] = None
+  value = _REVISION["value"]
+  return None if value is None else dict(value)
+
+
+def precision() -> str:
+  """``float64`` when JAX computes in double precision here, else ``float32``."""
+  import jax
+  return "float64" if jax.config.jax_enable_x64 else "float32"
+
+
+def key_of(*parts: Any) -> str:
+  """A digest of ``parts`` (JSON values), this code's revision and the precision."""
+  doc = {"parts": parts, "revision": revision(), "precision": precision()}
+  text = json.dumps(_encode(doc, {}), sort_keys=True, allow_nan=False)
+  return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _encode(value, arrays: dict):
+  """JSON form: arrays become ``{"$array": name}`` (their data in ``arrays``), tuples lists,
+  non-finite floats ``{"$float": "nan"}``."""
+  if isinstance(value, Mapping):
+    out = {}
+    for k, v in value.items():
+      if not isinstance(k, str):
+        raise TypeError(f"a job result's keys are strings, not {k!r}")
+      out[k] = _encode(v, arrays)
+    return out
+  if isinstance(value, (list, tuple)):
+    return [_encode(v, arrays) for v in value]
+  if isinstance(value, (np.ndarray, np.generic)) or hasattr(value, "__array__") \
+      and not isinstance(value, (str, bytes, int, float, bool)):
+    a = np.asarray(value)
+    if a.ndim == 0 and a.dtype.kind in "biuf":
+      return _encode(a.item(), arrays)
+    if a.dtype == object:
+      raise TypeError("a job result holds an object array; only numeric arrays are stored")
+    name = f"a{len(arrays)}"
+    arrays[name] = a
+    return {"$array": name}
+  if isinstance(value, float) and not math.isfinite(value):
+    return {"$float": repr(value)}
+  if value is None or isinstance(value, (str, bool, int, float)):
+    return value
+  raise TypeError(f"a job result holds {type(value).__name__}; allowed: tables, lists, "
+                  f"strings, numbers, booleans, None and numeric arrays")
+
+
+def _decode(value, arrays):
+  if isinstance(value, dict):
+    if set(value) == {"$array"}:
+      return arrays[value["$array"]]
+    if set(value) == {"$float"}:
+      return float(value["$float"])
+    return {k: _decode(v, arrays) for k, v in value.items()}
+  if isinstance(value, list):
+    return [_decode(v, arrays) for v in value]
+  return value
+
+
+class Store:
+  """A directory of finished jobs: ``KEY.json`` (name, key, result) and ``KEY.npz`` (its
+  arrays, no pickles), the arrays written first and named by their digest in the JSON,
+  which is written last: a job is in the store once its JSON is, and a file that does
+  not verify (cut short, edited, another job's) is not read back.
+  """
+
+  def __init__(self, root):
+    self.root = Path(root)
+
+  def _paths(self, key: str):
+    return self.root / f"{key}.json", self.root / f"{key}.npz"
+
+  def keys(self) -> set:
+    if not self.root.is_dir():
+      return set()
+    return {p.stem for p in self.root.glob("*.json") if not atomic.leftover(p.name)}
+
+  def __contains__(self, key: str) -> bool:
+    return self._paths(key)[0].is_file()
+
+  def put(self, job: Job, result: Mapping) -> None:
+    """Keep ``result`` as ``job``'s, atomically (a rerun job replaces its earlier copy)."""
+    arrays = {}
+    doc = {"format": FORMAT, "name": job.name, "key": job.key,
+           "result": _encode(result, arrays), "arrays": None}
+    atomic.make_dirs(self.root)
+    doc_path, npz_path = self._paths(job.key)
+    if arrays:
+      buf = io.BytesIO()
+      np.savez(buf, **arrays)
+      data = buf.getvalue()
+      atomic.write(npz_path, lambda tmp: Path(tmp).write_bytes(data))
+      doc["arrays"] = hashlib.sha256(data).hexdigest()
+    atomic.write_text(doc_path, json.dumps(doc, allow_nan=False) + "\n")
+
+  def get(self, job: Job, *, warn: bool = True) -> Optional[dict]:
+    """``job``'s stored result, or ``None`` when there is none or it does not verify."""
+    doc_path, npz_path = self._paths(job.key)
+    if not doc_path.is_file():
+      return None
+    try:
+      atomic.refuse_link(doc_path)
+      doc = json.loads(doc_path.read_text(encoding="utf-8"))
+      ok = isinstance(doc, dict) and doc.get("format") == FORMAT and doc.get("key") == job.key \
+          and doc.get("name") == job.name
+      arrays = {}
+      if ok and doc.get("arrays") is not None:
+        atomic.refuse_link(npz_path)
+        data = npz_path.read_bytes()
+        ok = hashlib.sha256(data).hexdigest() == doc["arrays"]
+        if ok:
+          with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+      if ok:
+        return _decode(doc["result"], arrays)
+    except (OSError, ValueError, KeyError, TypeError, atomic.LinkRefused):
+      pass
+    if warn:
+      print(f"attndyn: {doc_path} does not verify (cut short, edited or another job's): "
+            f"job {job.name} is computed again", file=sys.stderr)
+    return None
+
+  def discard(self, keep: Sequence[str]) -> list:
+    """Remove the stored jobs whose key is not in ``keep`` (a ``--force`` run's leftovers)."""
+    gone = []
+    for key in sorted(self.keys() - set(keep)):
+      for p in self._paths(key):
+        p.unlink(missing_ok=True)
+      gone.append(key)
+    return gone
+
+
+def usable_cores() -> list:
+  """The CPU cores this process may run on."""
+  return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+      else list(range(os.cpu_count() or 1))
+
+
+def parse_workers(text) -> int:
+  """``--workers``: a positive integer, or ``auto`` (one per usable core on a CPU; one on an
+  accelerator, whose chunks already fill it)."""
+  if str(text).strip() == "auto":
+    import jax
+    if jax.default_backend() != "cpu" or jax.process_count() > 1:
+      return 1
+    return len(usable_cores())
+  try:
+    n = int(str(text).strip())
+  except ValueError:
+    n = 0
+  if n < 1:
+    raise ConfigError(f"--workers {text!r} is not allowed: a positive integer (processes "
+                      f"computing side by side) or auto (one per CPU core).")
+  return n
+
+
+def _jax_settings() -> dict:
+  """This process's JAX settings a worker needs to compute as it would."""
+  import jax
+  names = ("jax_enable_x64", "jax_compilation_cache_dir",
+           "jax_persistent_cache_min_compile_time_secs", "jax_compilation_cache_max_size")
+  return {k: getattr(jax.config, k) for k in names}
+
+
+class _Setup(distributed.WorkerPlugin):
+  """The worker plugin: each worker takes this process's JAX settings and code revision
+  before it imports anything that computes, and (one worker per core) holds its
+  threads to its own core, since XLA sizes its thread pool from the cores it may use."""
+
+  name = "attndyn-setup"
+
+  def __init__(self, jax_settings: dict, rev, cache: bool, cores: Optional[list]):
+    self.jax_settings, self.rev, self.cache, self.cores = jax_settings, rev, cache, cores
+
+  def setup(self, worker):
+    import logging
+    # a job's failure is recorded by the command (its traceback in the errors folder)
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    if self.cores and isinstance(worker.name, int) and hasattr(os, "sched_setaffinity"):
+      core = {self.cores[worker.name % len(self.cores)]}
+      for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):
+          os.sched_setaffinity(int(tid), core)
+    import jax
+    for k, v in self.jax_settings.items():
+      jax.config.update(k, v)
+    if self.cache:
+      from attndyn import compile_cache
+      compile_cache.enable_in_worker()
+    _REVISION["value"] = self.rev
+
+  def teardown(self, worker):
+    pass
+
+
+@contextlib.contextmanager
+def cluster(*, workers: int = 1, scheduler: Optional[str] = None, client=None) -> Iterator:
+  """A :class:`distributed.Client` to run jobs on.
+
+  Args:
+    workers: with neither ``scheduler`` nor ``client``: 1 runs the jobs in this process
+      (one worker thread); more starts a local cluster of that many worker processes.
+    scheduler: the address of a running Dask scheduler (``tcp://HOST:PORT``).
+    client: a client the caller made (used as it is, not closed).
+
+  Raises:
+    ConfigError: the scheduler cannot be reached, or ``workers`` is not a positive integer.
+  """
+  import logging
+
+  from attndyn import compile_cache
+  if client is not None:
+    client.register_plugin(_Setup(_jax_settings(), revision(), compile_cache.enabled_here(),
+                                  None), name=_Setup.name)
+    yield client
+    return
+  if not (isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1):
+    raise ConfigError(f"workers = {workers!r} is not allowed: a positive integer (processes "
+                      f"computing side by side).")
+  logging.getLogger("distributed").setLevel(logging.CRITICAL)
+  with contextlib.ExitStack() as stack:
+    if scheduler is not None:
+      try:
+        made = stack.enter_context(distributed.Client(scheduler, timeout=30,
+                                                      set_as_default=False))
+      except (OSError, TimeoutError, ValueError) as err:
+        raise ConfigError(f"--scheduler {scheduler!r}: no Dask scheduler answers there "
+                          f"({type(err).__name__}: {err}); allowed: the address a running "
+                          f"`dask scheduler` prints, e.g. tcp://10.0.0.5:8786.") from None
+      cores = None
+    elif workers == 1:
+      local = stack.enter_context(distributed.LocalCluster(
+          n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None))
+      made = stack.enter_context(distributed.Client(local, set_as_default=False))
+      yield made
+      return
+    else:
+      cores = usable_cores()
+      local = stack.enter_context(distributed.LocalCluster(
+          n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+          worker_dashboard_address=None))
+      made = stack.enter_context(distributed.Client(local, set_as_default=False))
+      cores = cores if workers == len(cores) else None
+    made.register_plugin(_Setup(_jax_settings(), revision(), compile_cache.enabled_here(),
+                                cores), name=_Setup.name)
+    yield made
+
+
+def report(value) -> None:
+  """From inside a job: send ``value`` (JSON) to the command's ``on_report`` (a chunk done)."""
+  try:
+    from distributed import get_worker
+    get_worker().log_event(PROGRESS_TOPIC, {"job": _current.get("name"), "value": value})
+  except (ImportError, ValueError):
+    pass
+
+
+_current = {}
+
+
+def _call(name: str, fn: Callable, args: tuple):
+  """Run ``fn(*args)`` on a worker (its name is what :func:`report` tells the client)."""
+  _current["name"] = name
+  try:
+    return fn(*args)
+  finally:
+    _current.pop("name", None)
+
+
+class Executed(NamedTuple):
+  """What :func:`execute` did.
+
+  Attributes:
+    results: job name -> result, for every job finished (now or read from the store).
+    reused: names of the jobs read from the store.
+    failed: job name -> one line (its traceback is in the errors folder).
+  """
+  results: dict
+  reused: list
+  failed: dict
+
+
+def execute(jobs: Sequence[Job], store: Store, *, client, resume: bool = False,
+            errors: Optional[Path] = None,
+            on_done: Optional[Callable[[Job, Any, bool], None]] = None,
+            on_report: Optional[Callable[[str, Any], None]] = None) -> Executed:
+  """Run ``jobs`` on ``client`` (:func:`cluster`), keeping each result in ``store``.
+
+  Args:
+    jobs: the study's jobs (names unique).
+    store: where finished jobs are kept (by key).
+    resume: read every job whose key is in ``store`` instead of running it.
+    errors: the folder where a failed job's traceback goes (``NAME.txt``).
+    on_done: ``on_done(job, result, reused)`` in this process as each job finishes.
+    on_report: ``on_report(job_name, value)`` for each :func:`report` a job makes.
+
+  Returns:
+    An :class:`Executed`. A job that raised is in ``failed``; the others still ran.
+  """
+  results, reused, failed, pending = {}, [], {}, []
+  for job in jobs:
+    got = store.get(job) if resume and job.key in store else None
+    if got is not None:
+      results[job.name] = got
+      reused.append(job.name)
+      if on_done is not None:
+        on_done(job, got, True)
+    else:
+      pending.append(job)
+  if not pending:
+    return Executed(results, reused, failed)
+  if on_report is not None:
+    client.subscribe_topic(PROGRESS_TOPIC, lambda event: on_report(event[1]["job"],
+                                                                   event[1]["value"]))
+  by_future = {}
+  try:
+    for job in pending:
+      future = client.submit(_call, job.name, job.fn, job.args, key=f"{job.name}-{job.key}",
+                             priority=job.priority, pure=False)
+      by_future[future] = job
+    for future in distributed.as_completed(list(by_future), loop=client.loop):
+      job = by_future.pop(future)
+      if future.status == "error":
+        err = future.exception()
+        failed[job.name] = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+        if errors is not None:
+          atomic.make_dirs(errors)
+          tb = "".join(traceback.format_exception(type(err), err, future.traceback()))
+          atomic.write_text(errors / f"{job.name}.txt", tb)
+        continue
+      result = future.result()
+      store.put(job, result)
+      results[job.name] = result
+      if on_done is not None:
+        on_done(job, result, False)
+  finally:
+    if by_future:   # interrupted: nothing more is started; what finished is in the store
+      client.cancel(list(by_future), force=True)
+    if on_report is not None:
+      with contextlib.suppress(Exception):
+        client.unsubscribe_topic(PROGRESS_TOPIC)
+  return Executed(results, reused, failed)
