@@ -138,15 +138,18 @@ def _parser() -> argparse.ArgumentParser:
   atlas.add_argument("--out", required=True, metavar="DIR", help="output directory")
   atlas.add_argument("--quick", action="store_true", help="the small grid (>= 500 configurations)")
   atlas.add_argument("--resume", action="store_true",
-                     help="continue from DIR's finished buckets and checkpoints")
+                     help="keep DIR's finished buckets (its jobs/ store) and compute the others")
   atlas.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="change an atlas setting, e.g. tau=100 or classifiers='[\"tc\"]'")
   atlas.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
   atlas.add_argument("--force", action="store_true",
                      help="write into a non-empty DIR (replaces only attndyn's own files)")
   atlas.add_argument("--workers", default="auto", metavar="N|auto",
-                     help="buckets computed side by side, one process each (default auto: one "
-                          "per CPU core on a CPU, else 1)")
+                     help="buckets computed side by side, one Dask worker process each (default "
+                          "auto: one per CPU core on a CPU, else 1; 1: in this process)")
+  atlas.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                     help="compute the buckets on a running Dask cluster (docs/cluster.md) "
+                          "instead of --workers on this machine")
 
   bench = sub.add_parser("bench", help="run the benchmarks (benchmarks.run)", add_help=False,
                          description="Pass all arguments to benchmarks.run.main.")
@@ -382,27 +385,24 @@ def _explain(args) -> int:
 def _atlas(args) -> int:
   from pathlib import Path
 
-  from attndyn import atlas, atomic, lock, outputs, processes
-  from attndyn.reproduce import cli as reproduce_cli
+  from attndyn import atlas, atomic, jobs, lock, outputs
   out = Path(args.out)
   atlas.settings(quick=args.quick, items=args.overrides)   # bad --set: before DIR is touched
-  workers = processes.parse_workers(args.workers)
-  if args.resume and not ((out / "runs").is_dir() or (out / atlas.RECORDS).is_dir()):
-    raise ConfigError(f"--resume: {str(out)!r} holds no atlas to continue (no runs/ or "
-                      f"{atlas.RECORDS}/ folder); "
-                      f"run without --resume.")
-  records = out / atlas.RECORDS
-  if records.exists() and not records.is_dir():
-    raise ConfigError(f"--out {str(out)!r}: {str(records)!r} is not a directory, and the atlas "
-                      f"keeps each finished bucket's record there. Rename or remove it, or pick "
+  workers = jobs.parse_workers(args.workers)
+  store = out / atlas.STORE
+  if args.resume and not store.is_dir():
+    raise ConfigError(f"--resume: {str(out)!r} holds no atlas to continue (no {atlas.STORE}/ "
+                      f"folder of finished buckets); run without --resume.")
+  if store.exists() and not store.is_dir():
+    raise ConfigError(f"--out {str(out)!r}: {str(store)!r} is not a directory, and the atlas "
+                      f"keeps each finished bucket there. Rename or remove it, or pick "
                       f"another --out.")
   with lock.hold(args.out, create=not args.resume):
     outputs.prepare_out_dir(out, force=args.force, resume=args.resume)
-    reproduce_cli._remove_leftovers(out)   # the same layout: DIR/runs/NAME per bucket
-    atomic.remove_leftovers(records)       # and a record file a kill cut short
+    atomic.remove_leftovers(store)       # a file a kill cut short
     result = atlas.run_atlas(args.out, quick=args.quick, items=args.overrides, resume=args.resume,
                              progress=not args.no_progress, command=["attndyn"] + args.argv,
-                             workers=workers)
+                             workers=workers, scheduler=args.scheduler)
   files = [f"atlas.csv ({len(result.rows)} rows)", "atlas.md", "curves.npz",
            *result.findings.get("figures", [])]
   print(f"wrote {args.out}/: {', '.join(files)} in {result.seconds['total']:.0f} s")
@@ -411,6 +411,13 @@ def _atlas(args) -> int:
   errs = [e for stages in result.failures.values() for e in stages.values()]
   if not errs:
     return 0
+  jobs_failed = sorted(k for k, v in result.failures.items() if "job" in v)
+  if jobs_failed:
+    print(f"attndyn: error: {len(jobs_failed)} bucket(s) failed ({', '.join(jobs_failed)}); "
+          f"their rows are missing, the others are kept: {result.failures[jobs_failed[0]]['job']}; "
+          f"`attndyn atlas --out {args.out} --resume` (same options) computes only them again.",
+          file=sys.stderr)
+    return 1
   buckets = ", ".join(sorted(result.failures))
   bugs = [e for e in errs if not is_environment_failure(e)]
   if bugs:
@@ -563,8 +570,8 @@ def _kept(args) -> str:
     return (f"; kept: the finished experiments and the engine runs' checkpoints in {out!r}: "
             f"`attndyn reproduce {args.paper} --out {out} --resume` continues from them.")
   if args.command == "atlas" and out:
-    return (f"; kept: the finished buckets and their checkpoints in {out!r}: `attndyn atlas "
-            f"--out {out} --resume` continues from them.")
+    return (f"; kept: the finished buckets in {out!r}/jobs: `attndyn atlas "
+            f"--out {out} --resume` computes only the others.")
   return "; files attndyn had written are whole (each is written atomically)."
 
 
@@ -591,7 +598,7 @@ def _resume_hint(args) -> str:
             f"finished experiments and continues from the last checkpoint")
   if args.command == "atlas":
     return (f"; `attndyn atlas --out {out} --resume` (same options) keeps the finished buckets "
-            f"and continues from the last checkpoint")
+            f"and computes the others")
   return ""
 
 

@@ -361,19 +361,25 @@ class Executed(NamedTuple):
   failed: dict
 
 
-def execute(jobs: Sequence[Job], store: Store, *, client, resume: bool = False,
+def execute(jobs: Sequence[Job], store: Store, *, workers: int = 1,
+            scheduler: Optional[str] = None, client=None, resume: bool = False,
             errors: Optional[Path] = None,
             on_done: Optional[Callable[[Job, Any, bool], None]] = None,
-            on_report: Optional[Callable[[str, Any], None]] = None) -> Executed:
-  """Run ``jobs`` on ``client`` (:func:`cluster`), keeping each result in ``store``.
+            on_report: Optional[Callable[[str, Any], None]] = None,
+            keep: Callable[[Any], bool] = lambda result: True) -> Executed:
+  """Run ``jobs`` on a Dask cluster, keeping each result in ``store``.
 
   Args:
     jobs: the study's jobs (names unique).
     store: where finished jobs are kept (by key).
+    workers, scheduler, client: the cluster (:func:`cluster`), started only when a job is
+      left to run.
     resume: read every job whose key is in ``store`` instead of running it.
     errors: the folder where a failed job's traceback goes (``NAME.txt``).
     on_done: ``on_done(job, result, reused)`` in this process as each job finishes.
     on_report: ``on_report(job_name, value)`` for each :func:`report` a job makes.
+    keep: whether a result is kept in ``store`` (a result that records its own failure is
+      returned but not kept, so ``resume`` runs its job again).
 
   Returns:
     An :class:`Executed`. A job that raised is in ``failed``; the others still ran.
@@ -390,6 +396,12 @@ def execute(jobs: Sequence[Job], store: Store, *, client, resume: bool = False,
       pending.append(job)
   if not pending:
     return Executed(results, reused, failed)
+  with cluster(workers=workers, scheduler=scheduler, client=client) as dask_client:
+    _run(pending, store, dask_client, errors, on_done, on_report, keep, results, failed)
+  return Executed(results, reused, failed)
+
+
+def _run(pending, store, client, errors, on_done, on_report, keep, results, failed) -> None:
   if on_report is not None:
     client.subscribe_topic(PROGRESS_TOPIC, lambda event: on_report(event[1]["job"],
                                                                    event[1]["value"]))
@@ -410,7 +422,8 @@ def execute(jobs: Sequence[Job], store: Store, *, client, resume: bool = False,
           atomic.write_text(errors / f"{job.name}.txt", tb)
         continue
       result = future.result()
-      store.put(job, result)
+      if keep(result):
+        store.put(job, result)
       results[job.name] = result
       if on_done is not None:
         on_done(job, result, False)
@@ -420,4 +433,3 @@ def execute(jobs: Sequence[Job], store: Store, *, client, resume: bool = False,
     if on_report is not None:
       with contextlib.suppress(Exception):
         client.unsubscribe_topic(PROGRESS_TOPIC)
-  return Executed(results, reused, failed)

@@ -246,16 +246,19 @@ def _dotted(cls, prefix: str = "") -> list:
   return names
 
 
-def replace(obj, items: Sequence[str], name: str):
+def replace(obj, items: Sequence[str], name: str, *, prefixed: bool = True):
   """``obj`` with every ``--set NAME.a.b=v`` item for ``name`` applied, in order (items for
-  other names are skipped), then every field checked.
+  other names are skipped), then every field checked. ``prefixed=False``: the items name
+  ``obj``'s settings without ``NAME.`` (``attndyn atlas --set tau=100``).
 
   Raises:
     ConfigError: a malformed item, a setting ``obj`` does not have, or a value not of its kind.
   """
   for item in items:
     path, value = overrides.parse(item)
-    if path[0] != name:
+    if not prefixed:
+      path = [name] + path
+    elif path[0] != name:
       continue
     if len(path) < 2:
       raise ConfigError(f"--set {item!r}: name a setting of {name}, e.g. "

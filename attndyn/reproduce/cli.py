@@ -24,9 +24,10 @@ replication.md and replication.json are rebuilt from all of them at the end,
 so experiments run separately (--only ... --force) merge into one table.
 --set NAME.key=value changes one setting of experiment NAME (a TOML value;
 nested keys with dots, e.g. --set synthetic.run.task.vocab_size=500). Each
-setting has a declared kind (KINDS in the experiment's module: a count >= 1,
-an index >= 0, a number >= 0, a string, a list of one of these, or the run
-table, which the run schema checks); a value of another kind is refused.
+setting has a declared kind (the annotations of the experiment's Settings
+dataclass: a count >= 1, an index >= 0, a number >= 0, a string, one of named
+values, a list of one of these, or the run table, which the run schema checks);
+a value of another kind is refused (--settings lists them).
 """
 
 
@@ -50,11 +51,18 @@ def add_parser(sub) -> argparse.ArgumentParser:
                  help="write into a non-empty DIR (replaces only attndyn's own files)")
   p.add_argument("--resume", action="store_true",
                  help="continue a reproduction that was killed in DIR: finished experiments with "
-                      "the same settings are kept, runs on the engine continue from their "
-                      "checkpoints (DIR/runs/*/checkpoints), the rest run again")
+                      "the same settings and code are kept (DIR/jobs), runs on the engine "
+                      "continue from their checkpoints (DIR/runs/*/checkpoints), the rest run "
+                      "again")
   p.add_argument("--report-only", action="store_true",
                  help="run nothing; rebuild replication.md/json from DIR/experiments/*.json")
   p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+  p.add_argument("--workers", default="1", metavar="N|auto",
+                 help="experiments run side by side, one Dask worker process each (default 1: "
+                      "one after the other in this process)")
+  p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                 help="run the experiments on a running Dask cluster whose workers see DIR "
+                      "(a shared file system; docs/cluster.md)")
   p.add_argument("--settings", action="store_true",
                  help="run nothing; print every setting of the experiments (with --only: of "
                       "those) with its kind and its quick and full values (with --set applied)")
@@ -68,6 +76,7 @@ def _remove_leftovers(out: Path) -> None:
   from attndyn.reproduce import engine, runner
   atomic.remove_leftovers(out)
   atomic.remove_leftovers(out / runner.EXPERIMENTS_DIR)
+  atomic.remove_leftovers(out / runner.STORE)
   runs = out / engine.RUNS_DIR
   for run_dir in sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []:
     with lock.hold(run_dir, create=False):
@@ -98,19 +107,22 @@ def main(args) -> int:
     _remove_leftovers(out)
     docs = []
   else:
+    from attndyn import jobs
     runner.revision()   # the code this process runs: read before the first experiment starts
+    workers = jobs.parse_workers(args.workers)
     runner.check_items(args.paper, args.overrides, quick=args.quick)
     runner.select(args.paper, only)
-    if args.resume and not (out / runner.EXPERIMENTS_DIR).is_dir() and \
-        not (out / engine.RUNS_DIR).is_dir():
+    if args.resume and not any((out / d).is_dir() for d in (
+        runner.STORE, runner.EXPERIMENTS_DIR, engine.RUNS_DIR)):
       raise ConfigError(f"--resume: {str(out)!r} holds no reproduction to continue (no "
-                        f"{runner.EXPERIMENTS_DIR}/ or {engine.RUNS_DIR}/ folder); run without "
-                        f"--resume.")
+                        f"{runner.STORE}/, {runner.EXPERIMENTS_DIR}/ or {engine.RUNS_DIR}/ "
+                        f"folder); run without --resume.")
     outputs.prepare_out_dir(out, force=args.force, resume=args.resume)
     _remove_leftovers(out)
     start = time.perf_counter()
     docs = runner.run(args.paper, out, quick=args.quick, only=only, items=args.overrides,
-                      verbose=not args.quiet, command=command, resume=args.resume)
+                      verbose=not args.quiet, command=command, resume=args.resume,
+                      workers=workers, scheduler=args.scheduler)
     if not args.quiet:
       print(f"[reproduce] all experiments done in {time.perf_counter() - start:.0f} s",
             flush=True)

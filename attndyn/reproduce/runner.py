@@ -26,10 +26,10 @@ from attndyn import settings as study_settings
 from attndyn.reproduce import PAPERS
 from attndyn.tasks.errors import ConfigError, check, is_environment_failure
 
-__all__ = ["EXPERIMENTS_DIR", "Outcome", "Context", "paper_module", "experiment_modules",
+__all__ = ["EXPERIMENTS_DIR", "STORE", "Outcome", "Context", "paper_module", "experiment_modules",
            "settings_for", "describe_settings", "check_items",
-           "select", "write_json", "revision", "inherit_revision", "machine", "run_experiment",
-           "finished", "run"]
+           "select", "write_json", "revision", "machine", "run_experiment",
+           "experiment_key", "experiment_job", "run"]
 
 EXPERIMENTS_DIR = "experiments"
 
@@ -148,40 +148,10 @@ def write_json(path: Path, doc: Any) -> Path:
   return atomic.write_json(path, doc)
 
 
-_REVISION = {}
-
-
 def revision() -> Optional[dict]:
-  """The git commit of this checkout and whether it has uncommitted changes (``None`` outside git).
-
-  Recorded with each experiment so a published table names the code that made it. Read
-  once per process, at its first call (``attndyn reproduce`` calls it before any experiment
-  starts): the experiments run the code loaded then, whatever the checkout becomes later.
-  """
-  if "value" not in _REVISION:
-    _REVISION["value"] = _read_revision()
-  value = _REVISION["value"]
-  return None if value is None else dict(value)
-
-
-def inherit_revision(value: Optional[dict]) -> None:
-  """Take ``value`` (the parent's :func:`revision`) as this process's: a worker process
-  (:mod:`attndyn.processes`) runs the code its parent loaded when the command started, and
-  reads it lazily, so the checkout as the worker finds it later may be another."""
-  _REVISION["value"] = None if value is None else dict(value)
-
-
-def _read_revision() -> Optional[dict]:
-  import subprocess
-  root = Path(__file__).resolve().parents[2]
-  try:
-    commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                            text=True, timeout=10, check=True).stdout.strip()
-    status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                            capture_output=True, text=True, timeout=10, check=True).stdout
-  except (OSError, subprocess.SubprocessError):
-    return None
-  return {"commit": commit, "dirty": bool(status.strip())}
+  """The git commit of the code this process runs (:func:`attndyn.jobs.revision`)."""
+  from attndyn import jobs
+  return jobs.revision()
 
 
 def machine() -> dict:
@@ -249,50 +219,76 @@ def run_experiment(module, ctx: Context, settings: dict) -> dict:
   return doc
 
 
-def finished(module, ctx: Context, settings: dict) -> Optional[dict]:
-  """The experiment's saved document when ``--resume`` may keep it, else ``None``.
+STORE = "jobs"    # DIR/jobs: the finished experiments' documents (:class:`attndyn.jobs.Store`)
+_CACHES = {}      # output directory -> Context.cache, shared by the experiments run in a process
 
-  Kept: a complete run (not partial, no error) of the same mode and settings.
-  """
-  from attndyn.analysis.summary import json_ready
-  path = ctx.out / EXPERIMENTS_DIR / f"{module.NAME}.json"
-  if not path.is_file():
-    return None
-  try:
-    doc = json.loads(path.read_text(encoding="utf-8"))
-  except ValueError:   # not UTF-8, not JSON, an integer too long to read: not reusable
-    return None
-  if not isinstance(doc, dict) or doc.get("partial") or doc.get("error") \
-      or doc.get("finished") is None:
-    return None
-  same = doc.get("mode") == ("quick" if ctx.quick else "full") and \
-      doc.get("settings") == json_ready(study_settings.as_json(settings))
-  return doc if same else None
+
+def experiment_key(module, quick: bool, settings) -> str:
+  """The key of an experiment's job: what decides its document (name, mode, settings; the
+  code revision and precision are added by :func:`attndyn.jobs.key_of`)."""
+  from attndyn import jobs
+  return jobs.key_of("experiment", module.NAME, "quick" if quick else "full",
+                     study_settings.as_json(settings))
+
+
+def experiment_job(module_name: str, out: str, quick: bool, items: list, command,
+                   resume: bool, verbose: bool) -> dict:
+  """One experiment as a job (on a Dask worker): its document (:func:`run_experiment`).
+
+  The experiment writes its figures and ``experiments/NAME.json`` into ``out`` itself, so a
+  worker on another machine needs ``out`` on a shared file system (docs/cluster.md); it
+  says so in one line when it cannot see it."""
+  out = Path(out)
+  if not (out / STORE).is_dir():
+    raise ConfigError(f"this worker does not see the output directory {str(out)!r} (no "
+                      f"{STORE}/ folder there): a reproduction's workers need it on a shared "
+                      f"file system (docs/cluster.md).")
+  module = importlib.import_module(module_name)
+  settings = settings_for(module, quick=quick, items=items)
+  ctx = Context(out=out, quick=quick, verbose=verbose, items=tuple(items), command=command,
+                resume=resume, cache=_CACHES.setdefault(str(out.resolve()), {}))
+  return run_experiment(module, ctx, settings)
 
 
 def run(paper: str, out: Path, *, quick: bool, only: Optional[Sequence[str]] = None,
         items: Sequence[str] = (), verbose: bool = True,
-        command: Optional[Sequence[str]] = None, resume: bool = False) -> List[dict]:
-  """Run the selected experiments of ``paper`` into ``out`` (settings resolved first).
+        command: Optional[Sequence[str]] = None, resume: bool = False, workers: int = 1,
+        scheduler: Optional[str] = None, client=None) -> List[dict]:
+  """Run the selected experiments of ``paper`` into ``out`` (settings resolved first), each
+  a job (:mod:`attndyn.jobs`) whose document is kept in ``DIR/jobs``.
 
-  With ``resume``, an experiment already finished in ``out`` with the same
-  mode and settings is kept as it is, and the others continue from the
-  checkpoints of their runs on the engine (:mod:`attndyn.reproduce.engine`).
+  With ``resume``, an experiment whose job (same mode, settings and code) finished in
+  ``out`` is kept as it is, and the others continue from the checkpoints of their runs on
+  the engine (:mod:`attndyn.reproduce.engine`). An experiment that failed is not kept.
+  ``workers``, ``scheduler``, ``client``: where the experiments run
+  (:func:`attndyn.jobs.cluster`; default: this process, one after the other).
 
   Returns:
-    The experiment documents, in the order run.
+    The experiment documents, in the order given.
   """
+  from attndyn import jobs
   check_items(paper, items, quick=quick)
   modules = select(paper, only)
-  resolved = [(m, settings_for(m, quick=quick, items=items)) for m in modules]
-  ctx = Context(out=Path(out), quick=quick, verbose=verbose, items=tuple(items), command=command,
-                resume=resume)
-  docs = []
-  for module, settings in resolved:
-    kept = finished(module, ctx, settings) if resume else None
-    if kept is not None:
-      ctx.log(f"{module.NAME}: finished before, kept ({EXPERIMENTS_DIR}/{module.NAME}.json)")
-      docs.append(kept)
-    else:
-      docs.append(run_experiment(module, ctx, settings))
-  return docs
+  out = Path(out)
+  work = [jobs.Job(m.NAME, experiment_job,
+                   (m.__name__, str(out), quick, list(items), command, resume, verbose),
+                   experiment_key(m, quick, settings_for(m, quick=quick, items=items)),
+                   priority=-i)     # the paper's order: an experiment may reuse another's runs
+          for i, m in enumerate(modules)]
+  store = jobs.Store(out / STORE)
+  atomic.make_dirs(store.root)
+
+  def on_done(job, doc, reused):
+    if reused:
+      write_json(out / EXPERIMENTS_DIR / f"{job.name}.json", doc)
+      if verbose:
+        print(f"[reproduce {time.strftime('%H:%M:%S')}] {job.name}: finished before, kept "
+              f"({STORE}/{job.key}.json)", file=sys.stderr, flush=True)
+
+  done = jobs.execute(work, store, workers=workers, scheduler=scheduler, client=client,
+                      resume=resume, errors=out / EXPERIMENTS_DIR, on_done=on_done,
+                      keep=lambda doc: not doc.get("error") and not doc.get("partial"))
+  for name, line in done.failed.items():   # a job that raised outside run_experiment
+    done.results[name] = {"name": name, "error": line, "error_kind": "bug",
+                          "traceback": f"{name}.txt", "claims": [], "figures": []}
+  return [done.results[job.name] for job in work]
