@@ -10,7 +10,8 @@
   ad.presets    # the CLI's named settings; ad.paper_config(name) as typed configs
   ad.run(cfg, ode="reduced")   # one whole `attndyn run` -> the Results ad.analysis.load reads
   ad.ConfigError               # the one error type for bad input (a ValueError)
-  ad.atlas      # the theory-validity atlas: ad.atlas.run_atlas(out, quick=True)
+  ad.reproduce("lu2021", quick=True, out=DIR)   # a paper's experiments as jobs -> Reproduction
+  ad.atlas(quick=True, out=DIR)   # the theory-validity atlas -> AtlasResult (ad.atlas.* its parts)
   ad.compile_cache  # ad.compile_cache.enable(): the commands' on-disk compile cache, for a script
 
 The packages are installed only inside attndyn (``import attndyn.dynamics``
@@ -21,7 +22,7 @@ import importlib as _importlib
 
 # Library packages and attndyn submodules reachable as attributes, each imported on first use.
 _PACKAGES = ("tasks", "models", "dynamics", "analysis")
-_SUBMODULES = ("presets", "config", "atlas", "compile_cache")
+_SUBMODULES = ("presets", "config", "atlas", "reproduce", "compile_cache")
 # name -> (module, attribute): functions and classes reachable as ad.NAME.
 _ATTRIBUTES = {"paper_config": ("attndyn.presets", "paper_config"),
                "run": ("attndyn.api", "run"),
@@ -66,6 +67,21 @@ def _source_tree_packages():
 
 
 _source_tree_packages()
+
+
+class _Study(type(_importlib)):
+  """A study's module that is also its entry: ``ad.atlas(out=...)`` calls
+  :func:`attndyn.api.atlas`, and ``ad.atlas.buckets`` is still the module's (``reproduce``
+  likewise)."""
+
+  def __call__(self, *args, **kwargs):
+    api = _importlib.import_module(f"{__name__}.api")
+    return getattr(api, self.__name__.rsplit(".", 1)[1])(*args, **kwargs)
+
+
+def _callable(module) -> None:
+  """Make ``module`` (attndyn.atlas, attndyn.reproduce) callable as its :class:`_Study`."""
+  module.__class__ = _Study
 
 
 def __getattr__(name: str):

@@ -1,4 +1,6 @@
-"""``ad.run(cfg, *, ode=...) -> Results``: one whole ``attndyn run`` from Python.
+"""The commands from Python: ``ad.run`` (one run), ``ad.reproduce`` and ``ad.atlas`` (studies).
+
+``ad.run(cfg, *, ode=...) -> Results``: one whole ``attndyn run``.
 
 The public entry to a run; :func:`attndyn.pipeline.run` stays the engine (GD and the
 ODEs over the sweep) and ``attndyn run`` calls :func:`run`. Without ``out`` nothing is
@@ -9,13 +11,13 @@ returns, with the same named arrays.
 """
 import dataclasses
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
 from attndyn.analysis.results import Results, from_arrays
 from attndyn.config import ODE_KINDS, RunConfig
 from attndyn.tasks.errors import ConfigError, check
 
-__all__ = ["run"]
+__all__ = ["run", "Reproduction", "reproduce", "atlas"]
 
 
 def _as_config(cfg: Any, ode: Union[None, str, Mapping]) -> RunConfig:
@@ -143,3 +145,80 @@ def _checkpoints(cfg: RunConfig, out: Path, resumed):
     return None
   return checkpoint.Checkpoints.create(out, cfg.to_dict(), pipeline.plan_chunk_size(cfg),
                                        every=every, writer=outputs.is_writer())
+
+
+class Reproduction(NamedTuple):
+  """What :func:`reproduce` ran and judged.
+
+  Attributes:
+    out: the output directory (replication.md / replication.json, figures, experiments/).
+    counts: claims per verdict (``pass``, ``fail``, ``inconclusive``, ...).
+    claims: one row per claim of replication.json.
+    experiments: the experiments' documents (``DIR/experiments/NAME.json``), in order.
+  """
+  out: Path
+  counts: dict
+  claims: list
+  experiments: list
+
+
+def reproduce(paper: str, *, out: Union[str, Path], quick: bool = False,
+              only: Optional[Sequence[str]] = None, settings: Sequence[str] = (),
+              resume: bool = False, force: bool = False, workers: int = 1,
+              scheduler: Optional[str] = None, client=None, progress: bool = False,
+              command: Optional[list] = None) -> Reproduction:
+  """``attndyn reproduce PAPER``: run a paper's experiments as jobs and judge every claim.
+
+  Args:
+    paper: ``lu2021``, ``snell``, ``yang``, ``flavours`` or ``sgd``.
+    out: the output directory (new or empty unless ``force`` or ``resume``).
+    quick: the quick settings (minutes on 2 cores).
+    only: the experiments to run (default: all, in the paper's order).
+    settings: ``--set NAME.key=value`` items (typed: :mod:`attndyn.settings`).
+    resume: keep every experiment whose job is in ``out``'s store; run the others.
+    workers, scheduler, client: where the jobs run (:func:`attndyn.jobs.cluster`).
+    progress: progress lines on stderr.
+
+  Returns:
+    A :class:`Reproduction`.
+  """
+  from attndyn import lock, outputs
+  from attndyn.reproduce import cli as reproduce_cli
+  from attndyn.reproduce import report, runner
+  command = command or ["ad.reproduce", paper]
+  with lock.hold(out, create=not resume):
+    out = outputs.prepare_out_dir(Path(out), force=force, resume=resume)
+    reproduce_cli._remove_leftovers(out)
+    docs = runner.run(paper, out, quick=quick, only=only, items=settings, verbose=progress,
+                      command=command, resume=resume, workers=workers, scheduler=scheduler,
+                      client=client)
+    doc = report.write(paper, out, command=command, environment=outputs.environment())
+  return Reproduction(out, doc["counts"], doc["claims"], docs)
+
+
+def atlas(*, out: Union[str, Path], quick: bool = False, settings: Sequence[str] = (),
+          resume: bool = False, force: bool = False, workers: int = 1,
+          scheduler: Optional[str] = None, client=None, progress: bool = False,
+          command: Optional[list] = None):
+  """``attndyn atlas``: where Lu et al.'s theory holds over a grid, its buckets run as jobs.
+
+  Args:
+    out: the output directory (new or empty unless ``force`` or ``resume``).
+    quick: the quick grid.
+    settings: ``--set KEY=VALUE`` items (``tau=100``, ``classifiers=["tc"]``).
+    resume: keep every bucket in ``out``'s store; compute the others.
+    workers, scheduler, client: where the buckets run (:func:`attndyn.jobs.cluster`).
+    progress: a progress bar on stderr.
+
+  Returns:
+    :class:`attndyn.atlas.AtlasResult` (rows, curves, findings, seconds, failures).
+  """
+  from attndyn import atlas as atlas_study
+  from attndyn import atomic, lock, outputs
+  atlas_study.settings(quick=quick, items=settings)   # bad settings: before out is touched
+  with lock.hold(out, create=not resume):
+    out = outputs.prepare_out_dir(Path(out), force=force, resume=resume)
+    atomic.remove_leftovers(out / atlas_study.STORE)   # a file a kill cut short
+    return atlas_study.run_atlas(out, quick=quick, items=settings, resume=resume,
+                                 progress=progress, command=command or ["ad.atlas"],
+                                 workers=workers, scheduler=scheduler, client=client)

@@ -667,3 +667,9 @@ def write_curves(out: Path, curves: dict) -> None:
       "axes": {name: ["row", "time"] for name in curves},
       "row": "the row of atlas.csv (same order)",
       "time": "recorded index; tau holds the flow time lr·step of each; NaN after the row's end"})
+
+import sys as _sys  # noqa: E402
+
+import attndyn as _attndyn  # noqa: E402
+
+_attndyn._callable(_sys.modules[__name__])   # ad.atlas(...) runs the study (attndyn.api.atlas)

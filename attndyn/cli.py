@@ -385,7 +385,7 @@ def _explain(args) -> int:
 def _atlas(args) -> int:
   from pathlib import Path
 
-  from attndyn import atlas, atomic, jobs, lock, outputs
+  from attndyn import atlas, jobs
   out = Path(args.out)
   atlas.settings(quick=args.quick, items=args.overrides)   # bad --set: before DIR is touched
   workers = jobs.parse_workers(args.workers)
@@ -397,12 +397,10 @@ def _atlas(args) -> int:
     raise ConfigError(f"--out {str(out)!r}: {str(store)!r} is not a directory, and the atlas "
                       f"keeps each finished bucket there. Rename or remove it, or pick "
                       f"another --out.")
-  with lock.hold(args.out, create=not args.resume):
-    outputs.prepare_out_dir(out, force=args.force, resume=args.resume)
-    atomic.remove_leftovers(store)       # a file a kill cut short
-    result = atlas.run_atlas(args.out, quick=args.quick, items=args.overrides, resume=args.resume,
-                             progress=not args.no_progress, command=["attndyn"] + args.argv,
-                             workers=workers, scheduler=args.scheduler)
+  from attndyn import api
+  result = api.atlas(out=out, quick=args.quick, settings=args.overrides, resume=args.resume,
+                     force=args.force, workers=workers, scheduler=args.scheduler,
+                     progress=not args.no_progress, command=["attndyn"] + args.argv)
   files = [f"atlas.csv ({len(result.rows)} rows)", "atlas.md", "curves.npz",
            *result.findings.get("figures", [])]
   print(f"wrote {args.out}/: {', '.join(files)} in {result.seconds['total']:.0f} s")
@@ -434,8 +432,8 @@ def _atlas(args) -> int:
 def _reproduce(args) -> int:
   from attndyn import lock
   from attndyn.reproduce import cli as reproduce_cli
-  if args.settings or args.out is None:  # writes nothing (or refuses the missing --out)
-    return reproduce_cli.main(args)
+  if args.settings or args.out is None or not args.report_only:
+    return reproduce_cli.main(args)   # writes nothing, or runs ad.reproduce (which locks DIR)
   # the whole DIR, its runs/NAME included; a missing DIR to --resume or --report-only is not
   # created (the command says there is nothing there)
   with lock.hold(args.out, create=not (args.resume or args.report_only)):

@@ -12,3 +12,9 @@ __all__ = ["PAPERS"]
 PAPERS = {"lu2021": "attndyn.reproduce.lu2021", "yang": "attndyn.reproduce.yang",
           "sgd": "attndyn.reproduce.sgd", "flavours": "attndyn.reproduce.flavours",
           "snell": "attndyn.reproduce.snell"}
+
+import sys as _sys  # noqa: E402
+
+import attndyn as _attndyn  # noqa: E402
+
+_attndyn._callable(_sys.modules[__name__])   # ad.reproduce(...) runs the study (attndyn.api.reproduce)

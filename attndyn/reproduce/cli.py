@@ -117,16 +117,18 @@ def main(args) -> int:
       raise ConfigError(f"--resume: {str(out)!r} holds no reproduction to continue (no "
                         f"{runner.STORE}/, {runner.EXPERIMENTS_DIR}/ or {engine.RUNS_DIR}/ "
                         f"folder); run without --resume.")
-    outputs.prepare_out_dir(out, force=args.force, resume=args.resume)
-    _remove_leftovers(out)
     start = time.perf_counter()
-    docs = runner.run(args.paper, out, quick=args.quick, only=only, items=args.overrides,
-                      verbose=not args.quiet, command=command, resume=args.resume,
-                      workers=workers, scheduler=args.scheduler)
+    from attndyn import api
+    result = api.reproduce(args.paper, out=out, quick=args.quick, only=only,
+                           settings=args.overrides, resume=args.resume, force=args.force,
+                           workers=workers, scheduler=args.scheduler, progress=not args.quiet,
+                           command=command)
+    docs, doc = result.experiments, {"counts": result.counts}
     if not args.quiet:
       print(f"[reproduce] all experiments done in {time.perf_counter() - start:.0f} s",
             flush=True)
-  doc = report.write(args.paper, out, command=command, environment=outputs.environment())
+  if args.report_only:
+    doc = report.write(args.paper, out, command=command, environment=outputs.environment())
   c = doc["counts"]
   print(f"wrote {out}/{report.MARKDOWN} and {report.JSON}: {report.summary(c)}")
   failed = [d for d in docs if d.get("error")]
