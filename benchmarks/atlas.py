@@ -416,7 +416,7 @@ def main(argv=None) -> int:
   if args.write_history is not None:
     import shlex
     command = " ".join(["python -m benchmarks.atlas", *map(shlex.quote, argv)])
-    label = (f"benchmarks.atlas, the {doc['grid']} grid's buckets "
+    label = (f"benchmarks.atlas, the {doc['grid']} grid's bucket{'s' if len(rows) > 1 else ''} "
              f"{', '.join(str(r['bucket']) for r in rows)}")
     history.append(args.write_history, label, command, history_lines(doc), title=HISTORY_TITLE,
                    generated_by=HISTORY_COMMAND, load_before=load_before)
