@@ -1,6 +1,7 @@
 """Throughput of ``attndyn atlas``: configurations/s, compiles per configuration, full-grid estimate.
 
-``python -m benchmarks.atlas --out DIR [--quick] [--buckets I,J,...] [--baseline] [--baseline-ode]``
+``python -m benchmarks.atlas --out DIR [--quick] [--buckets I,J,...] [--baseline] [--baseline-ode]
+[--write-history PATH]``
 ``python -m benchmarks.atlas --cost-check DIR``
 ``python -m benchmarks.atlas --compare DIR_A DIR_B``
 
@@ -12,7 +13,10 @@ included), configurations and compiles; then configurations/s and compiles per c
 over the sample, and an estimate of the full grid's wall time: each full-grid bucket costs the
 mean time of the sampled buckets of its kind (classifier × GD path: fast path with or without
 the reduced ODE, or autodiff GD without an ODE). The numbers depend on how loaded the machine
-is; say so when quoting them. Writes ``DIR/atlas_bench.json``.
+is; say so when quoting them. Writes ``DIR/atlas_bench.json``. ``--write-history PATH`` also
+appends these numbers as one dated section (the commit, the machine and its load, the command)
+to ``PATH``, the measurement history (docs/measurements/atlas-speed.md;
+:mod:`benchmarks.history`).
 
 ``--baseline`` also runs each sampled bucket the way the atlas ran before
 ``train.flow_time``: every point to the bucket's ``steps`` in one chunk, each lr's rows cut at
@@ -277,6 +281,35 @@ def workers(out: Path, quick: bool, sample, n: int) -> int:
   return 0
 
 
+HISTORY_TITLE = "`attndyn atlas`: measured wall times"
+HISTORY_COMMAND = ("python -m benchmarks.atlas --out DIR [--quick] [--buckets ...] "
+                   "--write-history PATH")
+
+
+def history_lines(doc: dict) -> list:
+  """The markdown body of one history section: a row per timed bucket (wall seconds with
+  compilation, configurations, compiles, stages, the baselines' ratios when run) and the
+  sample's throughput and whole-grid estimate (``doc`` is atlas_bench.json's content)."""
+  lines = ["| bucket | kind | seconds | configurations | compiles (seconds) | stages | baselines |",
+           "|---|---|---|---|---|---|---|"]
+  for r in doc["rows"]:
+    base = [f"{name} {r[key] / r['seconds']:.2f}×" for name, key in
+            (("no flow_time", "baseline_seconds"), ("ODE per lr", "baseline_ode_seconds"))
+            if key in r]
+    lines.append(f"| {r['bucket']} | {r['kind']} | {r['seconds']:.1f} | {r['configurations']} | "
+                 f"{r['compiles']} ({r['compile_seconds']:.1f}) | {_fmt(r['stages']) or '—'} | "
+                 f"{', '.join(base) or '—'} |")
+  total = sum(r["seconds"] for r in doc["rows"])
+  lines += ["", f"{sum(r['configurations'] for r in doc['rows'])} configurations in {total:.1f} s: "
+            f"{doc['configurations_per_s']:.3f} configurations/s, "
+            f"{doc['compiles_per_configuration']:.3f} compiles per configuration; the "
+            f"{doc['grid']} grid ({doc['grid_buckets']} buckets, {doc['grid_configurations']} "
+            f"configurations) estimated at {doc['estimated_grid_seconds'] / 60:.1f} min"
+            + (f" (unsampled kinds at the mean: {', '.join(doc['kinds_unsampled'])})"
+               if doc["kinds_unsampled"] else "") + "."]
+  return lines
+
+
 def main(argv=None) -> int:
   if argv is None:
     argv = sys.argv[1:]
@@ -300,7 +333,22 @@ def main(argv=None) -> int:
                            "rate and print the ratio")
   parser.add_argument("--workers", type=int, default=None, metavar="N",
                       help="time the sample in N worker processes against one process")
+  parser.add_argument("--write-history", metavar="PATH",
+                      help="append the timings, dated, with the commit and the machine, to this "
+                           "markdown file (docs/measurements/atlas-speed.md)")
   args = parser.parse_args(argv)
+  if args.write_history is not None:
+    from benchmarks import history
+    from attndyn.tasks.errors import ConfigError
+    try:
+      history.check_path(args.write_history)
+      if args.workers is not None:
+        raise ConfigError("--write-history records the sample's bucket timings, not --workers' "
+                          "comparison: run the two apart.")
+    except ConfigError as err:
+      print(f"python -m benchmarks.atlas: {err}", file=sys.stderr)
+      return 2
+    load_before = history.load()
   if args.workers is not None:
     return workers(Path(args.out), args.quick, args.buckets, args.workers)
   compiles = []
@@ -365,6 +413,14 @@ def main(argv=None) -> int:
            if doc["kinds_unsampled"] else ""))
   Path(args.out).mkdir(parents=True, exist_ok=True)
   (Path(args.out) / "atlas_bench.json").write_text(json.dumps(doc, indent=1, default=str))
+  if args.write_history is not None:
+    import shlex
+    command = " ".join(["python -m benchmarks.atlas", *map(shlex.quote, argv)])
+    label = (f"benchmarks.atlas, the {doc['grid']} grid's bucket{'s' if len(rows) > 1 else ''} "
+             f"{', '.join(str(r['bucket']) for r in rows)}")
+    history.append(args.write_history, label, command, history_lines(doc), title=HISTORY_TITLE,
+                   generated_by=HISTORY_COMMAND, load_before=load_before)
+    print(f"appended to {args.write_history}")
   return 0
 
 
