@@ -90,8 +90,14 @@ def precision() -> str:
 
 
 def key_of(*parts: Any) -> str:
-  """A digest of ``parts`` (JSON values), this code's revision and the precision."""
-  doc = {"parts": parts, "revision": revision(), "precision": precision()}
+  """A digest of ``parts`` (JSON values), this code's revision (its git commit, and whether
+  tracked files differ from it; outside git, the installed version) and the precision."""
+  from importlib import metadata
+  try:
+    version = metadata.version("attndyn")
+  except metadata.PackageNotFoundError:
+    version = None
+  doc = {"parts": parts, "revision": revision(), "version": version, "precision": precision()}
   text = json.dumps(_encode(doc, {}), sort_keys=True, allow_nan=False)
   return hashlib.sha256(text.encode()).hexdigest()[:32]
 
