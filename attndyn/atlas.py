@@ -53,13 +53,13 @@ __all__ = ["TOLERANCES", "TOLERANCE_SOURCES", "SEN_START_FRACTION", "LEARNED_ACC
            "read_table", "write_curves_file", "write_curves"]
 
 # The tolerances and their sources are the Section 5.1 reproduction's own.
-TOLERANCES = {k: synthetic.FULL[k] for k in
+TOLERANCES = {k: getattr(synthetic.FULL, k) for k in
               ("sen_tolerance", "drift_tolerance", "assumption1_ratio", "ode_tolerance")}
 TOLERANCE_SOURCES = {"sen_tolerance": synthetic.SOURCES["corollary1"],
                      "drift_tolerance": synthetic.SOURCES["drift"],
                      "assumption1_ratio": synthetic.SOURCES["assumption1"],
                      "ode_tolerance": synthetic.SOURCES["ode"]}
-SEN_START_FRACTION = synthetic.FULL["sen_start_fraction"]
+SEN_START_FRACTION = synthetic.FULL.sen_start_fraction
 LEARNED_ACC = 0.995   # the reproduction's test-accuracy row: ≥ 99.5 %
 
 # The paper's text point (lu2021-text-*: m = 20, M = 5000, J = 4 topics of 2 words, d = 15,
