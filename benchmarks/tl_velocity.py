@@ -88,10 +88,10 @@ def time_solve(steps: int) -> dict:
   from attndyn import pipeline
   from attndyn.reproduce.lu2021 import synthetic
   from attndyn.dynamics import reduced_ode as ro
-  inv = synthetic.FULL["invariant"]
+  inv = synthetic.FULL.invariant
   cfg = _preset(precision="float64", train={"steps": steps, "record_every": max(1, steps // 100)},
-                sweep={"seeds": 1}, ode={"kind": "reduced", "rtol": inv["rtol"],
-                                         "atol": inv["atol"], "solver": inv["solver"]})
+                sweep={"seeds": 1}, ode={"kind": "reduced", "rtol": inv.rtol,
+                                         "atol": inv.atol, "solver": inv.solver})
   out = {}
   for form in FORMS:
     with mock.patch.object(ro, "relu_velocity", getattr(ro, form)), \

@@ -50,7 +50,7 @@ def test_lemma2_nontopic_embeddings(example):
   reproduction's tolerance, and holding the non-topic words' embeddings (nothing else) brings
   it within that tolerance."""
   from attndyn.reproduce.lu2021 import synthetic
-  tolerance = synthetic.FULL["ode_tolerance"]
+  tolerance = synthetic.FULL.ode_tolerance
   results = example("lemma2_nontopic_embeddings.py")
   for c in ("tc", "tl"):
     if c in results:

@@ -1,7 +1,10 @@
 """`attndyn reproduce`: the replication table's statistics and verdicts, the exact reformulations
 it trains with, and one tiny end-to-end run of the command."""
+import dataclasses
 import functools
 import json
+import types
+import typing
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +18,7 @@ from attndyn.analysis import ablation as abl
 from attndyn.analysis import replication as rep
 from attndyn.analysis.sen_checks import (curve_error_on_scores, first_passage, windowed_max_error,
                                  windowed_mean_error)
-from attndyn import cli, schema
+from attndyn import cli, schema, settings
 from attndyn.reproduce import PAPERS
 from attndyn.reproduce import report, runner
 from attndyn.dynamics.segmented import run_segments
@@ -327,23 +330,132 @@ def _all_experiments():
   return [m for paper in PAPERS for m in runner.experiment_modules(paper)]
 
 
-@pytest.mark.parametrize("module", _all_experiments(), ids=lambda m: f"{m.__name__.split('.')[-2]}.{m.NAME}")
-def test_every_setting_of_every_experiment_has_a_declared_kind(module):
-  """``KINDS`` names exactly the settings of ``FULL`` and ``QUICK``, and both fit it."""
-  for settings in (module.FULL, module.QUICK):
-    runner.check_settings(module, settings)
-  assert all(kind == runner.RUN_TABLE or kind in schema.SETTING_KINDS for kind in module.KINDS.values())
+_EXPERIMENTS = pytest.mark.parametrize(
+    "module", _all_experiments(), ids=lambda m: f"{m.__name__.split('.')[-2]}.{m.NAME}")
+
+
+_UNIONS = (typing.Union, types.UnionType)
+
+
+def _settings_of(cls, prefix=""):
+  """``(dotted name, annotation)`` of every setting of a settings dataclass, nested tables
+  expanded: read from the annotations here, apart from :mod:`attndyn.settings`."""
+  hints = typing.get_type_hints(cls, include_extras=True)
+  for f in dataclasses.fields(cls):
+    tp = hints[f.name]
+    inner = [a for a in typing.get_args(tp) if a is not type(None)]
+    table = tp if dataclasses.is_dataclass(tp) else inner[0] if (
+        typing.get_origin(tp) in _UNIONS and dataclasses.is_dataclass(inner[0])) else None
+    if table is not None:
+      yield from _settings_of(table, f"{prefix}{f.name}.")
+    else:
+      yield f"{prefix}{f.name}", tp
+
+
+def _values(tp):
+  """For a setting's annotation: ``(path inside it, --set text, the value stored)`` of a value
+  of its kind, and the --set text of a value that is not."""
+  origin, args = typing.get_origin(tp), typing.get_args(tp)
+  if origin in _UNIONS:                                        # Optional[X]: "none" unsets it
+    return ("", "none", None), _values(next(a for a in args if a is not type(None)))[1]
+  if origin is typing.Literal:
+    v = args[-1]
+    return ("", repr(v) if isinstance(v, str) else str(v), v), "'no_such_value'"
+  if origin is tuple:
+    (_, good, value), bad = _values(args[0])
+    return ("", f"[{good}]", (value,)), f"[{bad}]"
+  if tp is bool:
+    return ("", "false", False), "3"
+  if tp is str:
+    return ("", "'x'", "x"), "3"
+  kind = tp.__metadata__[0]
+  if isinstance(kind, tuple):                                  # section(name): a run-schema key
+    key = next(k for k, v in schema.SECTIONS[kind[1]].items() if v == "int")
+    return (f".{key}", "2", 2), "3"
+  return {"count": (("", "2", 2), "0"), "index": (("", "0", 0), "-1"),
+          "number": (("", "0.5", 0.5), "-0.5"),
+          "numbers_by_name": (("", "{a = 1.5}", {"a": 1.5}), "{a = -1}"),
+          "run": ((".train.steps", "7", 7), "3")}[kind]
+
+
+def _at(obj, path: str):
+  for key in path.split("."):
+    obj = obj[key] if isinstance(obj, dict) else getattr(obj, key)
+  return obj
+
+
+@_EXPERIMENTS
+def test_every_experiment_declares_typed_settings(module):
+  """FULL and QUICK are instances of the experiment's frozen ``Settings`` and every field fits
+  its annotation; what the experiment file records (``as_json``) reads back to the same
+  settings; the settings dicts are gone."""
+  assert not hasattr(module, "KINDS") and dataclasses.is_dataclass(module.Settings)
+  assert module.Settings.__dataclass_params__.frozen
+  for s in (module.FULL, module.QUICK):
+    assert type(s) is module.Settings
+    settings.check_fields(s, module.NAME)
+    doc = json.loads(json.dumps(settings.as_json(s)))
+    back = settings.from_json(module.Settings, doc, module.NAME)
+    assert type(back) is module.Settings and settings.as_json(back) == doc
+  assert list(settings.leaves(module.FULL)) == [name for name, _ in _settings_of(module.Settings)]
+
+
+@_EXPERIMENTS
+def test_every_setting_can_be_set_with_a_value_of_its_kind_and_no_other(module):
+  """``--set NAME.KEY=VALUE`` for every setting, with a value made from its annotation: a value
+  of its kind is stored (and nothing else changes); one of another kind is one line naming
+  the setting and what is allowed, before the experiment runs."""
+  before = settings.leaves(module.QUICK)
+  for name, tp in _settings_of(module.Settings):
+    (inside, good, stored), bad = _values(tp)
+    got = settings.replace(module.QUICK, [f"{module.NAME}.{name}{inside}={good}"], module.NAME)
+    assert _at(got, name + inside) == stored, name
+    after = settings.leaves(got)
+    assert [k for k in before if before[k] != after[k]] in ([], [name]), name
+    item = f"{module.NAME}.{name}={bad}"
+    with pytest.raises(ConfigError) as err:
+      runner.settings_for(module, quick=True, items=[item])
+    text = str(err.value)
+    assert f"{module.NAME}.{name} = " in text and "is not allowed" in text \
+        and "\n" not in text, (item, text)
+
+
+@_EXPERIMENTS
+def test_an_unknown_setting_is_named_with_the_closest_one(module):
+  """A misspelt setting (at any depth of the tables) is one line with the one meant."""
+  for name, _ in _settings_of(module.Settings):
+    table, _, key = name.rpartition(".")
+    item = f"{module.NAME}.{name}x=1"
+    with pytest.raises(ConfigError, match=f"{module.NAME}{'.' if table else ''}{table} has no "
+                       f"setting '{key}x'. Did you mean '{key}'") as err:
+      runner.settings_for(module, quick=True, items=[item])
+    assert "\n" not in str(err.value), item
+
+
+@pytest.mark.parametrize("paper", list(PAPERS))
+def test_settings_lists_every_setting_of_every_experiment(paper, tmp_path, capsys, monkeypatch):
+  """``reproduce PAPER --settings`` prints one line per setting (nested tables expanded), in
+  the order the dataclasses declare them, and writes nothing."""
+  monkeypatch.chdir(tmp_path)
+  assert cli.main(["reproduce", paper, "--settings"]) == 0
+  names = [line.split("  ")[0] for line in capsys.readouterr().out.splitlines()]
+  assert names == [f"{m.NAME}.{name}" for m in runner.experiment_modules(paper)
+                   for name, _ in _settings_of(m.Settings)]
+  assert list(tmp_path.iterdir()) == []
 
 
 def test_a_setting_missing_or_of_the_wrong_kind_in_the_defaults_is_named():
-  """A default that does not fit its declared kind is found before anything runs."""
+  """A default that does not fit its declared kind is found before anything runs; a recorded
+  settings table with a setting missing or unknown is named."""
   theorem2 = next(m for m in runner.experiment_modules("lu2021") if m.NAME == "theorem2")
   with pytest.raises(ConfigError, match="theorem2.loss_at_most = -1 is not allowed: a finite number >= 0"):
-    runner.check_settings(theorem2, {**theorem2.QUICK, "loss_at_most": -1})
+    settings.check_fields(dataclasses.replace(theorem2.QUICK, loss_at_most=-1), "theorem2")
+  doc = settings.as_json(theorem2.QUICK)
   with pytest.raises(ConfigError, match="theorem2 lacks the settings checkpoints"):
-    runner.check_settings(theorem2, {k: v for k, v in theorem2.QUICK.items() if k != "checkpoints"})
+    settings.from_json(theorem2.Settings, {k: v for k, v in doc.items() if k != "checkpoints"},
+                       "theorem2")
   with pytest.raises(ConfigError, match="theorem2 has no setting 'segment'"):
-    runner.check_settings(theorem2, {**theorem2.QUICK, "segment": 3})
+    settings.from_json(theorem2.Settings, {**doc, "segment": 3}, "theorem2")
 
 
 def test_settings_lists_every_setting_with_its_kind_and_writes_nothing(tmp_path, capsys, monkeypatch):
@@ -352,9 +464,10 @@ def test_settings_lists_every_setting_with_its_kind_and_writes_nothing(tmp_path,
                    "--set", "theorem2.loss_at_most=0.5"]) == 0
   lines = capsys.readouterr().out.splitlines()
   theorem2 = next(m for m in runner.experiment_modules("lu2021") if m.NAME == "theorem2")
-  assert len(lines) == len(theorem2.KINDS)
-  assert "theorem2.checkpoints  counts  quick=[1000, 3000, 5000]  full=[5000, 20000, 50000]" in lines
-  assert "theorem2.loss_at_most  number  quick=0.5  full=0.5" in lines
+  assert len(lines) == len(settings.leaves(theorem2.FULL)) == 4
+  assert ("theorem2.checkpoints  a list of integers >= 1  quick=[1000, 3000, 5000]  "
+          "full=[5000, 20000, 50000]") in lines
+  assert "theorem2.loss_at_most  a finite number >= 0  quick=0.5  full=0.5" in lines
   assert list(tmp_path.iterdir()) == []
   assert cli.main(["reproduce", "lu2021", "--quick"]) == 2
   assert "--out DIR is required" in capsys.readouterr().err

@@ -131,17 +131,20 @@ def test_a_group_resumes_under_settings_that_only_choose_groups_or_judge_them():
   """The segment checkpoint's settings hold what decides a group's training and nothing else:
   adding a dataset, a padding or a variant, or changing a tolerance, keeps a finished group's
   segments; changing its training does not."""
+  import dataclasses
+  from attndyn import settings
   from attndyn.reproduce.lu2021 import sst as experiment
   s = experiment.FULL
   key = lambda s, variants=("fc", "fc_orthonormal"): experiment.segment_settings(
-      s, variants, s["max_steps"]["sst2"], "sst2 masked")
-  for change in ({"datasets": ["sst2"]}, {"paddings": ["masked"]}, {"variants": ["fc"]},
-                 {"max_steps": {**s["max_steps"], "sst5": 10}}, {"tolerance": 1.0},
-                 {"top_words": 5}, {"sen_ok": 0.5}, {"fig4_words": 1}):
-    assert key({**s, **change}) == key(s), change
-  assert set(s) == set(experiment.TRAINING) | {"datasets", "paddings", "variants", "max_steps",
-                                               "tolerance", "top_words", "sen_ok", "fig4_words"}
-  for change in ({"lr": 0.05}, {"seeds": 2}, {"patience": 5}, {"segment": 100},
-                 {"model": {**s["model"], "embed_std": 1e-2}}, {"max_steps": {"sst2": 10}}):
-    assert key({**s, **change}) != key(s), change
+      s, variants, s.max_steps.sst2, "sst2 masked")
+  changed = lambda item: settings.replace(s, [f"sst.{item}"], "sst")
+  for item in ("datasets=['sst2']", "paddings=['masked']", "variants=['fc']", "max_steps.sst5=10",
+               "tolerance=1.0", "top_words=5", "sen_ok=0.5", "fig4_words=1"):
+    assert changed(item) != s and key(changed(item)) == key(s), item
+  assert {f.name for f in dataclasses.fields(s)} == set(experiment.TRAINING) | {
+      "datasets", "paddings", "variants", "max_steps", "tolerance", "top_words", "sen_ok",
+      "fig4_words"}
+  for item in ("lr=0.05", "seeds=2", "patience=5", "segment=100", "model.embed_std=1e-2",
+               "max_steps.sst2=10"):
+    assert key(changed(item)) != key(s), item
   assert key(s, ("fc",)) != key(s)

@@ -12,6 +12,7 @@ seeds' engine initialisation, moved, with :func:`dynamics.make_auto_train`
 (the same fast path) as an :func:`attndyn.reproduce.engine.sweep` over the seeds
 (checkpoints under ``DIR/runs/ablation-tc-dim`` and ``ablation-tc-kf-dim``).
 """
+import dataclasses
 import math
 
 import jax
@@ -21,6 +22,7 @@ import numpy as np
 from attndyn import analysis
 from attndyn import dynamics
 from attndyn import models
+from attndyn import settings
 from attndyn.analysis import ablation as abl
 from attndyn.analysis import lu2021_figures as figs
 from attndyn.analysis import replication as rep
@@ -28,22 +30,44 @@ from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 
-__all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "PAPER_STEPS", "FIG3_REF", "DIM_REF",
+__all__ = ["NAME", "TITLE", "Settings", "FULL", "QUICK", "PAPER_STEPS", "FIG3_REF", "DIM_REF",
            "SOURCES", "at_step", "STANDARD", "DIMINUTION", "validate", "run"]
 
 NAME = "ablation"
 TITLE = "Fig 3: mutual enhancement (TC vs KF vs EF, σ²/d = 0.1) and a constructed mutual diminution"
-# What the runs change in the lu2021-text-tc preset (validated by the run schema;
-# `--set ablation.run.train.steps=60000` etc.); the paper's settings live in the preset.
-FULL = {"run": {"model": {"embed_std": math.sqrt(0.1)}, "sweep": {"seeds": 5},
-                "train": {"steps": 60000, "record_every": 20}, "ode": {"kind": "none"}},
-        "word": 0, "alpha": 1.0, "converged_fraction": 0.01, "plot_steps": 3000,
-        "diminution_plot_steps": 1500}
-QUICK = {**FULL, "run": {**FULL["run"], "sweep": {"seeds": 3},
-                         "train": {"steps": 3000, "record_every": 25}}}
-# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
-KINDS = {"run": "run", "word": "index", "alpha": "number", "converged_fraction": "number",
-         "plot_steps": "count", "diminution_plot_steps": "count"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The experiment's settings (``--set ablation.KEY=VALUE``).
+
+  Attributes:
+    run: what the runs change in the lu2021-text-tc preset (any key, checked by the run
+      schema: ``--set ablation.run.train.steps=60000`` etc.); the paper's settings live in
+      the preset.
+    word: the topic word whose score and norm Fig 3 follows (and whose embedding the
+      diminution start moves).
+    alpha: how far the diminution start moves that word's embedding (Eq (8)'s projection
+      becomes −alpha).
+    converged_fraction: TC counts as converged at the first recorded epoch with loss at most
+      this fraction of its initial loss.
+    plot_steps, diminution_plot_steps: the epochs Fig 3's standard and diminution panels show
+      (the latter also bound the rate crossover's window).
+  """
+  run: settings.RunTable
+  word: settings.Index
+  alpha: settings.Number
+  converged_fraction: settings.Number
+  plot_steps: settings.Count
+  diminution_plot_steps: settings.Count
+
+
+FULL = Settings(run={"model": {"embed_std": math.sqrt(0.1)}, "sweep": {"seeds": 5},
+                     "train": {"steps": 60000, "record_every": 20}, "ode": {"kind": "none"}},
+                word=0, alpha=1.0, converged_fraction=0.01, plot_steps=3000,
+                diminution_plot_steps=1500)
+QUICK = dataclasses.replace(FULL, run={**FULL.run, "sweep": {"seeds": 3},
+                                       "train": {"steps": 3000, "record_every": 25}})
 PAPER_STEPS = 60000   # KF and EF need this long to reach 100% test accuracy
 # Sec 5.1's paragraphs are named by their first words (the paper text has no page breaks).
 FIG3_REF = "Sec 5.1, ¶ “The first three graphs of Fig 3…”"
@@ -76,20 +100,20 @@ STANDARD = {"TC": [], "TC-KF": ["keys"], "TC-EF": ["embeddings"]}
 DIMINUTION = {"TC (diminution start)": [], "TC-KF (diminution start)": ["keys"]}
 
 
-def _run_config(s: dict, freeze: list) -> dict:
-  """The ``attndyn run`` config of one variant: the lu2021-text-tc preset, ``s["run"]``, ``freeze``."""
-  raw = common.text_run("tc", engine.deep_update(s["run"], {"model": {"freeze": list(freeze)}}))
+def _run_config(s: Settings, freeze: list) -> dict:
+  """The ``attndyn run`` config of one variant: the lu2021-text-tc preset, ``s.run``, ``freeze``."""
+  raw = common.text_run("tc", engine.deep_update(s.run, {"model": {"freeze": list(freeze)}}))
   engine.validate(raw, f"{NAME} run")
   return raw
 
 
-def validate(s: dict) -> None:
+def validate(s: Settings) -> None:
   """Every variant's run config is valid (called before anything runs)."""
   for freeze in STANDARD.values():
     _run_config(s, freeze)
 
 
-def _from_diminution_start(ctx, name: str, s: dict, freeze: list) -> dict:
+def _from_diminution_start(ctx, name: str, s: Settings, freeze: list) -> dict:
   """GD of every seed from its diminution start, frozen groups ``freeze``: observables, Eq (8).
 
   Not an ``attndyn run`` config (the engine draws its own start), so an ``engine.sweep``
@@ -102,23 +126,23 @@ def _from_diminution_start(ctx, name: str, s: dict, freeze: list) -> dict:
   loss_fn = models.make_loss(apply)
   choice = dynamics.make_auto_train(loss_fn, data.train, analysis.topic_observables(apply, data),
                                     cfg.train, cfg.model.trainable(), model_cfg=cfg.model)
-  dtype, word = jnp.dtype(cfg.precision), s["word"]
+  dtype, word = jnp.dtype(cfg.precision), s.word
 
   def one(seed):
     key = jax.random.PRNGKey(seed)
     p0 = models.lu.init(key, cfg.model, dtype)          # the engine's initialisation of `seed`
-    p_dim = abl.diminution_init(loss_fn, p0, data, word, s["alpha"])
+    p_dim = abl.diminution_init(loss_fn, p0, data, word, s.alpha)
     return {"obs": choice.train(p_dim, key).observables,
             "eq8": abl.eq8_projection(loss_fn, p_dim, data, word),
             "eq8_standard": abl.eq8_projection(loss_fn, p0, data, word)}
 
   seeds = np.asarray([p["seed"] for p in cfg.sweep.points()], np.uint32)
-  return engine.sweep(ctx, name, one, seeds, {"run": raw, "word": word, "alpha": s["alpha"]},
+  return engine.sweep(ctx, name, one, seeds, {"run": raw, "word": word, "alpha": s.alpha},
                       what="seeds")
 
 
 def run(ctx, s) -> Outcome:
-  word = s["word"]
+  word = s.word
   obs, eq8, steps, n = {}, {}, None, None
   for v, freeze in STANDARD.items():
     result = engine.run(ctx, f"{NAME}-{v.lower()}", _run_config(s, freeze), figures=False)
@@ -137,7 +161,7 @@ def run(ctx, s) -> Outcome:
   score = {v: obs[v]["score"][..., word] for v in names}
   norm = {v: obs[v]["emb_norm"][..., word] for v in names}
 
-  t_conv = abl.first_step_at_or_below(steps, loss["TC"], s["converged_fraction"] * loss["TC"][:, :1][:, 0])
+  t_conv = abl.first_step_at_or_below(steps, loss["TC"], s.converged_fraction * loss["TC"][:, :1][:, 0])
   below_kf = abl.fraction_below(steps, loss["TC"], loss["TC-KF"], t_conv)
   below_ef = abl.fraction_below(steps, loss["TC"], loss["TC-EF"], t_conv)
   q = ctx.quick
@@ -161,7 +185,7 @@ def run(ctx, s) -> Outcome:
     ]
 
   conv_note = (f"TC counts as converged at the first recorded epoch with loss ≤ "
-               f"{s['converged_fraction']:g} × its initial loss")
+               f"{s.converged_fraction:g} × its initial loss")
   claims = [
       rep.claim(f"{NAME}.tc_converged_at", "epoch at which Attn-TC converges", paper="≈ 1K",
                 paper_ref=FIG3_REF,
@@ -195,7 +219,7 @@ def run(ctx, s) -> Outcome:
   live = steps > 0
   dips = np.min(np.where(live, score[dim], np.inf), -1) < 0
   recovers = score[dim][:, -1] > 0
-  window = steps <= s["diminution_plot_steps"]
+  window = steps <= s.diminution_plot_steps
   crossover = abl.rate_crossover(steps[window], norm[dim][:, window], norm[dim_kf][:, window])
   claims += [
       rep.claim(f"{NAME}.diminution_predicted", f"Eq (8) at the constructed start: "
@@ -218,8 +242,8 @@ def run(ctx, s) -> Outcome:
   ]
 
   sigma2, lr = result.config.model.embed_std ** 2, result.config.train.lr
-  cut = steps <= s["plot_steps"]
-  cut_dim = steps <= s["diminution_plot_steps"]
+  cut = steps <= s.plot_steps
+  cut_dim = steps <= s.diminution_plot_steps
   x, xd = steps[cut], steps[cut_dim]
   figs.curve_panels([
       {"title": f"score of topic word {word}", "ylabel": "$s_t$",
@@ -238,7 +262,7 @@ def run(ctx, s) -> Outcome:
            f"the variants of a seed share its init (TC, KF, EF: runs/ablation-*; the diminution "
            f"starts: dynamics.make_auto_train from the same init, moved). {conv_note}.",
            f"Diminution start: topic word {word}'s embedding shifted along its initial direction "
-           f"of motion u so that (v_t − ⟨v̄(χ∖t)⟩)·u = −{s['alpha']:g} (Eq (8) negative)."]
+           f"of motion u so that (v_t − ⟨v̄(χ∖t)⟩)·u = −{s.alpha:g} (Eq (8) negative)."]
   details = {"notes": notes, "tc_converged_at": t_conv, "fraction_below_kf": below_kf,
              "fraction_below_ef": below_ef, "eq8": {v: eq8[v] for v in (dim, "TC")}}
   return Outcome(claims, ["fig3_ablation.png"], details)

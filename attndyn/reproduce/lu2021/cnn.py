@@ -13,6 +13,9 @@ centred embedding norm over the recorded epochs (1 when the norm rises
 whenever the score does), averaged over the topic pairs. Eq (10)'s exact curve
 is reported only: its m is the word model's, not derived for pairs.
 """
+import dataclasses
+from typing import Optional
+
 import jax
 import numpy as np
 from scipy import stats
@@ -25,32 +28,77 @@ from attndyn.analysis import pairs
 from attndyn.analysis import replication as rep
 from attndyn.analysis.assumption1 import change_ratio
 from attndyn.analysis.sen_checks import windowed_max_error
-from attndyn import schema
+from attndyn import schema, settings
 from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 
-__all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "SOURCES", "PAPER_REF", "sen_kendall_tau",
-           "validate", "run"]
+__all__ = ["NAME", "TITLE", "Task", "Model", "Settings", "FULL", "QUICK", "SOURCES", "PAPER_REF",
+           "sen_kendall_tau", "validate", "run"]
 
 NAME = "cnn"
 TITLE = "Appendix A / Figs 8-9: Attn-TC-CNN on the Markov word-pair task"
-FULL = {"task": {"n_words": 200, "n_topics": 2, "pairs_per_topic": 2, "sentence_length": 10,
-                 "n_train": 4000, "n_test": 1000},
-        "model": {"embed_dim": 15, "key_dim": 15, "embed_std": 1e-3, "key_std": 0.0,
-                  "query_std": 1.0, "query_norm": 1.0},
-        "lr": 0.1, "steps": 3000, "record_every": 30, "runs": 10, "min_test_acc": 99.0,
-        "chunk": 0,   # runs per compiled call and checkpoint (0: all at once)
-        "assumption1_ratio": 0.01, "sen_tau_at_least": 0.9}
-QUICK = {**FULL, "task": {**FULL["task"], "n_train": 1000, "n_test": 500}, "steps": 600,
-         "record_every": 20, "runs": 4}
-# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
-KINDS = {**schema.run_kinds("model", FULL["model"]), "task.n_words": "count",
-         "task.n_topics": "count", "task.pairs_per_topic": "count", "task.sentence_length": "count",
-         "task.n_train": "count", "task.n_test": "count", "lr": "number", "steps": "count",
-         "record_every": "count", "runs": "count", "min_test_acc": "number", "chunk": "index",
-         "assumption1_ratio": "number", "sen_tau_at_least": "number"}
 
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+  """The Markov word-pair task (:class:`tasks.MarkovPairsConfig`, whose fields these are)."""
+  n_words: settings.Count
+  n_topics: settings.Count
+  pairs_per_topic: settings.Count
+  sentence_length: settings.Count
+  n_train: settings.Count
+  n_test: settings.Count
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+  """Attn-TC-CNN's sizes and initial scales (:class:`models.CNNAttentionConfig`'s fields of the
+  same names; the classifier is TC). Its own table, not ``settings.section("model")``: the run
+  schema's model section has keys the CNN model does not take (``normaliser``) or that the
+  experiment sets itself (``classifier``)."""
+  embed_dim: settings.Count
+  key_dim: settings.Count
+  embed_std: settings.Number
+  key_std: settings.Number
+  query_std: settings.Number
+  query_norm: Optional[settings.Number]
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The experiment's settings (``--set cnn.KEY=VALUE``).
+
+  Attributes:
+    task: the task's sizes (every run draws its own task from its seed).
+    model: the model's sizes and initial scales.
+    lr, steps, record_every: full-batch gradient descent.
+    runs: the runs (task and init seeds ``0..runs-1``), one vmapped sweep.
+    min_test_acc: the test accuracy (%) the runs are judged against.
+    chunk: runs per compiled call and checkpoint (0: all at once).
+    assumption1_ratio: the bound on the non-topic pairs' change relative to the topic pairs'.
+    sen_tau_at_least: the Kendall τ the score-norm relation is judged against.
+  """
+  task: Task
+  model: Model
+  lr: settings.Number
+  steps: settings.Count
+  record_every: settings.Count
+  runs: settings.Count
+  min_test_acc: settings.Number
+  chunk: settings.Index
+  assumption1_ratio: settings.Number
+  sen_tau_at_least: settings.Number
+
+
+FULL = Settings(task=Task(n_words=200, n_topics=2, pairs_per_topic=2, sentence_length=10,
+                          n_train=4000, n_test=1000),
+                model=Model(embed_dim=15, key_dim=15, embed_std=1e-3, key_std=0.0,
+                            query_std=1.0, query_norm=1.0),
+                lr=0.1, steps=3000, record_every=30, runs=10, min_test_acc=99.0, chunk=0,
+                assumption1_ratio=0.01, sen_tau_at_least=0.9)
+QUICK = dataclasses.replace(FULL, task=dataclasses.replace(FULL.task, n_train=1000, n_test=500),
+                            steps=600, record_every=20, runs=4)
 
 # App. A's paragraphs are named by their first words (the paper text has no page breaks).
 SOURCES = {
@@ -102,20 +150,20 @@ def sen_kendall_tau(score: np.ndarray, norm: np.ndarray) -> np.ndarray:
   return out
 
 
-def _configs(s: dict):
+def _configs(s: Settings):
   """``(task, model, train)`` configs of the settings; a bad value names its setting."""
   with schema.at(f"{NAME}.task"):
-    task_cfg = tasks.MarkovPairsConfig(**s["task"])
+    task_cfg = tasks.MarkovPairsConfig(**dataclasses.asdict(s.task))
   with schema.at(f"{NAME}.model"):
     cfg = models.CNNAttentionConfig(n_words=task_cfg.n_words, n_classes=task_cfg.n_topics,
-                                    classifier="tc", **s["model"])
+                                    classifier="tc", **dataclasses.asdict(s.model))
   with schema.at(NAME):
-    train_cfg = dynamics.TrainConfig(lr=s["lr"], steps=s["steps"],
-                                     record_every=s["record_every"])
+    train_cfg = dynamics.TrainConfig(lr=s.lr, steps=s.steps,
+                                     record_every=s.record_every)
   return task_cfg, cfg, train_cfg
 
 
-def validate(s: dict) -> None:
+def validate(s: Settings) -> None:
   """The settings make valid configs (called before anything runs)."""
   _configs(s)
 
@@ -143,29 +191,29 @@ def run(ctx, s) -> Outcome:
     return {"obs": traj.observables, "pair_score": ds, "pair_norm": dn, "nontopic": mask,
             "shares_word": mask & pairs.shares_topic_word(data.pairs, task_cfg.n_words)}
 
-  ctx.log(f"{NAME}: Attn-TC-CNN x {s['runs']} runs, {s['steps']} epochs")
+  ctx.log(f"{NAME}: Attn-TC-CNN x {s.runs} runs, {s.steps} epochs")
   # Not an `attndyn run` config (another model, a per-seed Markov-pair dataset): the engine's
   # checkpointed sweep (runs/cnn, --resume) with generic autodiff GD.
-  out = engine.sweep(ctx, NAME, one, {"seed": common.seeds(s["runs"])}, s,
-                     chunk_size=s.get("chunk") or None, what="runs")
+  out = engine.sweep(ctx, NAME, one, {"seed": common.seeds(s.runs)}, settings.as_json(s),
+                     chunk_size=s.chunk or None, what="runs")
   obs = out["obs"]
   steps = np.asarray(train_cfg.record_steps())
   m = task_cfg.n_steps - 1   # word pairs per sentence minus the topic pair
-  nontopic = out["nontopic"].reshape(s["runs"], -1)
-  ns = out["pair_score"].reshape(s["runs"], -1)
-  nn = out["pair_norm"].reshape(s["runs"], -1)
+  nontopic = out["nontopic"].reshape(s.runs, -1)
+  ns = out["pair_score"].reshape(s.runs, -1)
+  nn = out["pair_norm"].reshape(s.runs, -1)
   n_nt = nontopic.sum(-1)[0]
-  nt_score = ns[nontopic].reshape(s["runs"], n_nt)
-  nt_norm = nn[nontopic].reshape(s["runs"], n_nt)
+  nt_score = ns[nontopic].reshape(s.runs, n_nt)
+  nt_norm = nn[nontopic].reshape(s.runs, n_nt)
   top_score, top_norm = obs["score"][:, -1], obs["emb_norm"][:, -1]
   # The same ratios over the non-topic pairs that share a word with a topic pair (their CNN
   # output mixes in a topic word's moving embedding or key) and over those that do not; how
   # many share one differs between runs, so per run.
-  shares = out["shares_word"].reshape(s["runs"], -1)
+  shares = out["shares_word"].reshape(s.runs, -1)
   disjoint = nontopic & ~shares
   split = {
       part: {key: np.array([change_ratio(values[r][sel[r]][None], top[r][None])[0]
-                            for r in range(s["runs"])])
+                            for r in range(s.runs)])
              for key, values, top in (("score", ns, top_score), ("norm", nn, top_norm))}
       for part, sel in (("shared", shares), ("disjoint", disjoint))}
   share_note = (f"non-topic pairs sharing a word with a topic pair per run: "
@@ -173,15 +221,15 @@ def run(ctx, s) -> Outcome:
   acc = 100 * obs["test_acc"][:, -1]
   sen_err = windowed_max_error(steps, obs["score"], obs["emb_norm"], m)
   sen_tau = sen_kendall_tau(np.asarray(obs["score"]), np.asarray(obs["emb_norm"]))
-  bound = s["assumption1_ratio"]
+  bound = s.assumption1_ratio
   q = ctx.quick
   claims = [
-      rep.claim(f"{NAME}.test_acc", f"Attn-TC-CNN test accuracy after {s['steps']} epochs",
+      rep.claim(f"{NAME}.test_acc", f"Attn-TC-CNN test accuracy after {s.steps} epochs",
                 paper=99.89, paper_ref=PAPER_REF["test_acc"], ours=rep.mean_ci(acc), unit="%",
                 figure="App. A", tolerance=rep.Tolerance(
-                    "at_least", s["min_test_acc"], f"≥ {s['min_test_acc']:g} %",
+                    "at_least", s.min_test_acc, f"≥ {s.min_test_acc:g} %",
                     source=SOURCES["test_acc"]),
-                quick=q, comparable=s["steps"] >= 3000 and task_cfg.n_train >= 4000),
+                quick=q, comparable=s.steps >= 3000 and task_cfg.n_train >= 4000),
       rep.claim(f"{NAME}.assumption1_score", "centred pair scores: mean |Δs| of non-topic pairs / "
                 "mean Δs of topic pairs", paper="nearly unchanged (Fig 8)",
                 ours=rep.mean_ci(change_ratio(nt_score, top_score)), figure="Fig 8",
@@ -209,8 +257,8 @@ def run(ctx, s) -> Outcome:
                 "centred ‖q‖‖Δμ‖ over the recorded epochs (mean over topic pairs, per run)",
                 paper="positive SEN relation holds (Fig 9)", paper_ref=PAPER_REF["sen"],
                 ours=rep.mean_ci(sen_tau), figure="Fig 9", quick=q,
-                tolerance=rep.Tolerance("at_least", s["sen_tau_at_least"],
-                                        f"≥ {s['sen_tau_at_least']:g}", source=SOURCES["sen_tau"]),
+                tolerance=rep.Tolerance("at_least", s.sen_tau_at_least,
+                                        f"≥ {s.sen_tau_at_least:g}", source=SOURCES["sen_tau"]),
                 note="1 = the norm rises whenever the score does"),
       rep.claim(f"{NAME}.sen_error", f"max relative deviation of the centred topic-pair SEN from "
                 f"Eq (10) (m = {m}) after the first 10% of training", paper="positive SEN relation "
@@ -223,15 +271,15 @@ def run(ctx, s) -> Outcome:
       "non-topic pair ‖q‖‖Δμ‖": {"Attn-TC-CNN": nt_norm},
       "topic pair ‖q‖‖Δμ‖": {"Attn-TC-CNN": top_norm},
   }, ctx.path("fig8_cnn_distributions.png"),
-      title=f"Fig 8: centred pair scores and embedding norms, {s['runs']} runs (95% CI)")
+      title=f"Fig 8: centred pair scores and embedding norms, {s.runs} runs (95% CI)")
   figs.sen_panels({"topic pair 0 (centred)": (obs["score"][..., 0], obs["emb_norm"][..., 0], m)},
                   ctx.path("fig9_cnn_sen.png"), title=f"Fig 9: SEN of a topic word pair, "
-                  f"{s['runs']} runs", xlabel="$s - s(0)$", ylabel="$\\|q\\|\\,\\|\\mu - \\mu(0)\\|$")
+                  f"{s.runs} runs", xlabel="$s - s(0)$", ylabel="$\\|q\\|\\,\\|\\mu - \\mu(0)\\|$")
   notes = [f"V = {task_cfg.n_words}, {task_cfg.n_topics} topics × {task_cfg.pairs_per_topic} "
            f"topic pairs, length {task_cfg.sentence_length}, {task_cfg.n_train}/{task_cfg.n_test} "
-           f"sentences; d = d' = 15, embedding std {s['model']['embed_std']:g}, keys 0, unit "
-           f"fixed query, conv init as PyTorch's; GD lr {s['lr']} × {s['steps']} epochs; "
-           f"{s['runs']} runs (task and init seeds 0..{s['runs'] - 1}) vmapped.",
+           f"sentences; d = d' = 15, embedding std {s.model.embed_std:g}, keys 0, unit "
+           f"fixed query, conv init as PyTorch's; GD lr {s.lr} × {s.steps} epochs; "
+           f"{s.runs} runs (task and init seeds 0..{s.runs - 1}) vmapped.",
            f"Final training loss {np.mean(obs['loss'][:, -1]):.3g}; per-run test accuracy "
            + ", ".join(f"{a:.2f}" for a in acc) + "."]
   return Outcome(claims, ["fig8_cnn_distributions.png", "fig9_cnn_sen.png"], {"notes": notes})

@@ -18,8 +18,10 @@ seeds another. Each seed stops on its own
 have stopped (:func:`dynamics.segmented.run_segments`), and test accuracy is
 taken at each seed's best dev-loss parameters.
 """
+import dataclasses
 import math
 import time
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -33,7 +35,7 @@ from attndyn.analysis import lu2021_figures as figs
 from attndyn.analysis import replication as rep
 from attndyn.analysis import sst_words
 from attndyn.analysis.sen_checks import relative_error
-from attndyn import schema
+from attndyn import schema, settings
 from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
@@ -41,7 +43,8 @@ from attndyn.dynamics import segmented as dynamics_segmented
 from attndyn.models import lu_fc_reduced as fc_reduced
 from attndyn.models.lu_linear import apply_linear
 
-__all__ = ["NAME", "TITLE", "PAPER_ACC", "VARIANTS", "LABELS", "FULL", "QUICK", "KINDS", "WATCH",
+__all__ = ["NAME", "TITLE", "PAPER_ACC", "VARIANTS", "LABELS", "Model", "MaxSteps", "Settings",
+           "FULL", "QUICK", "WATCH",
            "PAPER_REF", "SOURCES", "load", "TRAINING", "segment_settings", "train_config",
            "top_sen_fraction", "run"]
 
@@ -54,23 +57,77 @@ VARIANTS = {"fc": ("randn_unit_diag", 0.0), "fc_orthonormal": ("orthonormal", 0.
             "tc": (None, 1.0)}
 LABELS = {"fc": "Attn-FC (authors' U)", "fc_orthonormal": "Attn-FC (orthonormal U)",
           "tc": "Attn-TC"}
-FULL = {"datasets": ["sst2", "sst5"], "paddings": ["masked", "pad_word"],
-        "variants": ["fc", "fc_orthonormal", "tc"],
-        "model": {"embed_dim": 200, "key_dim": 10, "embed_std": 1e-3, "key_std": 0.0,
-                  "query_std": 0.3},
-        "lr": 0.1, "max_steps": {"sst2": 30000, "sst5": 40000}, "record_every": 200,
-        "eval_every": 10, "patience": 10, "segment": 2000, "seeds": 3, "max_sentences": 0,
-        "tolerance": 3.0,
-        "top_words": 50, "sen_ok": 0.25, "fig4_words": 2}
-QUICK = {**FULL, "paddings": ["masked"], "variants": ["fc", "tc"],
-         "max_steps": {"sst2": 300, "sst5": 300}, "record_every": 20, "segment": 300, "seeds": 1}
-# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
-KINDS = {"datasets": "strs", "paddings": "strs", "variants": "strs", "model.embed_dim": "count",
-         "model.key_dim": "count", "model.embed_std": "number", "model.key_std": "number",
-         "model.query_std": "number", "lr": "number", "max_steps.sst2": "count",
-         "max_steps.sst5": "count", "record_every": "count", "eval_every": "count",
-         "patience": "count", "segment": "count", "seeds": "count", "max_sentences": "index",
-         "tolerance": "number", "top_words": "count", "sen_ok": "number", "fig4_words": "count"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+  """The Lu model's sizes and initial scales (:class:`models.LuModelConfig`'s fields of the
+  same names; vocabulary and classes come from the data)."""
+  embed_dim: settings.Count
+  key_dim: settings.Count
+  embed_std: settings.Number
+  key_std: settings.Number
+  query_std: settings.Number
+
+
+@dataclasses.dataclass(frozen=True)
+class MaxSteps(settings.Table):
+  """The most epochs a run of each dataset trains (early stopping usually ends it sooner)."""
+  sst2: settings.Count
+  sst5: settings.Count
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The experiment's settings (``--set sst.KEY=VALUE``).
+
+  Attributes:
+    datasets: the SST variants trained (SST-2 drops the neutral sentences).
+    paddings: ``masked`` (score −∞, the paper's text) and/or ``pad_word`` (the authors'
+      code's unmasked ``<pad>`` word).
+    variants: the classifiers trained (:data:`VARIANTS`).
+    model: the model's sizes and initial scales.
+    lr: full-batch gradient descent's learning rate.
+    max_steps: the most epochs per dataset.
+    record_every: epochs between records.
+    eval_every, patience: the dev loss is evaluated every ``eval_every`` epochs and a run
+      stops after ``patience`` evaluations without improvement.
+    segment: epochs per compiled segment (and per checkpoint).
+    seeds: seeds per variant.
+    max_sentences: keep only the first that many sentences of every split (0: all; tests).
+    tolerance: the test accuracy is judged at the paper's minus this many points.
+    top_words: the top-scored words whose SEN is checked.
+    sen_ok: a word's ‖v‖ within this relative error of Eq (10) counts as following it.
+    fig4_words: the words per panel group of Fig 4.
+  """
+  datasets: tuple[Literal["sst2", "sst5"], ...]
+  paddings: tuple[Literal["masked", "pad_word"], ...]
+  variants: tuple[Literal[tuple(VARIANTS)], ...]
+  model: Model
+  lr: settings.Number
+  max_steps: MaxSteps
+  record_every: settings.Count
+  eval_every: settings.Count
+  patience: settings.Count
+  segment: settings.Count
+  seeds: settings.Count
+  max_sentences: settings.Index
+  tolerance: settings.Number
+  top_words: settings.Count
+  sen_ok: settings.Number
+  fig4_words: settings.Count
+
+
+FULL = Settings(datasets=("sst2", "sst5"), paddings=("masked", "pad_word"),
+                variants=("fc", "fc_orthonormal", "tc"),
+                model=Model(embed_dim=200, key_dim=10, embed_std=1e-3, key_std=0.0,
+                            query_std=0.3),
+                lr=0.1, max_steps=MaxSteps(sst2=30000, sst5=40000), record_every=200,
+                eval_every=10, patience=10, segment=2000, seeds=3, max_sentences=0,
+                tolerance=3.0, top_words=50, sen_ok=0.25, fig4_words=2)
+QUICK = dataclasses.replace(FULL, paddings=("masked",), variants=("fc", "tc"),
+                            max_steps=MaxSteps(sst2=300, sst5=300), record_every=20, segment=300,
+                            seeds=1)
 WATCH = ("best", "powerful")
 PAPER_REF = "Sec 5.2 ¶2"   # "reached 76.68% and 79.59% test accuracy on SST2 and 38.49% and 40.53% on SST5"
 SOURCES = {
@@ -109,25 +166,25 @@ TRAINING = ("model", "lr", "record_every", "eval_every", "patience", "segment", 
             "max_sentences")
 
 
-def segment_settings(s: dict, variants, steps: int, label: str) -> dict:
+def segment_settings(s: Settings, variants, steps: int, label: str) -> dict:
   """What decides one group's segments: :data:`TRAINING`, its variants, epochs and data label."""
-  return {"training": {k: s[k] for k in TRAINING}, "variants": list(variants), "steps": steps,
-          "label": label}
+  return {"training": {k: settings.as_json(getattr(s, k)) for k in TRAINING},
+          "variants": list(variants), "steps": steps, "label": label}
 
 
-def _group(ctx, s: dict, data, b: dict, variants, steps: int, label: str) -> dict:
+def _group(ctx, s: Settings, data, b: dict, variants, steps: int, label: str) -> dict:
   """Train the runs of some variants × seeds in segments; data are arguments, not constants.
 
   FC variants train the exact ``P = E U`` reduction (:mod:`models.lu_fc_reduced`),
   TC the full model projected through ``U`` (:func:`models.lu_linear.apply_linear`).
   """
   fc = VARIANTS[variants[0]][0] is not None
-  base = dict(n_words=data.n_words, n_classes=data.n_classes, **s["model"])
+  base = dict(n_words=data.n_words, n_classes=data.n_classes, **dataclasses.asdict(s.model))
   with schema.at(f"{NAME}.model"):
     cfgs = [models.LuModelConfig(classifier="fc" if fc else "tc",
                                  fc_init=VARIANTS[v][0] or "orthonormal", **base) for v in variants]
-  seed = np.tile(common.seeds(s["seeds"]), len(variants))
-  which = np.repeat(np.arange(len(variants)), s["seeds"])
+  seed = np.tile(common.seeds(s.seeds), len(variants))
+  which = np.repeat(np.arange(len(variants)), s.seeds)
   full0 = [common.init_seeds(jnp.asarray(seed), c, jnp.float32) for c in cfgs]
   full0 = jax.tree.map(lambda *xs: jnp.stack(xs)[which, np.arange(len(which))], *full0)
   if fc:
@@ -142,8 +199,8 @@ def _group(ctx, s: dict, data, b: dict, variants, steps: int, label: str) -> dic
     apply_of = lambda c: apply_linear
     scores_of = lambda p, c: models.word_scores(p)
     norms_of = lambda p, c: analysis.embedding_norms(p)
-  segment = min(s["segment"], steps)
-  seg_cfg = dynamics.TrainConfig(lr=s["lr"], steps=segment, record_every=s["record_every"])
+  segment = min(s.segment, steps)
+  seg_cfg = dynamics.TrainConfig(lr=s.lr, steps=segment, record_every=s.record_every)
   tie_key = jax.random.PRNGKey(0)
 
   def one(params, c, batches):
@@ -160,14 +217,14 @@ def _group(ctx, s: dict, data, b: dict, variants, steps: int, label: str) -> dic
 
     train = dynamics.make_train_early_stopping(
         loss_fn, batches["train"], batches["dev"], record, seg_cfg, trainable,
-        patience=s["patience"], eval_every=s["eval_every"], monitor="dev_loss")
+        patience=s.patience, eval_every=s.eval_every, monitor="dev_loss")
     return train(params, tie_key)
 
   seg = jax.jit(jax.vmap(one, in_axes=(0, 0, None)))
   n_seg = math.ceil(steps / segment)
-  ctx.log(f"{NAME}: {label}: {', '.join(variants)} x {s['seeds']} seeds, up to {n_seg} x "
+  ctx.log(f"{NAME}: {label}: {', '.join(variants)} x {s.seeds} seeds, up to {n_seg} x "
           f"{segment} epochs (early stopping on dev loss, patience "
-          f"{s['patience'] * s['eval_every']} epochs)")
+          f"{s.patience * s.eval_every} epochs)")
   t0 = time.perf_counter()
 
   def progress(k, stopped):
@@ -181,9 +238,9 @@ def _group(ctx, s: dict, data, b: dict, variants, steps: int, label: str) -> dic
   settings = segment_settings(s, variants, steps, label)
   with engine.segment_checkpoint(ctx, name, settings, params0) as (start, on_state):
     res = dynamics_segmented.run_segments(lambda p: seg(p, aux, b), params0, segment=segment,
-                                          max_segments=n_seg, record_every=s["record_every"],
+                                          max_segments=n_seg, record_every=s.record_every,
                                           on_segment=progress,
-                                          patience_steps=s["patience"] * s["eval_every"],
+                                          patience_steps=s.patience * s.eval_every,
                                           start=start, on_state=on_state)
   evaluate = jax.jit(jax.vmap(lambda p, c, batch: (
       models.accuracy(apply_of(c)(p, batch).logits, batch.labels), scores_of(p, c), norms_of(p, c)),
@@ -195,7 +252,7 @@ def _group(ctx, s: dict, data, b: dict, variants, steps: int, label: str) -> dic
           "final_score": np.asarray(score), "final_norm": np.asarray(norm)}
 
 
-def train_config(ctx, s: dict, dataset: str, padding: str) -> dict:
+def train_config(ctx, s: Settings, dataset: str, padding: str) -> dict:
   """Train every variant × seed of one dataset and padding; cached in ``ctx``.
 
   FC variants (one vmapped sweep) and TC (another) each stop when all their
@@ -208,15 +265,15 @@ def train_config(ctx, s: dict, dataset: str, padding: str) -> dict:
     ``norm`` ``[P, T, V]``, ``attended [P, T, n]``, losses ``[P, T]``; a group
     that stopped sooner repeats its last record); plus ``data`` and ``batches``.
   """
-  key = (dataset, padding, s["max_sentences"], tuple(s["variants"]), s["seeds"],
-         s["max_steps"][dataset], s["record_every"], s["segment"])
+  key = (dataset, padding, s.max_sentences, tuple(s.variants), s.seeds,
+         s.max_steps[dataset], s.record_every, s.segment)
   cache = ctx.cache.setdefault(NAME, {})
   if key in cache:
     return cache[key]
-  data, b = load(dataset, padding, s["max_sentences"])
-  steps = s["max_steps"][dataset]
-  groups = [[v for v in s["variants"] if VARIANTS[v][0] is not None],
-            [v for v in s["variants"] if VARIANTS[v][0] is None]]
+  data, b = load(dataset, padding, s.max_sentences)
+  steps = s.max_steps[dataset]
+  groups = [[v for v in s.variants if VARIANTS[v][0] is not None],
+            [v for v in s.variants if VARIANTS[v][0] is None]]
   parts = [_group(ctx, s, data, b, g, steps, f"{dataset} {padding}") for g in groups if g]
   t = max(p["steps"].shape[0] for p in parts)
 
@@ -228,7 +285,7 @@ def train_config(ctx, s: dict, dataset: str, padding: str) -> dict:
   out = {k: np.concatenate([p[k] for p in parts]) for k in
          ("variant", "seed", "test_acc", "best_step", "stopped_at", "final_score", "final_norm")}
   out["obs"] = {k: np.concatenate([pad(p["obs"][k]) for p in parts]) for k in parts[0]["obs"]}
-  out["steps"] = np.arange(t) * s["record_every"]
+  out["steps"] = np.arange(t) * s.record_every
   out.update(data=data, batches=b)
   cache[key] = out
   return out
@@ -252,12 +309,12 @@ def run(ctx, s) -> Outcome:
   claims, notes, details = [], [], {"stops": {}}
   fig4 = {}
   q = ctx.quick
-  for padding in s["paddings"]:          # masked (the paper's) first for every dataset
-    for dataset in s["datasets"]:
+  for padding in s.paddings:          # masked (the paper's) first for every dataset
+    for dataset in s.datasets:
       r = train_config(ctx, s, dataset, padding)
       data, b = r["data"], r["batches"]
       m_word = sst_words.mean_sentence_length(b["train"], data.n_words) - 1
-      for v in s["variants"]:
+      for v in s.variants:
         idx = _sel(r, v)
         acc = rep.mean_ci(r["test_acc"][idx])
         stops = {"best_step": r["best_step"][idx].tolist(), "stopped_at": r["stopped_at"][idx].tolist()}
@@ -275,8 +332,8 @@ def run(ctx, s) -> Outcome:
         if padding == "masked" and paper is not None:
           claims.append(rep.claim(
               cid, text, paper=paper, paper_ref=PAPER_REF, ours=acc, unit="%", figure="Sec 5.2",
-              tolerance=rep.Tolerance("at_least", paper - s["tolerance"],
-                                      f"≥ paper − {s['tolerance']:g} points",
+              tolerance=rep.Tolerance("at_least", paper - s.tolerance,
+                                      f"≥ paper − {s.tolerance:g} points",
                                       source=SOURCES["test_acc"]),
               comparable=False, quick=q,
               note="FC uses the authors' randn unit-diagonal U" if v == "fc" else ""))
@@ -288,10 +345,10 @@ def run(ctx, s) -> Outcome:
               note="extra: the text's orthonormal U learns ~200× slower" if v == "fc_orthonormal"
               else "the paper reports masked padding only" if padding == "pad_word" else ""))
         if padding == "masked" and v in ("fc", "tc"):
-          frac = top_sen_fraction(r, idx, m_word, s["top_words"], s["sen_ok"])
+          frac = top_sen_fraction(r, idx, m_word, s.top_words, s.sen_ok)
           claims.append(rep.claim(
               f"{dataset}.{v}.sen_top_words", f"{dataset.upper()} {LABELS[v]}: fraction of the "
-              f"{s['top_words']} top-scored words whose ‖v‖ is within {s['sen_ok']:.0%} of Eq (10) "
+              f"{s.top_words} top-scored words whose ‖v‖ is within {s.sen_ok:.0%} of Eq (10) "
               f"(m = word's mean sentence length − 1) at the best dev-loss epoch",
               paper="most of the top-50 words follow Eq (10) (Fig 4)", ours=rep.mean_ci(frac),
               tolerance=rep.Tolerance("at_least", 0.5, "≥ 0.5 (most)",
@@ -299,7 +356,7 @@ def run(ctx, s) -> Outcome:
               paper_ref="Sec 5.2 ¶3", figure="Fig 4",
               comparable=False, quick=q))
           p0 = idx[0]
-          words = sst_words.top_words(r["final_score"][p0], s["fig4_words"], exclude=[0])
+          words = sst_words.top_words(r["final_score"][p0], s.fig4_words, exclude=[0])
           for w in words:
             fig4[f"{dataset.upper()} {LABELS[v]}: '{data.vocab[w]}'"] = (
                 r["obs"]["score"][p0, :, w][None], r["obs"]["norm"][p0, :, w][None],
@@ -316,10 +373,11 @@ def run(ctx, s) -> Outcome:
     figs.sen_panels(fig4, ctx.path("fig4_sst_sen.png"), ncols=4,
                     title="Fig 4: SEN of top-scored SST words vs Eq (10) (seed 0, masked padding)")
     figures.append("fig4_sst_sen.png")
-  notes.insert(0, f"d = {s['model']['embed_dim']}, embedding std {s['model']['embed_std']:g}, fixed "
-                  f"query N(0, {s['model']['query_std']:g}²) of dim {s['model']['key_dim']}, keys 0, "
-                  f"GD lr {s['lr']}, early stopping on the dev loss (patience "
-                  f"{s['patience'] * s['eval_every']} epochs, evaluated every {s['eval_every']}), "
-                  f"at most {s['max_steps']} epochs, {s['seeds']} seed(s) vmapped; test accuracy "
-                  f"at each seed's best dev-loss parameters. Vocabulary lowercased, all splits.")
+  notes.insert(0, f"d = {s.model.embed_dim}, embedding std {s.model.embed_std:g}, fixed "
+                  f"query N(0, {s.model.query_std:g}²) of dim {s.model.key_dim}, keys 0, "
+                  f"GD lr {s.lr}, early stopping on the dev loss (patience "
+                  f"{s.patience * s.eval_every} epochs, evaluated every {s.eval_every}), "
+                  f"at most {settings.as_json(s.max_steps)} epochs, {s.seeds} seed(s) vmapped; "
+                  f"test accuracy at each seed's best dev-loss parameters. Vocabulary lowercased, "
+                  f"all splits.")
   return Outcome(claims, figures, {"notes": notes, **details})

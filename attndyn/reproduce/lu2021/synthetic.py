@@ -21,13 +21,15 @@ classifier gives larger topic scores (FC > TC > TL). And how a larger-capacity
 classifier absorbs signal (:mod:`analysis.absence`): per topic, the test
 recall with the topic word masked out.
 """
+import dataclasses
 import functools
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attndyn import dynamics
+from attndyn import config, dynamics, settings
 from attndyn.analysis import lu2021_figures as figs
 from attndyn.analysis import replication as rep
 from attndyn.analysis.absence import recall_without_topic_word
@@ -38,11 +40,11 @@ from attndyn.analysis.theorem1 import invariant_drift
 from attndyn.analysis.sen_checks import windowed_max_error
 from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
+from attndyn.dynamics.ode import SOLVERS
 from attndyn.reproduce.runner import Outcome
-from attndyn.tasks.errors import ConfigError
 
-__all__ = ["NAME", "TITLE", "CLASSIFIERS", "ODE_KINDS", "ODE_NAMES", "FULL", "QUICK", "KINDS",
-           "PAPER_STEPS", "SOURCES", "validate", "run"]
+__all__ = ["NAME", "TITLE", "CLASSIFIERS", "ODE_KINDS", "ODE_NAMES", "OdeKinds", "InvariantSeeds",
+           "Invariant", "Settings", "FULL", "QUICK", "PAPER_STEPS", "SOURCES", "validate", "run"]
 
 NAME = "synthetic"
 TITLE = ("Section 5.1: Attn-FC/TC/TL on the synthetic task (Figs 1-2, Corollary 1, Assumption 1) "
@@ -54,16 +56,85 @@ ODE_NAMES = {"reduced": "Lemma 2's reduced ODE",
                          "push)",
              "gradient_flow": "the gradient flow"}
 
-# What each classifier's run changes in its lu2021-text-* preset (validated by the run schema;
-# `--set synthetic.run.train.steps=1000` etc.). The paper's settings themselves live in presets.
-FULL = {"run": {"sweep": {"seeds": 5}, "train": {"steps": 5000, "record_every": 50}},
-        "classifiers": list(CLASSIFIERS),
-        "odes": {"fc": "all", "tc": "all", "tl": "all"},
-        "invariant": {"seeds": {"fc": 5, "tc": 5, "tl": 5}, "rtol": 1e-10, "atol": 1e-12,
-                      "dtmin": 0.1, "solver": "tsit5"},
-        "sen_start_fraction": 0.1, "sen_tolerance": 0.02, "assumption1_ratio": 0.01,
-        "ode_tolerance": 0.02, "invariant_tolerance": 1e-6, "drift_tolerance": 0.01,
-        "sen_word": 0, "absence_recall": 0.9, "run_figures": True}
+
+
+@dataclasses.dataclass(frozen=True)
+class OdeKinds(settings.Table):
+  """Per classifier, the ODEs solved beside its GD (the run schema's ``ode.kind``)."""
+  fc: Literal[config.ODE_KINDS]
+  tc: Literal[config.ODE_KINDS]
+  tl: Literal[config.ODE_KINDS]
+
+
+@dataclasses.dataclass(frozen=True)
+class InvariantSeeds(settings.Table):
+  """Per classifier, the seeds of the float64 invariant solve (0: not solved)."""
+  fc: settings.Index
+  tc: settings.Index
+  tl: settings.Index
+
+
+@dataclasses.dataclass(frozen=True)
+class Invariant:
+  """Theorem 1's float64 solve of the reduced ODE.
+
+  Attributes:
+    seeds: seeds per classifier.
+    rtol, atol: the solver's tolerances.
+    dtmin: the floor on the solver's step where the preset has one (TL's ReLU kinks).
+    solver: the diffrax solver.
+  """
+  seeds: InvariantSeeds
+  rtol: settings.Number
+  atol: settings.Number
+  dtmin: settings.Number
+  solver: Literal[tuple(SOLVERS)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The experiment's settings (``--set synthetic.KEY=VALUE``).
+
+  Attributes:
+    run: what each classifier's run changes in its lu2021-text-* preset (any key, checked by
+      the run schema: ``--set synthetic.run.train.steps=1000`` etc.); the paper's settings
+      themselves live in the presets.
+    classifiers: the classifiers run.
+    odes: per classifier, the ODEs solved beside GD.
+    invariant: Theorem 1's float64 solve.
+    sen_start_fraction: Corollary 1's curve is judged after this fraction of training.
+    sen_tolerance: the bound on Corollary 1's relative error.
+    assumption1_ratio: the bound on the non-topic words' change relative to the topic words'.
+    ode_tolerance: the bound on GD's deviation from each ODE, relative to the final topic score.
+    invariant_tolerance: the bound on Q_t's drift along the reduced ODE.
+    drift_tolerance: the bound on Q_t's drift along GD.
+    sen_word: the topic word whose curves Fig 2 and the GD-vs-ODE figure draw.
+    absence_recall: a topic counts as recognised without its topic word at this test recall.
+    run_figures: whether each run draws its own figures.
+  """
+  run: settings.RunTable
+  classifiers: tuple[Literal[CLASSIFIERS], ...]
+  odes: OdeKinds
+  invariant: Invariant
+  sen_start_fraction: settings.Number
+  sen_tolerance: settings.Number
+  assumption1_ratio: settings.Number
+  ode_tolerance: settings.Number
+  invariant_tolerance: settings.Number
+  drift_tolerance: settings.Number
+  sen_word: settings.Index
+  absence_recall: settings.Number
+  run_figures: bool
+
+
+FULL = Settings(
+    run={"sweep": {"seeds": 5}, "train": {"steps": 5000, "record_every": 50}},
+    classifiers=CLASSIFIERS, odes=OdeKinds(fc="all", tc="all", tl="all"),
+    invariant=Invariant(seeds=InvariantSeeds(fc=5, tc=5, tl=5), rtol=1e-10, atol=1e-12,
+                        dtmin=0.1, solver="tsit5"),
+    sen_start_fraction=0.1, sen_tolerance=0.02, assumption1_ratio=0.01, ode_tolerance=0.02,
+    invariant_tolerance=1e-6, drift_tolerance=0.01, sen_word=0, absence_recall=0.9,
+    run_figures=True)
 # The paper's 5000 epochs in the quick mode too, and both ODEs beside GD for every classifier;
 # fewer seeds. The float32 ODEs beside GD are solved at rtol 1e-4, the atlas's `ode_rtol`,
 # instead of the presets' 1e-6: the rows they enter are judged at 2% (ode_tolerance,
@@ -73,18 +144,10 @@ FULL = {"run": {"sweep": {"seeds": 5}, "train": {"steps": 5000, "record_every": 
 # invariant.rtol, in both modes. TL's takes three seeds: at rtol 1e-10 its ReLU kinks floor
 # the solver's steps at dtmin (tens of thousands of steps a seed), and its values lie near
 # enough to the tolerance that two seeds' interval does not decide.
-QUICK = {**FULL, "run": {"sweep": {"seeds": 3}, "train": {"steps": 5000, "record_every": 50},
-                         "ode": {"rtol": 1e-4}},
-         "invariant": {**FULL["invariant"], "seeds": {"fc": 2, "tc": 2, "tl": 3}}}
-# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
-KINDS = {"run": "run", "classifiers": "strs", "odes.fc": "str", "odes.tc": "str", "odes.tl": "str",
-         "invariant.seeds.fc": "index", "invariant.seeds.tc": "index",
-         "invariant.seeds.tl": "index", "invariant.rtol": "number", "invariant.atol": "number",
-         "invariant.dtmin": "number", "invariant.solver": "str",
-         "sen_start_fraction": "number", "sen_tolerance": "number",
-         "assumption1_ratio": "number", "ode_tolerance": "number", "invariant_tolerance": "number",
-         "drift_tolerance": "number", "sen_word": "index", "absence_recall": "number",
-         "run_figures": "bool"}
+QUICK = dataclasses.replace(
+    FULL, run={"sweep": {"seeds": 3}, "train": {"steps": 5000, "record_every": 50},
+               "ode": {"rtol": 1e-4}},
+    invariant=dataclasses.replace(FULL.invariant, seeds=InvariantSeeds(fc=2, tc=2, tl=3)))
 PAPER_STEPS = 5000   # shorter runs are still on the plateau: rows about trained models not comparable
 
 SOURCES = {
@@ -114,21 +177,18 @@ SOURCES = {
 }
 
 
-def validate(s: dict) -> None:
+def validate(s: Settings) -> None:
   """Every classifier's run config is valid (called before anything runs)."""
-  for c in s["classifiers"]:
+  for c in s.classifiers:
     _run_config(c, s)
-    if s["invariant"]["seeds"].get(c, 0) >= 1:
+    if s.invariant.seeds[c] >= 1:
       _run_config(c, s, invariant=True)
 
 
-def _run_config(classifier: str, s: dict, *, invariant: bool = False) -> dict:
-  """The ``attndyn run`` config of one classifier (its preset, then ``s["run"]``)."""
-  if classifier not in CLASSIFIERS:
-    raise ConfigError(f"synthetic.classifiers: {classifier!r} is not allowed: one of "
-                             f"{', '.join(CLASSIFIERS)}.")
+def _run_config(classifier: str, s: Settings, *, invariant: bool = False) -> dict:
+  """The ``attndyn run`` config of one classifier (its preset, then ``s.run``)."""
   raw = common.text_run(classifier, engine.deep_update(
-      s["run"], {"ode": {"kind": s["odes"].get(classifier, "none")}}))
+      s.run, {"ode": {"kind": s.odes[classifier]}}))
   if invariant:
     # TL's floor on the solver step (its ReLU kinks; the other classifiers have none) is the
     # preset's, a tenth of a GD step. Where the flow crosses kinks the steps at the floor are
@@ -136,15 +196,15 @@ def _run_config(classifier: str, s: dict, *, invariant: bool = False) -> dict:
     # between kinks the controller holds it near rtol. A floor ten times lower did not get
     # the text preset's seeds past their kinks within the solver's max_steps (docs/replication/
     # full/lu2021.md gives both runs).
-    inv = s["invariant"]
+    inv = s.invariant
     # The float64 solve at rtol 1e-10 keeps the 5th-order Tsit5 for every classifier. TL's
     # preset steps with bosh3, the cheaper at its rtol 1e-6; at 1e-10 a higher order should pay
     # between kinks, and bosh3 is not measured there (a TL seed takes minutes with either).
-    ode = {"kind": "reduced", "rtol": inv["rtol"], "atol": inv["atol"], "solver": inv["solver"]}
+    ode = {"kind": "reduced", "rtol": inv.rtol, "atol": inv.atol, "solver": inv.solver}
     if raw["ode"].get("dtmin") is not None:
-      ode["dtmin"] = inv["dtmin"]
+      ode["dtmin"] = inv.dtmin
     raw = engine.deep_update(raw, {"precision": "float64", "ode": ode,
-                                   "sweep": {"seeds": inv["seeds"].get(classifier, 0)}})
+                                   "sweep": {"seeds": inv.seeds[classifier]}})
   engine.validate(raw, f"synthetic run of {classifier}")
   return raw
 
@@ -160,10 +220,10 @@ def _initial_words(cfg, seeds) -> dict:
                                     jnp.dtype(cfg.precision)))
 
 
-def _train_classifier(ctx, classifier: str, s: dict, data) -> dict:
+def _train_classifier(ctx, classifier: str, s: Settings, data) -> dict:
   """One classifier's GD and ODE runs on the engine, plus what the claims read from them."""
   name = f"{NAME}-{classifier}"
-  result = engine.run(ctx, name, _run_config(classifier, s), figures=s["run_figures"])
+  result = engine.run(ctx, name, _run_config(classifier, s), figures=s.run_figures)
   cfg = result.config
   seeds = [p["seed"] for p in result.points]
   final = result.gd.final_params
@@ -177,7 +237,7 @@ def _train_classifier(ctx, classifier: str, s: dict, data) -> dict:
          "end": common.host(jax.vmap(common.word_values)(jax.tree.map(jnp.asarray, final))),
          "absent_recall": np.asarray(absent)}
   out["invariant"] = None
-  if s["invariant"]["seeds"].get(classifier, 0) >= 1:
+  if s.invariant.seeds[classifier] >= 1:
     inv = engine.run(ctx, f"{name}-invariant-float64", _run_config(classifier, s, invariant=True),
                      gd=False, figures=False)
     out["invariant"] = inv
@@ -213,24 +273,24 @@ def _stopped_note(inv) -> str:
           + (f"; over the solved span the drift is {'; '.join(spans)}" if spans else ""))
 
 
-def _ode_rows(c: str, r: dict, s: dict, m: int, quick: bool, converged: bool) -> list:
+def _ode_rows(c: str, r: dict, s: Settings, m: int, quick: bool, converged: bool) -> list:
   """GD against each ODE, Corollary 1 on the ODEs, Theorem 1 along the ODE and GD."""
   name, result, rows = common.NAMES[c], r["result"], []
   gd = result.gd
   top = np.asarray(r["obs"]["score"][:, -1]).mean(-1)          # [S] mean final topic score
-  planned = s["odes"].get(c, "none")
+  planned = s.odes[c]
   planned = ODE_KINDS if planned == "both" else (planned,)
   for kind in ODE_KINDS:
     ode = result.odes.get(kind)
     ran = ode is not None
     why = engine.stage_error(result, kind) if kind in planned else \
-        f"not run in this mode (synthetic.odes.{c} = {s['odes'].get(c, 'none')!r})"
+        f"not run in this mode (synthetic.odes.{c} = {s.odes[c]!r})"
     if ran:
       dev = max_abs_deviation(gd, ode, "score") / top
       end_dev = final_abs_deviation(gd, ode, "score")
       obs = {k: np.asarray(v) for k, v in ode.observables.items()}
       sen = windowed_max_error(r["steps"], obs["score"], obs["emb_norm"], m,
-                               start_fraction=s["sen_start_fraction"])
+                               start_fraction=s.sen_start_fraction)
     else:
       dev = end_dev = sen = np.array([])
     comparable = converged and ran
@@ -244,16 +304,16 @@ def _ode_rows(c: str, r: dict, s: dict, m: int, quick: bool, converged: bool) ->
         f"mean final topic score, against {ODE_NAMES[kind]} from the same init",
         paper="Lemma 2 / Sec 4: GD follows the continuous-time dynamics", ours=rep.mean_ci(dev),
         figure="Eqs 5-8, Sec 4", quick=quick or not ran, comparable=comparable, note=note,
-        tolerance=rep.Tolerance("at_most", s["ode_tolerance"], f"≤ {s['ode_tolerance']:g}",
+        tolerance=rep.Tolerance("at_most", s.ode_tolerance, f"≤ {s.ode_tolerance:g}",
                                 source=SOURCES["ode_extended" if kind == "extended" else "ode"])))
     rows.extend(_timing_rows(c, kind, gd, ode, top, quick, comparable, why))
     rows.append(rep.claim(
         f"{NAME}.{c}.{kind}.corollary1",
         f"{name}: max relative error of ‖v_t‖ vs Eq (10) along {ODE_NAMES[kind]}, after the "
-        f"first {s['sen_start_fraction']:.0%}",
+        f"first {s.sen_start_fraction:.0%}",
         paper="curves coincide (Fig 2)", ours=rep.mean_ci(sen), figure="Fig 2, Eq (10)",
         quick=quick or not ran, comparable=comparable, note=solved if ran else f"no values: {why}",
-        tolerance=rep.Tolerance("at_most", s["sen_tolerance"], f"≤ {s['sen_tolerance']:g}",
+        tolerance=rep.Tolerance("at_most", s.sen_tolerance, f"≤ {s.sen_tolerance:g}",
                                 source=SOURCES["corollary1"])))
   inv = r["invariant"]
   q_ode = np.array([])
@@ -263,7 +323,7 @@ def _ode_rows(c: str, r: dict, s: dict, m: int, quick: bool, converged: bool) ->
     q_ode = np.max(np.asarray(invariant_drift(np.asarray(o["invariant"], np.float64),
                                               np.asarray(o["score"], np.float64))), axis=-1)
     note = (f"float64 (its inits are drawn in float64, so they are not GD's float32 ones), "
-            f"rtol {s['invariant']['rtol']:g}, atol {s['invariant']['atol']:g}, "
+            f"rtol {s.invariant.rtol:g}, atol {s.invariant.atol:g}, "
             f"{len(q_ode)} seed(s)"
             + (f", steps at kinks floored at dtmin {inv.config.ode.dtmin:g} (accepted whatever "
                f"their error)" if inv.config.ode.dtmin is not None else "")) + _stopped_note(inv)
@@ -275,8 +335,8 @@ def _ode_rows(c: str, r: dict, s: dict, m: int, quick: bool, converged: bool) ->
       f"(max over topic words)", paper="conserved (Theorem 1, eq 9)", ours=rep.mean_ci(q_ode),
       figure="Theorem 1, eq 9", quick=quick or not q_ode.size, comparable=bool(q_ode.size),
       note=note,
-      tolerance=rep.Tolerance("at_most", s["invariant_tolerance"],
-                              f"≤ {s['invariant_tolerance']:g}", source=SOURCES["invariant"])))
+      tolerance=rep.Tolerance("at_most", s.invariant_tolerance,
+                              f"≤ {s.invariant_tolerance:g}", source=SOURCES["invariant"])))
   obs = r["obs"]
   q_gd = np.max(np.asarray(invariant_drift(np.asarray(obs["invariant"], np.float64),
                                            np.asarray(obs["score"], np.float64))), axis=-1)
@@ -301,7 +361,7 @@ def _ode_rows(c: str, r: dict, s: dict, m: int, quick: bool, converged: bool) ->
       f"|s_t growth| (max over topic words)",
       paper="nearly conserved (Assumption 1 holds approximately)", ours=rep.mean_ci(q_gd),
       figure="Theorem 1, eq 9", quick=quick, comparable=converged,
-      tolerance=rep.Tolerance("at_most", s["drift_tolerance"], f"≤ {s['drift_tolerance']:g}",
+      tolerance=rep.Tolerance("at_most", s.drift_tolerance, f"≤ {s.drift_tolerance:g}",
                               source=SOURCES["drift"])))
   return rows
 
@@ -343,9 +403,9 @@ def _timing_rows(c: str, kind: str, gd, ode, top, quick: bool, comparable: bool,
   ]
 
 
-def _ode_figure(runs: dict, s: dict, path) -> str:
+def _ode_figure(runs: dict, s: Settings, path) -> str:
   """``s_t`` and ``‖v_t‖`` of one topic word under GD and both ODEs, a row per classifier."""
-  w = s["sen_word"]
+  w = s.sen_word
   panels = []
   for c, r in runs.items():
     result = r["result"]
@@ -364,16 +424,16 @@ def _ode_figure(runs: dict, s: dict, path) -> str:
 
 def run(ctx, s) -> Outcome:
   validate(s)
-  task = {k: v for k, v in _run_config(s["classifiers"][0], s)["task"].items() if k != "kind"}
+  task = {k: v for k, v in _run_config(s.classifiers[0], s)["task"].items() if k != "kind"}
   task_cfg, data = common.topic_data(task)
   n_topic, m = task_cfg.n_topic_words, task_cfg.n_nontopic
   runs = {}
-  for c in s["classifiers"]:
+  for c in s.classifiers:
     runs[c] = _train_classifier(ctx, c, s, data)
 
   claims, notes = [], []
   quick = ctx.quick
-  steps = runs[s["classifiers"][0]]["steps"][-1] if runs else 0
+  steps = runs[s.classifiers[0]]["steps"][-1] if runs else 0
   converged = steps >= PAPER_STEPS
   for c, r in runs.items():
     name = common.NAMES[c]
@@ -385,20 +445,20 @@ def run(ctx, s) -> Outcome:
         tolerance=rep.Tolerance("at_least", 99.5, "≥ 99.5 %", source=SOURCES["test_acc"]),
         quick=quick, comparable=converged))
     err = windowed_max_error(r["steps"], obs["score"], obs["emb_norm"], m,
-                             start_fraction=s["sen_start_fraction"])
+                             start_fraction=s.sen_start_fraction)
     claims.append(rep.claim(
         f"{NAME}.{c}.corollary1",
         f"{name}: max relative error of ‖v_t‖ vs Eq (10) over all topic words, after the first "
-        f"{s['sen_start_fraction']:.0%} of training",
+        f"{s.sen_start_fraction:.0%} of training",
         paper="curves coincide (Fig 2)", ours=rep.mean_ci(err), figure="Fig 2, Eq (10)",
-        tolerance=rep.Tolerance("at_most", s["sen_tolerance"], f"≤ {s['sen_tolerance']:g}",
+        tolerance=rep.Tolerance("at_most", s.sen_tolerance, f"≤ {s.sen_tolerance:g}",
                                 source=SOURCES["corollary1"]),
         quick=quick, comparable=converged))
     ds = r["end"]["score"] - r["start"]["score"]
     dn = r["end"]["norm"] - r["start"]["norm"]
     score_ratio = largest_change_ratio(ds[:, n_topic:], r["end"]["score"][:, :n_topic])
     norm_ratio = change_ratio(dn[:, n_topic:], r["end"]["norm"][:, :n_topic])
-    bound = s["assumption1_ratio"]
+    bound = s.assumption1_ratio
     claims.append(rep.claim(
         f"{NAME}.{c}.assumption1_score",
         f"{name}: largest |Δs| of a non-topic word / mean topic-word score (the mean |Δs| "
@@ -414,10 +474,10 @@ def run(ctx, s) -> Outcome:
         tolerance=rep.Tolerance("at_most", bound, f"≤ {bound:g}", source=SOURCES["assumption1"]),
         quick=quick, comparable=converged))
     claims.extend(_ode_rows(c, r, s, m, quick, converged))
-    absent = r["absent_recall"] >= s["absence_recall"]                       # [S, J]
+    absent = r["absent_recall"] >= s.absence_recall                       # [S, J]
     claims.append(rep.claim(
         f"{NAME}.{c}.absence", f"{name}: topics per run still recognised with their topic word "
-        f"masked out (test recall ≥ {s['absence_recall']:g})",
+        f"masked out (test recall ≥ {s.absence_recall:g})",
         paper="not reported (explains 'the classifier absorbs the signal', Sec 5.1)",
         ours=rep.mean_ci(absent.sum(1).astype(float)), tolerance=rep.Tolerance("info"),
         figure="Sec 5.1", quick=quick, comparable=converged,
@@ -465,7 +525,7 @@ def run(ctx, s) -> Outcome:
   figs.distribution_panels(panels, ctx.path("fig1_assumption1.png"),
                            title=f"Fig 1: trained models, {n_seeds} runs (95% CI over runs)")
   figures.append("fig1_assumption1.png")
-  w = s["sen_word"]
+  w = s.sen_word
   figs.sen_panels({common.NAMES[c]: (r["obs"]["score"][..., w], r["obs"]["emb_norm"][..., w], m)
                    for c, r in runs.items()}, ctx.path("fig2_sen.png"),
                   title=f"Fig 2: SEN of topic word {w}, all {n_seeds} runs vs Corollary 1")
@@ -478,5 +538,5 @@ def run(ctx, s) -> Outcome:
   notes.append(f"Task: J={task_cfg.n_topics}×{task_cfg.words_per_topic} topic words, "
                f"M={task_cfg.vocab_size}, m={m}, {task_cfg.n_train}/{task_cfg.n_test} sentences; "
                f"each classifier is `attndyn run --preset lu2021-text-<c>` with "
-               f"{s['run']} (runs/ holds each run's summary.json and trajectories.npz).")
+               f"{s.run} (runs/ holds each run's summary.json and trajectories.npz).")
   return Outcome(claims, figures, {"notes": notes})

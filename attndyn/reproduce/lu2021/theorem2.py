@@ -21,32 +21,51 @@ largest weight in every training sentence of every seed; at the last epoch
 Strict decrease at checkpoints is not judged: small-lr GD gives it almost by
 construction.
 """
+import dataclasses
+
 import numpy as np
 
+from attndyn import settings
 from attndyn.analysis import lu2021_figures as figs
 from attndyn.analysis import replication as rep
 from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 
-__all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "PAPER_EPOCHS", "LIMIT_EPOCHS", "validate",
+__all__ = ["NAME", "TITLE", "Settings", "FULL", "QUICK", "PAPER_EPOCHS", "LIMIT_EPOCHS", "validate",
            "run"]
 
 NAME = "theorem2"
 TITLE = "Theorem 2: Attn-FC (orthonormal U) trained longer: loss → 0, attention → topic word"
-# What the run changes in the lu2021-text-fc preset (validated by the run schema;
-# `--set theorem2.run.train.steps=20000` etc.); the paper's settings live in the preset.
-FULL = {"run": {"sweep": {"seeds": 5}, "train": {"steps": 50000, "record_every": 5000},
-                "ode": {"kind": "none"}},
-        "checkpoints": [5000, 20000, 50000], "loss_at_most": 0.01, "attention_at_least": 0.9}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The experiment's settings (``--set theorem2.KEY=VALUE``).
+
+  Attributes:
+    run: what the run changes in the lu2021-text-fc preset (any key, checked by the run
+      schema: ``--set theorem2.run.train.steps=20000`` etc.); the paper's settings live in
+      the preset.
+    checkpoints: the epochs whose loss and topic attention the note lists.
+    loss_at_most: the level the training loss at epoch 5K is judged against.
+    attention_at_least: the level the mean topic attention at the last epoch is judged against.
+  """
+  run: settings.RunTable
+  checkpoints: tuple[settings.Count, ...]
+  loss_at_most: settings.Number
+  attention_at_least: settings.Number
+
+
+FULL = Settings(run={"sweep": {"seeds": 5}, "train": {"steps": 50000, "record_every": 5000},
+                     "ode": {"kind": "none"}},
+                checkpoints=(5000, 20000, 50000), loss_at_most=0.01, attention_at_least=0.9)
 # The quick mode reaches the paper's 5K epochs (its loss and every-sentence rows are judged),
 # not the 50K of the attention level (that row is 'quick: not comparable').
-QUICK = {**FULL, "run": {"sweep": {"seeds": 3}, "train": {"steps": 5000, "record_every": 1000},
-                         "ode": {"kind": "none"}},
-         "checkpoints": [1000, 3000, 5000]}
-# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
-KINDS = {"run": "run", "checkpoints": "counts", "loss_at_most": "number",
-         "attention_at_least": "number"}
+QUICK = dataclasses.replace(
+    FULL, run={"sweep": {"seeds": 3}, "train": {"steps": 5000, "record_every": 1000},
+               "ode": {"kind": "none"}},
+    checkpoints=(1000, 3000, 5000))
 PAPER_EPOCHS = 5000      # Sec 5.1 ¶2: "for 5K epochs", then "training loss close to zero"
 LIMIT_EPOCHS = 50000     # FULL's last epoch, where the attention level (→ 1) is judged
 _THEOREM = "Theorem 2 (Sec 4)"
@@ -63,14 +82,14 @@ _SOURCE_ATT = ("paper, Theorem 2: the topic word is attended to as training proc
                "paper's 5K epochs")
 
 
-def _run_config(s: dict) -> dict:
-  """The ``attndyn run`` config: the ``lu2021-text-fc`` preset with ``s["run"]`` applied."""
-  raw = common.text_run("fc", s["run"])
+def _run_config(s: Settings) -> dict:
+  """The ``attndyn run`` config: the ``lu2021-text-fc`` preset with ``s.run`` applied."""
+  raw = common.text_run("fc", s.run)
   engine.validate(raw, f"{NAME} run")
   return raw
 
 
-def validate(s: dict) -> None:
+def validate(s: Settings) -> None:
   """The run config is valid (called before anything runs)."""
   _run_config(s)
 
@@ -82,7 +101,7 @@ def run(ctx, s) -> Outcome:
   curves = {k: np.asarray(obs[k]) for k in ("loss", "topic_attention", "topic_argmax_all")}
   n_seeds = curves["loss"].shape[0]
   n_classes = result.config.task.n_topics
-  at = [int(np.flatnonzero(steps == c)[0]) for c in s["checkpoints"] if c in steps]
+  at = [int(np.flatnonzero(steps == c)[0]) for c in s.checkpoints if c in steps]
   loss_ck, att_ck = curves["loss"][:, at], curves["topic_attention"][:, at]
   ck = ", ".join(f"{c // 1000}K" if c >= 1000 else f"{c}" for c in steps[at])
   last = int(steps[-1])
@@ -96,7 +115,7 @@ def run(ctx, s) -> Outcome:
       rep.claim(f"{NAME}.loss_at_5k", f"Attn-FC (orthonormal U) training loss at epoch {at5}",
                 paper="loss → 0 (“close to zero” after 5K epochs)",
                 paper_ref="Theorem 2; Sec 5.1 ¶2", ours=rep.mean_ci(curves["loss"][:, k5]),
-                tolerance=rep.Tolerance("at_most", s["loss_at_most"], f"≤ {s['loss_at_most']:g}",
+                tolerance=rep.Tolerance("at_most", s.loss_at_most, f"≤ {s.loss_at_most:g}",
                                         source=_SOURCE_LOSS),
                 figure=_THEOREM, quick=ctx.quick, comparable=at5 == PAPER_EPOCHS,
                 note=f"{trend}; the loss at epoch {at5} is "
@@ -110,8 +129,8 @@ def run(ctx, s) -> Outcome:
       rep.claim(f"{NAME}.final_attention", f"mean attention on the topic word at epoch {last}",
                 paper="→ 1", paper_ref="Theorem 2",
                 ours=rep.mean_ci(curves["topic_attention"][:, -1]),
-                tolerance=rep.Tolerance("at_least", s["attention_at_least"],
-                                        f"≥ {s['attention_at_least']:g}", source=_SOURCE_ATT),
+                tolerance=rep.Tolerance("at_least", s.attention_at_least,
+                                        f"≥ {s.attention_at_least:g}", source=_SOURCE_ATT),
                 figure=_THEOREM, quick=ctx.quick, comparable=last >= LIMIT_EPOCHS),
   ]
   figs.curve_panels([
