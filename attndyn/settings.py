@@ -85,6 +85,9 @@ def kind_text(kind, optional: bool = False) -> str:
   """What a setting of ``kind`` allows, in words."""
   if isinstance(kind, tuple) and kind[0] == "literal":
     text = "one of " + ", ".join(repr(v) for v in kind[1])
+  elif isinstance(kind, tuple) and kind[0] == "tuple" and isinstance(kind[1], tuple) \
+      and kind[1][0] == "literal":
+    text = "a list drawn from " + ", ".join(repr(v) for v in kind[1][1])
   elif isinstance(kind, tuple) and kind[0] == "tuple":
     text = "a list of " + kind_text(kind[1]).replace("an integer", "integers").replace(
         "a finite number", "finite numbers").replace("a string", "strings").replace(
