@@ -163,7 +163,8 @@ def check_fields(obj, name: str) -> None:
 
 
 def from_json(cls, doc: Mapping, name: str = "settings"):
-  """An instance of ``cls`` from a JSON table (lists become tuples), every field checked.
+  """An instance of ``cls`` from a JSON table (lists become tuples), every field checked; a
+  field with a default may be left out.
 
   Raises:
     ConfigError: an unknown or missing key, or a value not of its kind.
@@ -173,11 +174,13 @@ def from_json(cls, doc: Mapping, name: str = "settings"):
   for key in doc:
     if key not in fields:
       raise _unknown(name, key, sorted(fields))
-  missing = sorted(fields - set(doc))
+  missing = sorted(f.name for f in dataclasses.fields(cls) if f.name not in doc
+                   and f.default is dataclasses.MISSING
+                   and f.default_factory is dataclasses.MISSING)
   if missing:
     raise ConfigError(f"{name} lacks the settings {', '.join(missing)}.")
   values = {}
-  for key in fields:
+  for key in (k for k in fields if k in doc):
     kind, optional = _kind(hints[key])
     values[key] = _coerce(doc[key], kind, optional, f"{name}.{key}")
   return cls(**values)
