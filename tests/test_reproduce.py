@@ -320,10 +320,22 @@ def test_seeds_and_times_may_be_zero_where_counts_may_not():
   noise = next(m for m in runner.experiment_modules("sgd") if m.NAME == "noise")
   items = ["noise.init_seed=0", "noise.sen_start_tau=0"]
   settings = runner.settings_for(noise, quick=True, items=items)
-  assert settings["init_seed"] == 0 and settings["sen_start_tau"] == 0
+  assert settings.init_seed == 0 and settings.sen_start_tau == 0
   for item in ("noise.seeds=0", "noise.tau_every=0"):  # a τ step of 0 never records
     with pytest.raises(ConfigError, match="= 0 is not allowed: an integer >= 1"):
       runner.settings_for(noise, quick=True, items=[item])
+
+
+def test_noise_sde_and_tolerance_tables_are_typed():
+  """A key of a nested table is set alone (the others keep QUICK's) and checked by its kind."""
+  noise = next(m for m in runner.experiment_modules("sgd") if m.NAME == "noise")
+  s = runner.settings_for(noise, quick=True, items=["noise.sde.dt=0.25", "noise.tolerance.sen=0.1"])
+  assert (s.sde.dt, s.tolerance.sen) == (0.25, 0.1)
+  assert s.sde.brownian == noise.QUICK.sde.brownian and s.tolerance.slope == noise.QUICK.tolerance.slope
+  with pytest.raises(ConfigError, match="noise.sde.brownian = 'x' is not allowed: one of 'virtual', 'unsafe'"):
+    runner.settings_for(noise, quick=True, items=["noise.sde.brownian=x"])
+  with pytest.raises(ConfigError, match=r"noise.sde is a table; set one of its keys: noise.sde.lr"):
+    runner.settings_for(noise, quick=True, items=["noise.sde=1"])
 
 
 def _all_experiments():
