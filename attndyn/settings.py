@@ -136,10 +136,10 @@ def _coerce(value, kind, optional: bool, field: str):
     check(isinstance(value, Mapping), field, value, kind_text(kind))
     return from_json(kind, value, field)
   check(_fits(value, kind), field, value, kind_text(kind, optional))
-  if isinstance(kind, tuple) and kind[0] == "section":
+  if isinstance(kind, tuple) and kind[0] == "section":   # typed by the run schema ("none" unsets)
     schema.check_section(kind[1], value)
-    for key, v in value.items():
-      schema.coerce(f"{field}.{key}", v, schema.SECTIONS[kind[1]][key])
+    return {key: schema.coerce(f"{field}.{key}", v, schema.SECTIONS[kind[1]][key])
+            for key, v in value.items()}
   if isinstance(kind, tuple) and kind[0] == "tuple":
     return tuple(value)
   if kind in ("run", "numbers_by_name") or (isinstance(kind, tuple) and kind[0] == "section"):
