@@ -38,6 +38,9 @@ __all__ = ["Job", "key_of", "revision", "precision", "Store", "Executed", "clust
 
 FORMAT = 1
 PROGRESS_TOPIC = "attndyn-progress"
+# A local cluster's status pages listen on a free port of this machine only (never a fixed one
+# another cluster may hold, nor every interface).
+_LOCAL = "127.0.0.1:0"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -317,15 +320,15 @@ def cluster(*, workers: int = 1, scheduler: Optional[str] = None, client=None) -
       cores = None
     elif workers == 1:
       local = stack.enter_context(distributed.LocalCluster(
-          n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None))
+          n_workers=1, threads_per_worker=1, processes=False, dashboard_address=_LOCAL))
       made = stack.enter_context(distributed.Client(local, set_as_default=False))
       yield made
       return
     else:
       cores = usable_cores()
       local = stack.enter_context(distributed.LocalCluster(
-          n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-          worker_dashboard_address=None))
+          n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=_LOCAL,
+          worker_dashboard_address=_LOCAL))
       made = stack.enter_context(distributed.Client(local, set_as_default=False))
       cores = cores if workers == len(cores) else None
     made.register_plugin(_Setup(_jax_settings(), revision(), compile_cache.enabled_here(),

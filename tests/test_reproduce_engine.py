@@ -71,7 +71,7 @@ def test_synthetic_runs_on_the_engine_judges_the_odes_and_resumes(tmp_path, caps
     ("synthetic.run.model.embed_dim=0", "model.embed_dim = 0"),
     ("synthetic.run.train.lrr=0.1", 'unknown key "train.lrr" in [train]. did you mean "lr"?'),
     ("synthetic.classifiers=['tq']",
-     "synthetic.classifiers = ['tq'] is not allowed: a list of one of 'fc', 'tc', 'tl'"),
+     "synthetic.classifiers = ['tq'] is not allowed: a list drawn from 'fc', 'tc', 'tl'"),
 ])
 def test_a_bad_run_setting_is_one_line_from_the_run_schema_before_anything_runs(
     tmp_path, capsys, item, message):

@@ -141,7 +141,7 @@ def test_copying_rows_and_learning_speed():
 
 @pytest.mark.parametrize("item, message", [
     ('structured.normalisers=["softmax", "sparsemaxx"]',
-     "structured.normalisers = ['softmax', 'sparsemaxx'] is not allowed: a list of one of "
+     "structured.normalisers = ['softmax', 'sparsemaxx'] is not allowed: a list drawn from "
      "'softmax', 'sparsemax', 'fusedmax', 'crf', 'sparsemap'"),
     ("structured.max_len=1", "structured.max_len = 1 is not allowed: an integer >= 2"),
     ("structured.model.block=fancy",
