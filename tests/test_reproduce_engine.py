@@ -49,6 +49,8 @@ def test_synthetic_runs_on_the_engine_judges_the_odes_and_resumes(tmp_path, caps
   chunks = sorted((out / engine.RUNS_DIR / "synthetic-tc" / "checkpoints" / "reduced").glob("*.npz"))
   chunks[-1].unlink()
   (out / runner.EXPERIMENTS_DIR / "synthetic.json").unlink()
+  for stored in (out / runner.STORE).iterdir():   # the job had not finished: not in the store
+    stored.unlink()
   (out / report.JSON).unlink()
   capsys.readouterr()
   assert cli.main(["reproduce", "lu2021", "--out", str(out), "--quick"] + TINY + ["--resume"]) == 0
