@@ -25,9 +25,9 @@ def test_softmax_fixed_query_runs_on_the_fast_path_and_solves_the_reduced_ode_pe
   assert plan.gd.path == "fast" and "fixed query" in plan.gd.reason and not plan.gd.serial
   assert plan.gd.compiler_options is dynamics.fast_lu.COMPILER_OPTIONS
   assert list(plan.odes) == ["reduced", "gradient_flow"]
-  assert plan.odes["reduced"][::2] == ("sweep", False)
+  assert (plan.odes["reduced"].path, plan.odes["reduced"].serial) == ("sweep", False)
   assert plan.odes["reduced"].compiler_options is dynamics.reduced_ode.LINEAR_COMPILER_OPTIONS
-  assert plan.odes["gradient_flow"][::2] == ("point", False)
+  assert (plan.odes["gradient_flow"].path, plan.odes["gradient_flow"].serial) == ("point", False)
   assert plan.odes["gradient_flow"].compiler_options is None
   assert (plan.lrs_together, plan.chunk_size) == (False, 4)
 
@@ -57,7 +57,8 @@ def test_a_trained_query_from_zero_keys_and_a_lu_loss_stay_on_the_fast_path():
   gd = strategy.gd_stage(_model(train_query=True), _train(), grid=grid,
                          loss_fn=models.make_loss(models.lu.apply))
   assert gd.path == "fast" and "trained query from zero keys" in gd.reason
-  assert strategy.plan(_model(), _train(), gd=False).gd[:2] == ("none", "gd = False")
+  off = strategy.plan(_model(), _train(), gd=False).gd
+  assert (off.path, off.reason) == ("none", "gd = False")
 
 
 def test_tl_solves_each_point_on_its_own_and_several_datasets_each_point_too():
@@ -66,7 +67,7 @@ def test_tl_solves_each_point_on_its_own_and_several_datasets_each_point_too():
   assert [(o.path, o.serial) for o in tl.odes.values()] == [("point", True), ("point", True)]
   assert tl.odes["reduced"].compiler_options is dynamics.reduced_ode.COMPILER_OPTIONS
   fc = strategy.plan(_model(classifier="fc"), _train(), ode_kinds=("extended",), n_datasets=3)
-  assert fc.odes["extended"][::2] == ("point", False)
+  assert (fc.odes["extended"].path, fc.odes["extended"].serial) == ("point", False)
 
 
 def test_learning_rates_are_solved_together_only_when_every_run_ends_at_one_flow_time():
