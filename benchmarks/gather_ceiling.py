@@ -157,7 +157,7 @@ def full_grid_work() -> dict:
                     "k": base.n_topics},
           "tl": {"floats": 0.0, "macs": 0.0, "channels": hidden + 1, "k": hidden}}
   for b in atlas.buckets(s):
-    if not atlas.fast(b):
+    if not atlas.fast_path(b):
       continue
     run_steps, gathered, products = fast_path_work(s, b)
     kind = "tl" if b.values["classifier"] == "tl" else "fc/tc"
@@ -171,7 +171,7 @@ def atlas_fast_seconds(out: Path) -> float:
   from attndyn import atlas
   doc = json.loads((out / "atlas.json").read_text())
   s = atlas.settings()
-  fast = {f"bucket-{b.index:04d}" for b in atlas.buckets(s) if atlas.fast(b)}
+  fast = {f"bucket-{b.index:04d}" for b in atlas.buckets(s) if atlas.fast_path(b)}
   return sum(v for k, v in doc["seconds"].items() if k in fast)
 
 
