@@ -163,21 +163,24 @@ def check_fields(obj, name: str) -> None:
 
 
 def from_json(cls, doc: Mapping, name: str = "settings"):
-  """An instance of ``cls`` from a JSON table (lists become tuples), every field checked.
+  """An instance of ``cls`` from a JSON table (lists become tuples), every field checked; a
+  field the class gives a default may be left out (``axes = {}``: no axis varied).
 
   Raises:
-    ConfigError: an unknown or missing key, or a value not of its kind.
+    ConfigError: an unknown key, a missing key without a default, or a value not of its kind.
   """
   hints = _hints(cls)
   fields = {f.name for f in dataclasses.fields(cls)}
   for key in doc:
     if key not in fields:
       raise _unknown(name, key, sorted(fields))
-  missing = sorted(fields - set(doc))
+  missing = sorted(f.name for f in dataclasses.fields(cls) if f.name not in doc
+                   and f.default is dataclasses.MISSING
+                   and f.default_factory is dataclasses.MISSING)
   if missing:
     raise ConfigError(f"{name} lacks the settings {', '.join(missing)}.")
   values = {}
-  for key in fields:
+  for key in fields & set(doc):
     kind, optional = _kind(hints[key])
     values[key] = _coerce(doc[key], kind, optional, f"{name}.{key}")
   return cls(**values)
