@@ -394,7 +394,8 @@ def bucket_job(settings_json: dict, index: int) -> dict:
       jobs.report((stages.index(stage) + done / max(total, 1)) / len(stages))
 
   result = pipeline.run(_validated(s, b), progress=False, on_progress=on_progress)
-  rows, curves = bucket_rows(s, b, result, start_id=0)
+  with pipeline.precision_scope(s.precision):   # the measures in the trajectories' precision
+    rows, curves = bucket_rows(s, b, result, start_id=0)
   return {"rows": rows, "curves": _stack(curves), "seconds": time.perf_counter() - start,
           "commit": _commit(), "errors": dict(result.errors),
           "tracebacks": {k: "".join(traceback.format_exception(e))
