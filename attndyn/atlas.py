@@ -399,7 +399,8 @@ def bucket_job(settings_json: dict, index: int) -> dict:
       jobs.report((stages.index(stage) + done / max(total, 1)) / len(stages))
 
   result = pipeline.run(_validated(s, b), progress=False, on_progress=on_progress)
-  rows, curves = bucket_rows(s, b, result, start_id=0)
+  with pipeline.precision_scope(s.precision):   # the measures in the trajectories' precision
+    rows, curves = bucket_rows(s, b, result, start_id=0)
   return {"rows": rows, "curves": _stack(curves), "seconds": time.perf_counter() - start,
           "commit": _commit(), "errors": dict(result.errors),
           "tracebacks": {k: "".join(traceback.format_exception(e))
@@ -486,17 +487,19 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
     _say_changes(out, s, work, store)
   bar = ProgressBar("atlas", sum(counts.values()), steps_per_point=None, enabled=progress,
                     unit="configurations")
-  finished, running = [0], {}
+  finished, running, ended = [0], {}, set()
 
   def show(computed: bool = True):
     done = finished[0] + sum(counts[k] * f for k, f in running.items())
     (bar.update if computed else bar.read_back)(min(bar.total, int(done)))
 
   def on_report(name, fraction):
-    running[name] = fraction
-    show()
+    if name not in ended:   # a report can reach this process after its job's result
+      running[name] = fraction
+      show()
 
   def on_done(job, result, reused):
+    ended.add(job.name)
     running.pop(job.name, None)
     finished[0] += counts[job.name]
     if result["errors"] and progress:

@@ -136,10 +136,10 @@ def _coerce(value, kind, optional: bool, field: str):
     check(isinstance(value, Mapping), field, value, kind_text(kind))
     return from_json(kind, value, field)
   check(_fits(value, kind), field, value, kind_text(kind, optional))
-  if isinstance(kind, tuple) and kind[0] == "section":   # typed by the run schema ("none" unsets)
+  if isinstance(kind, tuple) and kind[0] == "section":
     schema.check_section(kind[1], value)
-    return {key: schema.coerce(f"{field}.{key}", v, schema.SECTIONS[kind[1]][key])
-            for key, v in value.items()}
+    for key, v in value.items():
+      schema.coerce(f"{field}.{key}", v, schema.SECTIONS[kind[1]][key])
   if isinstance(kind, tuple) and kind[0] == "tuple":
     return tuple(value)
   if kind in ("run", "numbers_by_name") or (isinstance(kind, tuple) and kind[0] == "section"):
@@ -164,10 +164,10 @@ def check_fields(obj, name: str) -> None:
 
 def from_json(cls, doc: Mapping, name: str = "settings"):
   """An instance of ``cls`` from a JSON table (lists become tuples), every field checked; a
-  field with a default may be left out.
+  field the class gives a default may be left out (``axes = {}``: no axis varied).
 
   Raises:
-    ConfigError: an unknown or missing key, or a value not of its kind.
+    ConfigError: an unknown key, a missing key without a default, or a value not of its kind.
   """
   hints = _hints(cls)
   fields = {f.name for f in dataclasses.fields(cls)}
@@ -180,7 +180,7 @@ def from_json(cls, doc: Mapping, name: str = "settings"):
   if missing:
     raise ConfigError(f"{name} lacks the settings {', '.join(missing)}.")
   values = {}
-  for key in (k for k in fields if k in doc):
+  for key in fields & set(doc):
     kind, optional = _kind(hints[key])
     values[key] = _coerce(doc[key], kind, optional, f"{name}.{key}")
   return cls(**values)

@@ -2,60 +2,57 @@
 
 ``python -m benchmarks.atlas --out DIR [--quick] [--buckets I,J,...] [--baseline] [--baseline-ode]
 [--write-history PATH]``
-``python -m benchmarks.atlas --cost-check DIR``
+``python -m benchmarks.atlas --out DIR --workers N [--quick] [--buckets I,J,...]``
 ``python -m benchmarks.atlas --compare DIR_A DIR_B``
 
 Runs a sample of the full grid's buckets (default: the base bucket of each classifier, Attn-TC's
 largest m × M bucket, its sparsemax and its trainable-query bucket; ``--quick``: the whole quick
-grid) through :func:`attndyn.atlas.run_atlas`, counting XLA compilations with JAX's
-``backend_compile`` monitoring event. Per bucket it prints the wall time (compilation
-included), configurations and compiles; then configurations/s and compiles per configuration
-over the sample, and an estimate of the full grid's wall time: each full-grid bucket costs the
-mean time of the sampled buckets of its kind (classifier × GD path: fast path with or without
-the reduced ODE, or autodiff GD without an ODE). The numbers depend on how loaded the machine
-is; say so when quoting them. Writes ``DIR/atlas_bench.json``. ``--write-history PATH`` also
-appends these numbers as one dated section (the commit, the machine and its load, the command)
-to ``PATH``, the measurement history (docs/measurements/atlas-speed.md;
-:mod:`benchmarks.history`).
+grid) through :func:`attndyn.atlas.run_atlas`, one bucket after another in this process,
+counting XLA compilations with JAX's ``backend_compile`` monitoring event. Per bucket it
+prints the wall time (compilation included), the bucket job's own computing seconds (what
+``DIR/atlas.json`` keeps per bucket), configurations and compiles; then configurations/s and
+compiles per configuration over the sample, and an estimate of the full grid's wall time: each
+full-grid bucket costs the mean time of the sampled buckets of its kind (classifier × GD path:
+fast path with or without the reduced ODE, or autodiff GD without an ODE). The numbers depend
+on how loaded the machine is; say so when quoting them. Writes ``DIR/atlas_bench.json``.
+``--write-history PATH`` also appends these numbers as one dated section (the commit, the
+machine and its load, the command) to ``PATH``, the measurement history
+(docs/measurements/atlas-speed.md; :mod:`benchmarks.history`).
 
 ``--baseline`` also runs each sampled bucket the way the atlas ran before
 ``train.flow_time``: every point to the bucket's ``steps`` in one chunk, each lr's rows cut at
-``τ/lr`` afterwards; it prints both wall times per bucket (GD and ODE stages apart) and their
-ratio, measured in the same process.
+``τ/lr`` afterwards; it prints both wall times per bucket and their ratio, measured in the
+same process. ``--baseline-ode`` also runs each sampled bucket with the reduced ODE solved
+once per learning rate, as before :func:`attndyn.dynamics.strategy.lrs_together` solved it once
+for all of them in flow time; it prints both wall times per bucket and their ratio.
 
-``python -m benchmarks.atlas --cost-check DIR`` runs nothing: it compares the measured
-computing seconds of an atlas's finished buckets (``DIR/buckets/*.json`` or
-``DIR/atlas-seconds.json``) with :func:`attndyn.atlas.bucket_cost`, the ETA's cost model, and
-prints each bucket's ratio, their spread and the whole grid's time the model predicts when
-scaled by the median ratio.
+``--workers N`` times the sample twice, one run after the other in this process: its buckets
+as jobs on a Dask ``LocalCluster`` of ``N`` worker processes (``run_atlas(workers=N)``,
+:func:`attndyn.jobs.cluster`), then in this process (``workers=1``, an in-process worker,
+which compiles afresh: the workers' compiles stay in their processes). It prints both wall
+times, their ratio and the largest relative difference between the two tables, and writes
+``DIR/atlas_workers.json``.
 
-``python -m benchmarks.atlas --compare DIR_A DIR_B`` runs nothing either: it reads the bucket
-records (``buckets/bucket-NNNN.csv`` and ``.json``) that two atlases (another machine, backend or
-precision) both finished and prints, over their common rows (matched by bucket, σ, lr and seed),
-how many runs hold in one and not the other (each with the measure nearest its tolerance), each
-measure's relative difference (median, 99th percentile, largest) and the buckets' computing
-seconds, B's over A's.
-
-``python -m benchmarks.atlas --out DIR --workers N [--quick] [--buckets I,J,...]`` times the
-sample twice, one run after the other in this process: computed in ``N`` worker processes
-(``run_atlas(workers=N)``, :mod:`attndyn.processes`), then one bucket after another here
-(``workers=1``, which compiles afresh: the workers' compiles stay in their processes). It prints
-both wall times, their ratio and the largest relative difference between the two tables.
-
-``--baseline-ode`` also runs each sampled bucket with the reduced ODE solved once per
-learning rate, as before :func:`attndyn.dynamics.strategy.lrs_together` solved it once for all
-of them in flow time; it prints both wall times per bucket and their ratio, in the same
-process.
+``--compare DIR_A DIR_B`` runs nothing: it reads two finished atlases' ``atlas.csv`` (another
+machine, backend, precision or version of attndyn: an atlas written before the job store, which
+kept ``buckets/`` records beside its atlas.csv, compares the same way) and prints, over their
+common rows (matched by bucket, σ, lr and seed), how many runs hold in one and not the other
+under today's tolerances (each with the measure nearest its tolerance), each measure's relative
+difference (median, 99th percentile, largest) and the computing seconds of the buckets both
+timed (``atlas.json``'s per-bucket seconds; a bucket an older atlas marked as timed in part is
+left out): B's over A's in all and per bucket.
 """
-import contextlib
 import argparse
+import contextlib
 import json
+import math
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 
-def _kind(s: dict, bucket) -> str:
+def _kind(s, bucket) -> str:
   """``classifier/path``: ``fast+reduced``, ``fast`` (the fast path without the reduced ODE: TL
   by default) or ``autodiff``."""
   from attndyn import atlas
@@ -64,12 +61,13 @@ def _kind(s: dict, bucket) -> str:
   return f"{bucket.values['classifier']}/{path}"
 
 
-def default_sample(s: dict) -> list:
+def default_sample(s) -> list:
   """Indices of the sampled buckets of the full grid (see the module docstring)."""
   from attndyn import atlas
+  from attndyn.settings import as_json
   chosen = []
-  base = s["base"]
-  largest = {"n_nontopic": max(s["axes"]["n_nontopic"]), "vocab_size": max(s["axes"]["vocab_size"])}
+  base = as_json(s.base)
+  largest = {"n_nontopic": max(s.axes.n_nontopic), "vocab_size": max(s.axes.vocab_size)}
   for b in atlas.buckets(s):
     v = b.values
     diff = {k: v[k] for k in base if v[k] != base[k]}
@@ -79,14 +77,18 @@ def default_sample(s: dict) -> list:
   return chosen
 
 
-def _stages(out: Path, index: int) -> dict:
-  """Seconds per stage (gd, reduced, ...) of the bucket's run_info.json."""
-  info = out / "runs" / f"bucket-{index:04d}" / "run_info.json"
-  return json.loads(info.read_text()).get("seconds", {}) if info.is_file() else {}
+def _computing(out: Path, index: int) -> Optional[float]:
+  """The bucket job's computing seconds, as ``out/atlas.json`` keeps them (``None``: not there)."""
+  try:
+    seconds = json.loads((out / "atlas.json").read_text(encoding="utf-8"))["seconds"]
+    value = seconds[f"bucket-{index:04d}"]
+  except (OSError, ValueError, KeyError, TypeError):
+    return None
+  return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
-def _fmt(stages: dict) -> str:
-  return ", ".join(f"{k} {v:.1f} s" for k, v in stages.items())
+def _fmt(seconds: Optional[float]) -> str:
+  return "—" if seconds is None else f"{seconds:.1f} s"
 
 
 @contextlib.contextmanager
@@ -98,7 +100,7 @@ def _without_flow_time(atlas):
   def run_config(s, bucket):
     raw = original(s, bucket)
     raw["train"].pop("flow_time")
-    raw["sweep"]["chunk_size"] = atlas.n_configurations(s, bucket) * s["seeds"]
+    raw["sweep"]["chunk_size"] = atlas.n_configurations(s, bucket) * s.seeds
     return raw
 
   atlas.run_config = run_config
@@ -121,115 +123,89 @@ def _ode_per_lr():
 
 
 def _timed(atlas, out: Path, index: int, quick: bool) -> tuple:
-  """``(seconds, stages)`` of one bucket run into ``out``."""
+  """``(wall seconds, the job's computing seconds)`` of one bucket run into ``out``."""
   t0 = time.perf_counter()
   atlas.run_atlas(out, quick=quick, only=[index], progress=False, findings=False)
-  return time.perf_counter() - t0, _stages(out, index)
-
-
-def cost_check(directory: Path) -> dict:
-  """Measured computing seconds of the finished buckets of the full atlas in ``directory``
-  against :func:`attndyn.atlas.bucket_cost` (see the module docstring); prints and returns it."""
-  import math
-  import statistics
-  from attndyn import atlas
-  s = atlas.settings()
-  grid = atlas.buckets(s)
-  measured = {}
-  times = directory / atlas.TIMES
-  if times.is_file():
-    measured.update({k: sum(v) for k, v in json.loads(times.read_text()).items()
-                     if v and None not in v})
-  partial = set()
-  for meta in sorted((directory / atlas.RECORDS).glob("bucket-*.json")):
-    doc = json.loads(meta.read_text())
-    if doc.get("partial_time"):
-      partial.add(meta.stem)
-    elif doc.get("seconds") and None not in doc["seconds"]:
-      measured[meta.stem] = sum(doc["seconds"])
-  rows = []
-  for name in sorted(set(measured) - partial):
-    b = grid[int(name.split("-")[1])]
-    model = atlas.bucket_cost(s, b)
-    rows.append({"bucket": name, "kind": _kind(s, b), "seconds": measured[name],
-                 "model": model, "ratio": measured[name] / model})
-    print(f"{name} {_kind(s, b):<16} {measured[name]:7.1f} s  model {model:7.1f} s  "
-          f"ratio {rows[-1]['ratio']:.2f}")
-  if not rows:
-    print(f"no finished bucket with a whole time in {directory}")
-    return {"rows": []}
-  ratios = [r["ratio"] for r in rows]
-  median = statistics.median(ratios)
-  spread = statistics.median(abs(math.log(x / median)) for x in ratios)
-  grid_model = sum(atlas.bucket_cost(s, b) for b in grid)
-  doc = {"rows": rows, "median_ratio": median, "median_abs_log_ratio": spread,
-         "left_out_partial": sorted(partial), "grid_model_seconds": grid_model,
-         "grid_predicted_seconds": grid_model * median}
-  print(f"{len(rows)} buckets (partial times left out: {len(partial)}): measured / model median "
-        f"{median:.2f}, typical deviation from it ×{math.exp(spread):.2f}; the full grid "
-        f"({len(grid)} buckets) predicted at {grid_model * median / 60:.0f} min of computing")
-  return doc
+  return time.perf_counter() - t0, _computing(out, index)
 
 
 COMPARED = ("sen_error", "q_drift", "assumption1_ratio", "ode_rel_dev", "test_acc",
             "mean_topic_score", "time_to_learn")
 
 
-def compare(a: Path, b: Path) -> dict:
-  """The common finished buckets of two atlases ``a`` and ``b``, row by row (see the module
-  docstring); prints and returns it."""
-  import math
-  import numpy as np
-  from attndyn.analysis import atlas as measures
+def _atlas_rows(directory: Path) -> dict:
+  """``(bucket, σ, lr, seed) -> row`` of ``directory/atlas.csv``, flagged with today's
+  tolerances."""
   from attndyn import atlas
+  from attndyn.analysis import atlas as measures
+  rows = measures.with_flags(atlas.read_table(directory / "atlas.csv"), atlas.TOLERANCES)
+  return {(r["bucket"], r["sigma"], r["lr"], r["seed"]): r for r in rows}
 
-  def flagged(path):
-    return {(r["sigma"], r["lr"], r["seed"]): r
-            for r in measures.with_flags(atlas.read_table(path), atlas.TOLERANCES)}
 
-  def seconds(path):
-    doc = json.loads(path.read_text()) if path.is_file() else {}
-    parts = doc.get("seconds") or [None]
-    return None if None in parts or doc.get("partial_time") else sum(parts)
+def _bucket_seconds(directory: Path) -> dict:
+  """``bucket-NNNN -> computing seconds`` from ``directory/atlas.json`` (an older atlas's
+  buckets timed in part, ``buckets_with_partial_times``, and unknown times left out)."""
+  try:
+    doc = json.loads((directory / "atlas.json").read_text(encoding="utf-8"))
+  except (OSError, ValueError):
+    return {}
+  partial = set(doc.get("buckets_with_partial_times") or ())
+  return {k: float(v) for k, v in (doc.get("seconds") or {}).items()
+          if k.startswith("bucket-") and k not in partial and isinstance(v, (int, float))
+          and math.isfinite(v) and v > 0}
+
+
+def compare(a: Path, b: Path) -> dict:
+  """Two finished atlases ``a`` and ``b``, row by row (see the module docstring); prints and
+  returns it."""
+  import numpy as np
+  from attndyn import atlas
+  from attndyn.analysis import atlas as measures
+
+  def value(row, k):
+    v = row.get(k, math.nan)
+    return math.nan if v is None or isinstance(v, str) else float(v)
 
   bound = {m.name: atlas.TOLERANCES[m.tolerance] for m in measures.MEASURES}
-  names = sorted(p.name for p in (a / atlas.RECORDS).glob("bucket-*.csv")
-                 if (b / atlas.RECORDS / p.name).is_file())
+  rows_a, rows_b = _atlas_rows(a), _atlas_rows(b)
+  common = sorted(set(rows_a) & set(rows_b))
   rel = {k: [] for k in COMPARED}
-  flips, buckets, n_rows = [], [], 0
-  for name in names:
-    rows_a, rows_b = flagged(a / atlas.RECORDS / name), flagged(b / atlas.RECORDS / name)
-    common = sorted(set(rows_a) & set(rows_b))
-    n_rows += len(common)
-    for key in common:
-      ra, rb = rows_a[key], rows_b[key]
-      for k in COMPARED:
-        x, y = float(ra[k]), float(rb[k])
-        if math.isfinite(x) and math.isfinite(y) and x != 0:
-          rel[k].append(abs(y - x) / abs(x))
-      if ra["holds"] != rb["holds"]:
-        # The measure whose value in A sits nearest its tolerance (log distance); a run that
-        # diverged, or has no positive measure, is named by its `broken` flags instead.
-        judged = [k for k in bound if math.isfinite(float(ra[k])) and float(ra[k]) > 0]
-        near = min(judged, key=lambda k: abs(math.log(float(ra[k]) / bound[k])), default=None)
-        flip = {"bucket": name[:-4], "sigma": key[0], "lr": key[1], "seed": key[2],
-                "holds_a": ra["holds"], "measure": near or f"{ra['broken']} / {rb['broken']}",
-                "bound": bound[near] if near else math.nan,
-                "a": float(ra[near]) if near else math.nan,
-                "b": float(rb[near]) if near else math.nan}
-        flips.append(flip)
-    sa, sb = seconds(a / atlas.RECORDS / f"{name[:-4]}.json"), seconds(
-        b / atlas.RECORDS / f"{name[:-4]}.json")
-    buckets.append({"bucket": name[:-4], "rows": len(common), "seconds_a": sa, "seconds_b": sb})
-  timed = [r for r in buckets if r["seconds_a"] and r["seconds_b"]]
+  flips, per_bucket = [], {}
+  for key in common:
+    ra, rb = rows_a[key], rows_b[key]
+    name = f"bucket-{key[0]:04d}"
+    per_bucket[name] = per_bucket.get(name, 0) + 1
+    for k in COMPARED:
+      x, y = value(ra, k), value(rb, k)
+      if math.isfinite(x) and math.isfinite(y) and x != 0:
+        rel[k].append(abs(y - x) / abs(x))
+    if ra["holds"] != rb["holds"]:
+      # The measure whose value in A sits nearest its tolerance (log distance); a run that
+      # diverged, or has no positive measure, is named by its `broken` flags instead.
+      judged = [k for k in bound if math.isfinite(value(ra, k)) and value(ra, k) > 0]
+      near = min(judged, key=lambda k: abs(math.log(value(ra, k) / bound[k])), default=None)
+      flips.append({"bucket": name, "sigma": key[1], "lr": key[2], "seed": key[3],
+                    "holds_a": ra["holds"], "measure": near or f"{ra['broken']} / {rb['broken']}",
+                    "bound": bound[near] if near else math.nan,
+                    "a": value(ra, near) if near else math.nan,
+                    "b": value(rb, near) if near else math.nan})
+  seconds_a, seconds_b = _bucket_seconds(a), _bucket_seconds(b)
+  buckets = [{"bucket": name, "rows": n, "seconds_a": seconds_a.get(name),
+              "seconds_b": seconds_b.get(name),
+              "ratio": seconds_b[name] / seconds_a[name]
+              if name in seconds_a and name in seconds_b else None}
+             for name, n in sorted(per_bucket.items())]
+  timed = [r for r in buckets if r["ratio"] is not None]
   total_a = sum(r["seconds_a"] for r in timed)
   total_b = sum(r["seconds_b"] for r in timed)
-  doc = {"buckets": buckets, "rows": n_rows, "holds_differ": flips,
+  doc = {"buckets": buckets, "rows": len(common), "rows_a": len(rows_a), "rows_b": len(rows_b),
+         "holds_differ": flips,
          "relative_difference": {k: {"n": len(v), "median": float(np.median(v)),
                                      "p99": float(np.percentile(v, 99)), "max": float(max(v))}
                                  for k, v in rel.items() if v},
          "seconds_a": total_a, "seconds_b": total_b}
-  print(f"{len(names)} common buckets, {n_rows} rows; holds differs in {len(flips)}")
+  print(f"{len(buckets)} common buckets, {len(common)} common rows (A has {len(rows_a)}, "
+        f"B {len(rows_b)}); holds differs in {len(flips)}")
   for f in flips:
     print(f"  {f['bucket']} σ {f['sigma']:.3g} lr {f['lr']:.3g} seed {f['seed']}: "
           f"{f['measure']} {f['a']:.5g} / {f['b']:.5g} (bound {f['bound']:g})")
@@ -237,14 +213,16 @@ def compare(a: Path, b: Path) -> dict:
     print(f"  {k:<18} relative difference: median {v['median']:.2e}, 99th percentile "
           f"{v['p99']:.2e}, largest {v['max']:.2e} ({v['n']} rows)")
   if timed:
+    ratios = [r["ratio"] for r in timed]
     print(f"computing seconds over {len(timed)} buckets: A {total_a:.1f} s, B {total_b:.1f} s, "
-          f"B / A {total_b / total_a:.3f}")
+          f"B / A {total_b / total_a:.3f} (per bucket: median {float(np.median(ratios)):.3f}, "
+          f"{min(ratios):.3f} … {max(ratios):.3f})")
   return doc
 
 
 def workers(out: Path, quick: bool, sample, n: int) -> int:
-  """``--workers N``: the sample's wall time in ``N`` worker processes and in this one."""
-  import math
+  """``--workers N``: the sample's wall time on a Dask LocalCluster of ``N`` worker processes
+  and in this process."""
   from attndyn import atlas
   s = atlas.settings(quick=quick)
   everything = atlas.buckets(s)
@@ -288,16 +266,18 @@ HISTORY_COMMAND = ("python -m benchmarks.atlas --out DIR [--quick] [--buckets ..
 
 def history_lines(doc: dict) -> list:
   """The markdown body of one history section: a row per timed bucket (wall seconds with
-  compilation, configurations, compiles, stages, the baselines' ratios when run) and the
-  sample's throughput and whole-grid estimate (``doc`` is atlas_bench.json's content)."""
-  lines = ["| bucket | kind | seconds | configurations | compiles (seconds) | stages | baselines |",
+  compilation, the job's computing seconds, configurations, compiles, the baselines' ratios
+  when run) and the sample's throughput and whole-grid estimate (``doc`` is atlas_bench.json's
+  content)."""
+  lines = ["| bucket | kind | seconds | computing | configurations | compiles (seconds) | "
+           "baselines |",
            "|---|---|---|---|---|---|---|"]
   for r in doc["rows"]:
     base = [f"{name} {r[key] / r['seconds']:.2f}×" for name, key in
             (("no flow_time", "baseline_seconds"), ("ODE per lr", "baseline_ode_seconds"))
             if key in r]
-    lines.append(f"| {r['bucket']} | {r['kind']} | {r['seconds']:.1f} | {r['configurations']} | "
-                 f"{r['compiles']} ({r['compile_seconds']:.1f}) | {_fmt(r['stages']) or '—'} | "
+    lines.append(f"| {r['bucket']} | {r['kind']} | {r['seconds']:.1f} | {_fmt(r['computing'])} | "
+                 f"{r['configurations']} | {r['compiles']} ({r['compile_seconds']:.1f}) | "
                  f"{', '.join(base) or '—'} |")
   total = sum(r["seconds"] for r in doc["rows"])
   lines += ["", f"{sum(r['configurations'] for r in doc['rows'])} configurations in {total:.1f} s: "
@@ -313,10 +293,13 @@ def history_lines(doc: dict) -> list:
 def main(argv=None) -> int:
   if argv is None:
     argv = sys.argv[1:]
-  if argv[:1] == ["--cost-check"] and len(argv) == 2:
-    cost_check(Path(argv[1]))
-    return 0
-  if argv[:1] == ["--compare"] and len(argv) == 3:
+  if argv[:1] == ["--compare"]:
+    missing = [d for d in argv[1:] if not (Path(d) / "atlas.csv").is_file()]
+    if len(argv) != 3 or missing:
+      print("python -m benchmarks.atlas: --compare takes two finished atlases' directories "
+            "(each with its atlas.csv)" + (f"; {missing[0]!r} has none" if missing else ""),
+            file=sys.stderr)
+      return 2
     compare(Path(argv[1]), Path(argv[2]))
     return 0
   import jax
@@ -332,7 +315,8 @@ def main(argv=None) -> int:
                       help="also time each bucket with the reduced ODE solved once per learning "
                            "rate and print the ratio")
   parser.add_argument("--workers", type=int, default=None, metavar="N",
-                      help="time the sample in N worker processes against one process")
+                      help="time the sample on a Dask LocalCluster of N worker processes "
+                           "against this process")
   parser.add_argument("--write-history", metavar="PATH",
                       help="append the timings, dated, with the commit and the machine, to this "
                            "markdown file (docs/measurements/atlas-speed.md)")
@@ -371,24 +355,27 @@ def main(argv=None) -> int:
     rows.append({"bucket": index, "kind": _kind(s, b), "values": b.values,
                  "seconds": time.perf_counter() - t0, "configurations": per_bucket,
                  "compiles": len(compiles) - n_before,
-                 "compile_seconds": sum(compiles[n_before:]), "stages": _stages(out, index)})
+                 "compile_seconds": sum(compiles[n_before:]),
+                 "computing": _computing(out, index)})
     r = rows[-1]
     print(f"bucket {index:4d} {r['kind']:<16} {r['seconds']:7.1f} s  {per_bucket} configurations  "
-          f"{r['compiles']} compiles ({r['compile_seconds']:.1f} s)  {_fmt(r['stages'])}",
+          f"{r['compiles']} compiles ({r['compile_seconds']:.1f} s)  computing "
+          f"{_fmt(r['computing'])}",
           flush=True)
     if args.baseline:
       with _without_flow_time(atlas):
-        r["baseline_seconds"], r["baseline_stages"] = _timed(
+        r["baseline_seconds"], r["baseline_computing"] = _timed(
             atlas, Path(args.out) / f"baseline-{index:04d}", index, args.quick)
       print(f"  baseline (no flow_time, one chunk) {r['baseline_seconds']:7.1f} s  "
-            f"{_fmt(r['baseline_stages'])}  ratio {r['baseline_seconds'] / r['seconds']:.2f}x",
+            f"(computing {_fmt(r['baseline_computing'])})  "
+            f"ratio {r['baseline_seconds'] / r['seconds']:.2f}x",
             flush=True)
     if args.baseline_ode:
       with _ode_per_lr():
-        r["baseline_ode_seconds"], r["baseline_ode_stages"] = _timed(
+        r["baseline_ode_seconds"], r["baseline_ode_computing"] = _timed(
             atlas, Path(args.out) / f"baseline-ode-{index:04d}", index, args.quick)
       print(f"  baseline (reduced ODE per lr) {r['baseline_ode_seconds']:7.1f} s  "
-            f"{_fmt(r['baseline_ode_stages'])}  "
+            f"(computing {_fmt(r['baseline_ode_computing'])})  "
             f"ratio {r['baseline_ode_seconds'] / r['seconds']:.2f}x", flush=True)
   total = sum(r["seconds"] for r in rows)
   configs = sum(r["configurations"] for r in rows)

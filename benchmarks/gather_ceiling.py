@@ -11,15 +11,17 @@ multiply-adds a seed). This benchmark times those two kinds of work alone, each 
 program of its own, in the forms tried here (for the gather: ``table[tokens].sum(1)``, the
 fast path's unrolled slice sums, a one-hot product; for the products: batched ``einsum``
 dots and the fast path's sums of broadcasts), over seed tiles, and keeps the best rate of
-each. With the counts of :func:`fast_path_work` over the full grid's fast-path
+each. With the work counts of :func:`fast_path_work` over the full grid's fast-path
 buckets it prints the minutes those parts alone would take at those rates: a yardstick for
 how far the measured atlas (``--atlas DIR``) is from the work it cannot avoid, not a proof
 that no faster form exists. Timings depend on the machine's load: run it on idle cores.
 """
 import argparse
 import json
+import math
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -120,13 +122,24 @@ def measure_products(words: int, d: int, k: int, tiles=(8, 32, 64)) -> list:
   return rows
 
 
-def fast_path_work(s, bucket) -> tuple:
-  """``(run_steps, gathered, products)`` of an atlas bucket on the fast path: σ × seeds × Σ run
-  lengths; floats gathered per run-step (sentences × (m + 1) tokens × channels: ``2 (J + 1)``
-  for FC/TC, ``(d + 1) + (hidden + 1)`` for TL); multiply-adds per run-step of the three
-  ``V_a × d × K`` products over the words seen in training (``V_a ≈ M (1 − e^{−n m / M})``)."""
-  import math
+class FastPathWork(NamedTuple):
+  """A fast-path bucket's GD work (:mod:`dynamics.fast_lu`).
 
+  Attributes:
+    run_steps: σ × seeds × Σ run lengths.
+    gathered: floats gathered per run-step: sentences × (m + 1) tokens × channels
+      (``2 (J + 1)`` for FC/TC, ``(d + 1) + (hidden + 1)`` for TL).
+    products: multiply-adds per run-step of the three ``V_a × d × K`` products over the
+      words seen in training (``V_a ≈ M (1 − e^{−n m / M})``; ``K = J`` for FC/TC, the
+      hidden width for TL).
+  """
+  run_steps: int
+  gathered: float
+  products: float
+
+
+def fast_path_work(s, bucket) -> FastPathWork:
+  """:class:`FastPathWork` of an atlas bucket on the fast path (:func:`attndyn.atlas.fast_path`)."""
   from attndyn import atlas, presets
   v = bucket.values
   sigmas, lengths = atlas.continuous(s, bucket)
@@ -140,15 +153,15 @@ def fast_path_work(s, bucket) -> tuple:
   else:
     k = v["n_topics"]
     channels = 2 * (k + 1)
-  return len(sigmas) * s.seeds * sum(lengths), tokens * channels, 3 * seen * d * k
+  return FastPathWork(len(sigmas) * s.seeds * sum(lengths), tokens * channels,
+                      3 * seen * d * k)
 
 
 def full_grid_work() -> dict:
   """The full atlas's fast-path GD work, per kind (``"fc/tc"``, ``"tl"``): ``floats``
   gathered and ``macs``, the multiply-adds of the products over the vocabulary, summed over
-  run-steps (:func:`fast_path_work`).
-  ``channels`` and ``k``: the per-token channels and K of the kind at the paper's base (the
-  rates are measured at those)."""
+  run-steps (:func:`fast_path_work`). ``channels`` and ``k``: the per-token channels and K of
+  the kind at the paper's base (the rates are measured at those)."""
   from attndyn import atlas, presets
   s = atlas.settings()
   hidden = presets.preset("lu2021-text-tl")["model"]["hidden_dim"]
@@ -159,10 +172,10 @@ def full_grid_work() -> dict:
   for b in atlas.buckets(s):
     if not atlas.fast_path(b):
       continue
-    run_steps, gathered, products = fast_path_work(s, b)
+    w = fast_path_work(s, b)
     kind = "tl" if b.values["classifier"] == "tl" else "fc/tc"
-    work[kind]["floats"] += run_steps * gathered
-    work[kind]["macs"] += run_steps * products
+    work[kind]["floats"] += w.run_steps * w.gathered
+    work[kind]["macs"] += w.run_steps * w.products
   return work
 
 

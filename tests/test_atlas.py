@@ -1,17 +1,23 @@
-"""The theory-validity atlas: its rows are `attndyn run`'s numbers, it resumes, bad --set is one line.
+"""The theory-validity atlas: its rows are `attndyn run`'s numbers; its buckets are jobs kept in one
+store, read back on --resume only when they verify, computed in worker processes to the same rows;
+a bucket that raises costs only its own rows; bad input is one line.
 
-Budget: these tests together ≤ 20 s on a loaded 2-core box (one tiny bucket: 4 compiles).
+Budget: one tiny bucket computed in this process (the module fixture), computed again four
+times (in a worker process beside an Attn-FC bucket, after its store file is damaged or
+linked, and beside a bucket that raises); every other test reads the store back or runs no
+bucket.
 """
 import json
 import math
 import os
+import shutil
 
 import numpy as np
 import pytest
 
 from attndyn import analysis
 from attndyn.analysis import atlas as measures
-from attndyn import atlas, cli, pipeline
+from attndyn import atlas, cli, jobs, pipeline
 from attndyn.reproduce import engine
 from attndyn.tasks.errors import ConfigError
 
@@ -20,9 +26,16 @@ from attndyn.tasks.errors import ConfigError
 # the lr-0.5 runs at their last step.
 TINY = ["classifiers=[\"tc\"]", "axes={}", "crosses=[]", "seeds=2", "sigma=[0.001, 0.1]", "tau=5.0",
         "steps=10", "record_every=5", "run_lengths=[10, 5]", "precision=\"float64\"",
-        "ode_rtol=1e-6", "keep_checkpoints=true",   # the tests below play kills with them
+        "ode_rtol=1e-6",
         "base={n_nontopic=3, vocab_size=20, n_topics=2, words_per_topic=2, embed_dim=4, "
         "n_train=16, n_test=8, normaliser=\"softmax\", train_query=false}"]
+# The tiny bucket and a second one (m = 4): bucket-0000 is the tiny bucket (the same job, the
+# same key), bucket-0001 the other.
+TWO = [i for i in TINY if not i.startswith("axes")] + ["axes={n_nontopic=[4]}"]
+
+
+def _sets(items) -> list:
+  return [a for item in items for a in ("--set", item)]
 
 
 @pytest.fixture(scope="module")
@@ -31,13 +44,32 @@ def tiny_atlas(tmp_path_factory):
   return out, atlas.run_atlas(out, items=TINY, progress=False, findings=False)
 
 
+def _copy(tiny_atlas, tmp_path, name: str):
+  out = tmp_path / name
+  shutil.copytree(tiny_atlas[0], out)
+  return out
+
+
+def _stored(out) -> list:
+  """The store's job documents (``KEY.json``), by file name."""
+  return [(p, json.loads(p.read_text())) for p in sorted((out / atlas.STORE).glob("*.json"))]
+
+
 def _single_run(s, sigma, lr, n):
   """The `attndyn run` config of one atlas configuration: its σ, lr and steps = tau / lr."""
   raw = atlas.run_config(s, atlas.buckets(s)[0])
   raw["model"]["embed_std"] = sigma
   raw["train"].update({"lr": lr, "steps": n})
-  raw["sweep"] = {"seeds": s["seeds"], "data_seeds": [0]}
+  raw["sweep"] = {"seeds": s.seeds, "data_seeds": [0]}
   return engine.validate(raw, "test")
+
+
+def _same_rows(a: list, b: list) -> list:
+  """The (row, column, value, value) where two tables differ (NaN equals NaN)."""
+  return [(i, k, ra.get(k), rb[k]) for i, (ra, rb) in enumerate(zip(a, b)) for k in rb
+          if not (ra.get(k) == rb[k] or (isinstance(rb[k], float) and math.isnan(rb[k])
+                                         and math.isnan(ra[k])))] + (
+      [("rows", len(a), len(b))] if len(a) != len(b) else [])
 
 
 def test_rows_equal_attndyn_run_of_the_same_config(tiny_atlas):
@@ -51,8 +83,8 @@ def test_rows_equal_attndyn_run_of_the_same_config(tiny_atlas):
   """
   _, result = tiny_atlas
   s = atlas.settings(items=TINY)
-  lr, n = atlas.learning_rates(s)[1], s["run_lengths"][1]
-  sigma = s["sigma"][1]
+  lr, n = atlas.learning_rates(s)[1], s.run_lengths[1]
+  sigma = s.sigma[1]
   cfg = _single_run(s, sigma, lr, n)
   with pipeline.precision_scope(cfg.precision):
     run = pipeline.run(cfg, progress=False)
@@ -61,7 +93,7 @@ def test_rows_equal_attndyn_run_of_the_same_config(tiny_atlas):
                                learned_acc=atlas.LEARNED_ACC)
   got = [r for r in result.rows if r["sigma"] == sigma and r["lr"] == lr]
   assert [r["seed"] for r in got] == [p["seed"] for p in run.points]
-  assert all(r["tau"] == pytest.approx(s["tau"]) for r in got)
+  assert all(r["tau"] == pytest.approx(s.tau) for r in got)
   for row, want in zip(got, expected):
     for key in ("test_acc", "final_loss", "mean_topic_score", "sen_error", "sen_error_final",
                 "q_drift", "assumption1_ratio"):
@@ -93,50 +125,48 @@ def test_table_and_curves_are_written_and_read_back(tiny_atlas):
       assert z[name].ndim == len(names) and z[name].shape[0] == len(back)
 
 
-def test_resume_gives_the_same_table(tiny_atlas):
+def test_resume_gives_the_same_table_and_the_stored_seconds(tiny_atlas):
+  """Every bucket is read back from the store: the same rows and curves, and its computing
+  seconds are the ones stored (the first process's), not the read-back's."""
   out, result = tiny_atlas
   first = json.loads((out / "atlas.json").read_text())["seconds"]
   again = atlas.run_atlas(out, items=TINY, progress=False, findings=False, resume=True)
-  # every bucket was read back: its computing time is the first process's, not the read-back's
   buckets = [k for k in first if k.startswith("bucket-")]
-  assert buckets and {k: again.seconds[k] for k in buckets} == {k: first[k] for k in buckets}
+  assert buckets == ["bucket-0000"] and first["bucket-0000"] > 0
+  assert {k: again.seconds[k] for k in buckets} == {k: first[k] for k in buckets}
   assert again.seconds["computing"] == first["computing"] == sum(first[k] for k in buckets)
-  assert len(again.rows) == len(result.rows)
-  differ = [(i, k, ra[k], rb[k]) for i, (ra, rb) in enumerate(zip(again.rows, result.rows))
-            for k in rb if not (ra[k] == rb[k] or (isinstance(rb[k], float) and math.isnan(rb[k])
-                                                   and math.isnan(ra[k])))]
-  assert not differ, differ[:5]
+  assert json.loads((out / "atlas.json").read_text())["reused"] == buckets
+  assert not _same_rows(again.rows, result.rows)
+  for name, curve in result.curves.items():
+    np.testing.assert_array_equal(again.curves[name], curve)
 
 
-def test_worker_processes_compute_the_rows_one_process_does(tiny_atlas, tmp_path, capsys,
-                                                           monkeypatch):
-  """``workers=2``: the Attn-TC bucket (tiny_atlas's) and an Attn-FC one, each computed in a
-  process of its own and read back here from its record.
+def test_two_worker_processes_compute_the_rows_one_process_does(tiny_atlas, tmp_path, capsys,
+                                                               monkeypatch):
+  """``workers=2`` (a Dask LocalCluster of two processes): the Attn-TC bucket (tiny_atlas's)
+  and an Attn-FC one, each computed in a worker process and kept by this one.
 
   Tolerance: rtol 1e-9 (float64), as test_rows_equal's: the same programs, but a worker held
   to one core sums the ODE solver's reductions on one thread, in another order, and the
-  relative deviation's small denominator magnifies that rounding. Both buckets' times reach
-  atlas-seconds.json, which each worker updates with its own bucket under a lock. The
-  progress bar moves as the workers finish chunks, not only buckets: each bucket's run
-  reports its 4 configurations as its stages' chunks finish, in steps of at most 2, so the
-  bar passes a count other than 0, 4 and 8. The records name the code this process started
-  with (its commit), though the workers import it later.
+  relative deviation's small denominator magnifies that rounding. The progress bar moves as
+  the workers finish chunks, not only buckets: each bucket reports its 4 configurations as its
+  stages' chunks finish (jobs.report), so the bar passes a count other than 0, 4 and 8. The
+  stored buckets name the code this process started with (its commit, which the worker
+  plugin hands the workers), though the workers import it later.
   """
   import re
-
-  from attndyn.reproduce import runner
   _, one = tiny_atlas
   items = [i for i in TINY if not i.startswith("classifiers")] + ['classifiers=["tc", "fc"]']
-  # the commit this process started with, which the workers' records must name whatever the
-  # checkout holds when they read it
-  monkeypatch.setitem(runner._REVISION, "value", {"commit": "f" * 40, "dirty": False})
+  monkeypatch.setitem(jobs._REVISION, "value", {"commit": "f" * 40, "dirty": False})
   got = atlas.run_atlas(tmp_path, items=items, progress=True, findings=False, workers=2)
-  for record in (tmp_path / atlas.RECORDS).glob("*.json"):
-    assert json.loads(record.read_text())["commit"] == "f" * 40
+  stored = _stored(tmp_path)
+  assert len(stored) == 2 and all(doc["result"]["commit"] == "f" * 40 for _, doc in stored)
   shown = {int(n) for n in re.findall(r" (\d+)/8 configurations", capsys.readouterr().err)}
   assert shown - {0, 4, 8} and max(shown) == 8, shown
-  assert json.loads((tmp_path / "atlas.json").read_text())["workers"] == 2
-  assert {r["classifier"] for r in got.rows} == {"tc", "fc"}
+  doc = json.loads((tmp_path / "atlas.json").read_text())
+  assert doc["workers"] == 2 and doc["commits"] == {"f" * 40: ["bucket-0000", "bucket-0001"]}
+  assert all(doc["seconds"][k] > 0 for k in ("bucket-0000", "bucket-0001"))
+  assert not got.failures and {r["classifier"] for r in got.rows} == {"tc", "fc"}
   tc = [r for r in got.rows if r["classifier"] == "tc"]
   assert len(tc) == len(one.rows)
   for ra, rb in zip(tc, one.rows):
@@ -145,9 +175,6 @@ def test_worker_processes_compute_the_rows_one_process_does(tiny_atlas, tmp_path
         np.testing.assert_allclose(ra[k], v, rtol=1e-9, atol=0, err_msg=k)
       else:
         assert ra[k] == v, k
-  times = json.loads((tmp_path / atlas.TIMES).read_text())
-  assert set(times) == {"bucket-0000", "bucket-0001"}
-  assert all(len(v) == 1 and v[0] > 0 for v in times.values())
 
 
 @pytest.mark.parametrize("value", ["0", "-2", "two"])
@@ -158,160 +185,150 @@ def test_bad_workers_is_one_line(value, tmp_path, capsys):
   assert not (tmp_path / "a").exists()
 
 
-def test_a_worker_killed_mid_atlas_is_one_line_naming_the_resume(tmp_path, capsys):
-  from unittest import mock
-  died = ChildProcessError("worker process 1 (pid 4242) was killed by signal 9 (SIGKILL) "
-                           "before finishing its job (out of memory? a kill?)")
-  with mock.patch.object(atlas, "run_atlas", side_effect=died):
-    code = cli.main(["atlas", "--out", str(tmp_path / "a"), "--quick", "--no-progress"])
-  err = capsys.readouterr().err
-  assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
-  assert "killed by signal 9" in err and "--resume" in err
-
-
 def test_auto_workers_are_the_cores_on_a_cpu():
-  from attndyn import processes
-  assert processes.parse_workers("auto") == len(processes.usable_cores())
-  assert processes.parse_workers("3") == 3
+  assert jobs.parse_workers("auto") == len(jobs.usable_cores())
+  assert jobs.parse_workers("3") == 3
 
 
-def _same_rows(a: list, b: list) -> list:
-  """The (row, column, value, value) where two tables differ (NaN equals NaN)."""
-  return [(i, k, ra.get(k), rb[k]) for i, (ra, rb) in enumerate(zip(a, b)) for k in rb
-          if not (ra.get(k) == rb[k] or (isinstance(rb[k], float) and math.isnan(rb[k])
-                                         and math.isnan(ra[k])))] + (
-      [("rows", len(a), len(b))] if len(a) != len(b) else [])
-
-
-def test_a_bucket_is_read_back_from_its_record_without_its_checkpoints(tiny_atlas, tmp_path):
-  """DIR/buckets keeps each finished bucket's rows, curves and computing time: with runs/
-  (the checkpoints) gone, --resume gives the same table and curves, and the same time."""
-  import shutil
-  out = tmp_path / "records"
-  shutil.copytree(tiny_atlas[0], out)
-  shutil.rmtree(out / "runs")
-  first = json.loads((out / "atlas.json").read_text())["seconds"]
-  again = atlas.run_atlas(out, items=TINY, progress=False, findings=False, resume=True)
-  assert not (out / "runs").exists()          # nothing was computed
-  assert not _same_rows(again.rows, tiny_atlas[1].rows)
-  for name, curve in tiny_atlas[1].curves.items():
-    np.testing.assert_array_equal(again.curves[name], curve)
-  bucket = next(k for k in first if k.startswith("bucket-"))
-  assert again.seconds[bucket] == first[bucket]
-  # the code that computed each bucket, kept from its record: a git commit (the checkout this
-  # test runs in), or "unknown" outside git
-  commits = json.loads((tiny_atlas[0] / "atlas.json").read_text())["commits"]
-  (commit, names), = commits.items()
-  assert names == [bucket] and (commit == "unknown" or len(commit.split("+")[0]) == 40)
-  assert json.loads((out / "atlas.json").read_text())["commits"] == commits
-  # and `attndyn atlas --resume` takes a DIR that holds the records alone
-  sets = [a for item in TINY for a in ("--set", item)]
-  assert cli.main(["atlas", "--out", str(out), "--resume", "--no-progress", *sets]) == 0
-  assert not (out / "runs").exists()
-  assert not _same_rows(atlas.read_table(out / "atlas.csv"), again.rows)
-  assert "phase_sigma_lr.png" in json.loads((out / "atlas.json").read_text())["findings"]["figures"]
-  # a record file a kill cut short (atomic.write's temporary) is removed on --resume
-  cut = out / atlas.RECORDS / f".{bucket}.csv.abcd1234.tmp"
-  cut.write_text("config,bu")
-  assert cli.main(["atlas", "--out", str(out), "--resume", "--no-progress", *sets]) == 0
+def test_the_store_alone_resumes_the_atlas(tiny_atlas, tmp_path):
+  """`attndyn atlas --resume` on a DIR whose outputs are gone: every bucket from DIR/jobs, the
+  same table, the findings drawn, the commit that computed each bucket kept; a store file a kill
+  cut short (atomic.write's temporary) is removed."""
+  out = _copy(tiny_atlas, tmp_path, "store")
+  commits = json.loads((out / "atlas.json").read_text())["commits"]
+  (commit, names), = commits.items()   # a git commit (this checkout), or "unknown" outside git
+  assert names == ["bucket-0000"] and (commit == "unknown" or len(commit.split("+")[0]) == 40)
+  for name in ("atlas.csv", "atlas.json", "curves.npz", "curves.json"):
+    (out / name).unlink()
+  (path, _), = _stored(out)
+  cut = out / atlas.STORE / f".{path.name}.abcd1234.tmp"
+  cut.write_text('{"format": 1, "na')
+  assert cli.main(["atlas", "--out", str(out), "--resume", "--no-progress", *_sets(TINY)]) == 0
   assert not cut.exists()
-  # the rows alone (the part kept in the repository): the same table, the curves NaN, and
-  # atlas.json says which bucket has none
-  (record,) = (out / atlas.RECORDS).glob("*-curves.npz")
-  record.unlink()
-  rows_only = atlas.run_atlas(out, items=TINY, progress=False, findings=False, resume=True)
-  assert not _same_rows(rows_only.rows, tiny_atlas[1].rows)
-  assert all(np.isnan(c).all() for c in rows_only.curves.values())
-  assert json.loads((out / "atlas.json").read_text())["buckets_without_curves"] == [bucket]
+  assert not _same_rows(atlas.read_table(out / "atlas.csv"),
+                        atlas.read_table(tiny_atlas[0] / "atlas.csv"))
+  doc = json.loads((out / "atlas.json").read_text())
+  assert doc["reused"] == ["bucket-0000"] and doc["commits"] == commits
+  assert "phase_sigma_lr.png" in doc["findings"]["figures"]
 
 
-def test_a_finished_buckets_checkpoints_go_once_its_record_is_written(tiny_atlas, tmp_path):
-  """By default (keep_checkpoints = false) a bucket's checkpoints are deleted after its record
-  is written, and a resume reads the bucket from the record: the same rows."""
-  import shutil
-  out = tmp_path / "dropped"
-  shutil.copytree(tiny_atlas[0], out)
-  shutil.rmtree(out / atlas.RECORDS)           # as if killed after the chunks, before the record
-  run = next((out / "runs").iterdir())
-  assert (run / "checkpoints" / "gd").is_dir()
-  items = [i for i in TINY if not i.startswith("keep_checkpoints")]
-  again = atlas.run_atlas(out, items=items, progress=False, findings=False, resume=True)
-  assert not (run / "checkpoints").exists()
-  assert (run / "trajectories.npz").is_file() and (run / "run_info.json").is_file()
-  assert not _same_rows(again.rows, tiny_atlas[1].rows)
-  assert not _same_rows(atlas.run_atlas(out, items=items, progress=False, findings=False,
-                                        resume=True).rows, tiny_atlas[1].rows)
+def test_a_damaged_foreign_or_linked_store_file_is_not_trusted(tiny_atlas, tmp_path):
+  """jobs.Store.get reads a bucket back only when its JSON is whole, names this job and key,
+  its arrays match their digest, and neither file is a symbolic link."""
+  out = _copy(tiny_atlas, tmp_path, "store")
+  (path, doc), = _stored(out)
+  npz = path.with_suffix(".npz")
+  store = jobs.Store(out / atlas.STORE)
+  job = jobs.Job("bucket-0000", atlas.bucket_job, (), path.stem)
+  assert not _same_rows(tiny_atlas[1].rows, store.get(job, warn=False)["rows"])   # it can pass
+  text, data = path.read_text(), npz.read_bytes()
+
+  def refused() -> bool:
+    got = store.get(job, warn=False)
+    path.write_text(text)
+    npz.write_bytes(data)
+    return got is None
+
+  path.write_text(text[: len(text) // 2])                   # cut short
+  assert refused()
+  npz.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))        # its arrays edited
+  assert refused()
+  path.write_text(json.dumps({**doc, "name": "bucket-0007"}))   # another job's
+  assert refused()
+  other = jobs.Job("bucket-0000", atlas.bucket_job, (), "0" * 32)
+  (out / atlas.STORE / f"{other.key}.json").write_text(text)   # another key's file
+  assert store.get(other, warn=False) is None
+  for linked in (path, npz):                                # a link to a whole copy of itself
+    copy = tmp_path / f"copy-{linked.name}"
+    shutil.copy(linked, copy)
+    linked.unlink()
+    linked.symlink_to(copy)
+    assert store.get(job, warn=False) is None
+    linked.unlink()
+    shutil.copy(copy, linked)
+  assert store.get(job, warn=False) is not None
 
 
-def test_a_damaged_or_foreign_record_is_recomputed_not_trusted(tiny_atlas, tmp_path, capsys):
-  import shutil
-  out = tmp_path / "damaged"
-  shutil.copytree(tiny_atlas[0], out)
-  (table,) = (out / atlas.RECORDS).glob("*.csv")
-  text = table.read_text()
-  table.write_text(text[: len(text) // 2])    # cut mid-row: fewer rows than its .json says
-  again = atlas.run_atlas(out, items=TINY, progress=True, findings=False, resume=True)
+def test_a_store_file_that_does_not_verify_is_computed_again(tiny_atlas, tmp_path, capsys):
+  out = _copy(tiny_atlas, tmp_path, "damaged")
+  (path, _), = _stored(out)
+  text = path.read_text()
+  path.write_text(text[: len(text) // 2])
+  again = atlas.run_atlas(out, items=TINY, progress=False, findings=False, resume=True)
   err = capsys.readouterr().err
-  assert "unreadable" in err and "redoing the bucket" in err
+  assert "does not verify" in err and "bucket-0000 is computed again" in err, err
   assert not _same_rows(again.rows, tiny_atlas[1].rows)
-  assert table.read_text() == text            # rewritten whole from the checkpoints
-  meta = table.with_suffix(".json")
-  doc = json.loads(meta.read_text())
-  meta.write_text(json.dumps({**doc, "digest": "0" * 64}))   # another grid's record
-  atlas.run_atlas(out, items=TINY, progress=True, findings=False, resume=True)
-  assert "made with other settings" in capsys.readouterr().err
-  assert json.loads(meta.read_text())["digest"] == doc["digest"]
+  assert json.loads((out / "atlas.json").read_text())["reused"] == []
+  (path, doc), = _stored(out)                               # stored whole again
+  assert doc["result"]["rows"] == json.loads(text)["result"]["rows"]
 
 
-def _drop_seconds(chunk) -> None:
-  """Make a checkpoint chunk an older attndyn's: its zip comment without the seconds."""
-  import zipfile
-
-  from attndyn.analysis import npz
-  run_id = npz.run_id(chunk)
-  with zipfile.ZipFile(chunk, "a") as zf:
-    zf.comment = json.dumps({"run_id": run_id}).encode()
-
-
-def test_a_bucket_finished_by_a_second_process_counts_both_processes_time(tiny_atlas, tmp_path):
-  """A process killed midway through a bucket leaves chunks whose files record their
-  computing seconds; the process that finishes the bucket adds them to its own. A chunk of an
-  older attndyn (no seconds) leaves its time out, and atlas.json says the time is partial."""
-  import shutil
-
-  from attndyn.analysis import npz
-  out = tmp_path / "killed"
-  shutil.copytree(tiny_atlas[0], out)
-  for gone in (out / atlas.RECORDS, out / atlas.TIMES):   # as if killed before the bucket's end
-    shutil.rmtree(gone) if gone.is_dir() else gone.unlink()
-  gd = next((out / "runs").iterdir()) / "checkpoints" / "gd"
-  (gd / "chunk_00001.npz").unlink()
-  kept = sum(npz.comment(f)["seconds"] for f in gd.parent.glob("*/chunk_*.npz"))  # gd, reduced
-  assert kept > 0
-  again = atlas.run_atlas(out, items=TINY, progress=False, findings=False, resume=True)
-  name = gd.parent.parent.name
-  (mine, earlier), = [json.loads((out / atlas.TIMES).read_text())[name]]
-  assert earlier == kept and again.seconds[name] == pytest.approx(mine + kept)
-  assert json.loads((out / "atlas.json").read_text())["buckets_with_partial_times"] == []
-  assert not _same_rows(again.rows, tiny_atlas[1].rows)
-  # the same with a chunk file that recorded no seconds
-  for gone in (out / atlas.RECORDS, out / atlas.TIMES):
-    shutil.rmtree(gone) if gone.is_dir() else gone.unlink()
-  (gd / "chunk_00001.npz").unlink()
-  _drop_seconds(gd / "chunk_00000.npz")
-  again = atlas.run_atlas(out, items=TINY, progress=False, findings=False, resume=True)
-  reduced = npz.comment(gd.parent / "reduced" / "chunk_00000.npz")["seconds"]
-  assert json.loads((out / atlas.TIMES).read_text())[name][1] == reduced   # gd's chunk 0 unknown
-  assert json.loads((out / "atlas.json").read_text())["buckets_with_partial_times"] == [name]
-  assert json.loads((out / atlas.RECORDS / f"{name}.json").read_text())["partial_time"] is True
+def test_a_linked_store_file_is_neither_read_nor_written_through(tiny_atlas, tmp_path, capsys):
+  """A store file replaced by a link (to a whole copy of itself): the bucket is not read
+  through it but computed, and its result is not written through it either: one line names
+  the link (exit 2), and the link's target is left as it was."""
+  out = _copy(tiny_atlas, tmp_path, "linked")
+  (path, _), = _stored(out)
+  target = tmp_path / "elsewhere.json"
+  shutil.copy(path, target)
+  before = target.read_text()
+  path.unlink()
+  path.symlink_to(target)
+  code = cli.main(["atlas", "--out", str(out), "--resume", "--no-progress", "--workers", "1",
+                   *_sets(TINY)])
+  warned, refused = capsys.readouterr().err.splitlines()
+  assert "bucket-0000 is computed again" in warned
+  assert code == 2 and refused.startswith(f"attndyn: error: {str(path)!r} is a symbolic link")
+  assert path.is_symlink() and target.read_text() == before
 
 
-def test_the_table_keeps_infinities_and_nan(tmp_path):
-  rows = [{"a": math.inf, "b": -math.inf, "c": math.nan, "d": True, "e": "fc", "f": 3, "g": 0.1}]
-  atlas.write_table(tmp_path / "t.csv", rows)
-  (back,) = atlas.read_table(tmp_path / "t.csv")
-  assert back["a"] == math.inf and back["b"] == -math.inf and math.isnan(back["c"])
-  assert (back["d"], back["e"], back["f"], back["g"]) == (True, "fc", 3, 0.1)
+@pytest.mark.parametrize("change, said, again", [
+    ("autodiff_thin=3", "autodiff_thin = 4 there, 3 now", "0 of 1 buckets"),
+    ("axes={n_nontopic=[4]}", "axes = {", "1 of 2 buckets")])
+def test_resume_with_a_changed_setting_says_so_and_computes_only_the_changed_buckets(
+    change, said, again, tiny_atlas, tmp_path, capsys, monkeypatch):
+  """One line names what changed and how many buckets that computes again; a bucket whose key
+  the change leaves alone (the tiny bucket: autodiff_thin thins only autodiff buckets) is read
+  back. The buckets computed are made to raise here, so that they cost nothing and show which
+  ran (their tracebacks in errors/)."""
+  out = _copy(tiny_atlas, tmp_path, "changed")
+
+  def refuse(settings_json, index):
+    raise RuntimeError(f"bucket {index} was computed")
+  monkeypatch.setattr(atlas, "bucket_job", refuse)
+  items = [i for i in TINY if not i.startswith(change.split("=")[0])] + [change]
+  got = atlas.run_atlas(out, items=items, progress=False, findings=False, resume=True)
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and err.startswith("atlas --resume: the settings differ"), err
+  assert said in err and f"{again} are computed (again)" in err
+  assert json.loads((out / "atlas.json").read_text())["reused"] == ["bucket-0000"]
+  assert sorted(got.failures) == (["bucket-0001"] if "1 of 2" in again else [])
+  assert not _same_rows([r for r in got.rows if r["bucket"] == 0], tiny_atlas[1].rows)
+
+
+def test_a_bucket_that_raises_is_exit_1_naming_it_and_the_others_rows_are_kept(
+    tiny_atlas, tmp_path, capsys, monkeypatch):
+  """The bucket that raises (bucket-0001) leaves its rows out and its traceback in DIR/errors;
+  the other is computed and kept; the command exits 1 with one line naming the bucket."""
+  compute = atlas.bucket_job
+
+  def second_raises(settings_json, index):
+    if index == 1:
+      raise RuntimeError("a bug in bucket 1")
+    return compute(settings_json, index)
+  monkeypatch.setattr(atlas, "bucket_job", second_raises)
+  out = tmp_path / "raised"
+  code = cli.main(["atlas", "--out", str(out), "--workers", "1", "--no-progress", *_sets(TWO)])
+  err = capsys.readouterr().err
+  assert code == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+  assert err.startswith("attndyn: error: 1 bucket(s) failed (bucket-0001)")
+  assert "RuntimeError: a bug in bucket 1" in err and "--resume" in err
+  trace = (out / atlas.ERRORS / "bucket-0001.txt").read_text()
+  assert trace.startswith("Traceback") and "a bug in bucket 1" in trace
+  assert not _same_rows(atlas.read_table(out / "atlas.csv"),
+                        atlas.read_table(tiny_atlas[0] / "atlas.csv"))
+  assert len(_stored(out)) == 1
+  assert "bucket-0001" in json.loads((out / "atlas.json").read_text())["errors"]
 
 
 def test_a_non_empty_out_needs_force_and_an_interrupt_names_the_resume(tmp_path, capsys):
@@ -326,16 +343,17 @@ def test_a_non_empty_out_needs_force_and_an_interrupt_names_the_resume(tmp_path,
   assert not (tmp_path / "none").exists()
   args = cli._parser().parse_args(["atlas", "--out", "d"])
   assert cli._resume_hint(args) == ("; `attndyn atlas --out d --resume` (same options) keeps the "
-                                    "finished buckets and continues from the last checkpoint")
+                                    "finished buckets and computes the others")
 
 
-def test_a_records_path_that_is_a_file_is_one_line(tmp_path, capsys):
+def test_a_store_path_that_is_a_file_is_one_line(tmp_path, capsys):
   out = tmp_path / "a"
   out.mkdir()
-  (out / atlas.RECORDS).write_text("not a folder")
+  (out / atlas.STORE).write_text("not a folder")
   assert cli.main(["atlas", "--out", str(out), "--force", "--no-progress"]) == 2
   err = capsys.readouterr().err
-  assert err.count("\n") == 1 and "is not a directory" in err and atlas.RECORDS in err
+  assert err.count("\n") == 1 and "is not a directory" in err and atlas.STORE in err
+  assert (out / atlas.STORE).read_text() == "not a folder"
 
 
 @pytest.mark.parametrize("raised, code, first", [
@@ -346,12 +364,12 @@ def test_a_failed_ode_stage_is_not_exit_0(raised, code, first, tmp_path, capsys,
   import tempfile
   from unittest import mock
 
-  from attndyn import atlas
+  from attndyn import api
   # The mocked atlas writes nothing, so DIR is gone and the traceback goes to a temporary
   # file: keep it in tmp_path, not the machine's /tmp.
   monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
   done = atlas.AtlasResult([], {}, {}, {"total": 1.0}, {"bucket-0003": {"reduced": raised}})
-  with mock.patch.object(atlas, "run_atlas", return_value=done):
+  with mock.patch.object(api, "atlas", return_value=done):
     got = cli.main(["atlas", "--out", str(tmp_path / "a"), "--quick", "--no-progress"])
   err = capsys.readouterr().err
   assert got == code and err.count("\n") == 1 and err.startswith(first), err
@@ -361,16 +379,34 @@ def test_a_failed_ode_stage_is_not_exit_0(raised, code, first, tmp_path, capsys,
     assert f"traceback in {tmp_path}{os.sep}attndyn-error-" in err, err
 
 
+def test_axes_set_as_a_table_vary_only_the_axes_it_names():
+  """``--set axes={...}`` replaces the table: an axis it leaves out is not varied."""
+  s = atlas.settings(items=['classifiers=["tc"]', "crosses=[]", "axes={n_nontopic=[4]}"])
+  assert s.axes.items() == [("n_nontopic", (4,))]
+  assert [b.values["n_nontopic"] for b in atlas.buckets(s)] == [s.base.n_nontopic, 4]
+  assert atlas.settings(items=["crosses=[]", "axes={}"]).axes.items() == []
+
+
 @pytest.mark.parametrize("item, names", [
     ("tau=-1", "tau"), ("colour=3", "colour"), ("axes={m=[2]}", "axes.m"),
     ("run_lengths=[7]", "run_lengths"), ("classifiers=[\"cnn\"]", "classifiers"),
-    ("sigma=[0]", "sigma"), ("tau", "tau"), ("keep_checkpoints=1", "keep_checkpoints")])
+    ("sigma=[0]", "sigma"), ("tau", "tau"), ("seeds=1.5", "seeds"),
+    ("base.normaliser=\"relu\"", "base.normaliser")])
 def test_bad_set_is_one_line(item, names, tmp_path, capsys):
   with pytest.raises(ConfigError, match=names.split(".")[0]):
     atlas.settings(items=[item])
   code = cli.main(["atlas", "--out", str(tmp_path / "a"), "--set", item, "--no-progress"])
   err = capsys.readouterr().err
   assert code == 2 and err.count("\n") == 1 and err.startswith("attndyn: error:")
+  assert not (tmp_path / "a").exists()
+
+
+def test_the_table_keeps_infinities_and_nan(tmp_path):
+  rows = [{"a": math.inf, "b": -math.inf, "c": math.nan, "d": True, "e": "fc", "f": 3, "g": 0.1}]
+  atlas.write_table(tmp_path / "t.csv", rows)
+  (back,) = atlas.read_table(tmp_path / "t.csv")
+  assert back["a"] == math.inf and back["b"] == -math.inf and math.isnan(back["c"])
+  assert (back["d"], back["e"], back["f"], back["g"]) == (True, "fc", 3, 0.1)
 
 
 def test_theory_flags_name_the_broken_assumption():
@@ -444,33 +480,6 @@ def test_headline_table_flags_a_run_outside_the_theory():
   assert "Lemma 2" in line and "0.15 > 0.02" in line and "norm change 0.0123" in line
 
 
-def test_an_atlas_without_its_times_file_trusts_only_a_run_info_that_computed_everything(
-    tiny_atlas, tmp_path):
-  """An atlas that predates atlas-seconds.json: a bucket read back keeps the stage seconds of a
-  run_info.json written by the process that computed all of it; one rewritten by a resume
-  (its read-back time) gives an unknown time, not a wrong one."""
-  import shutil
-  out = tmp_path / "legacy"
-  shutil.copytree(tiny_atlas[0], out)
-  (out / atlas.TIMES).unlink()
-  shutil.rmtree(out / atlas.RECORDS)    # and before the buckets' records
-  for chunk in (out / "runs").glob("*/checkpoints/*/chunk_*.npz"):   # and the chunks' seconds
-    _drop_seconds(chunk)
-  info_path = next((out / "runs").iterdir()) / "run_info.json"
-  info = json.loads(info_path.read_text())
-  # as the process that computed the whole bucket wrote it
-  info_path.write_text(json.dumps({**info, "resumed": False, "seconds": {"gd": 12.5,
-                                                                         "reduced": 0.5}}))
-  again = atlas.run_atlas(out, items=TINY, progress=False, findings=False, resume=True)
-  name = info_path.parent.name
-  assert again.seconds[name] == 13.0 and json.loads(info_path.read_text())["resumed"] is True
-  (out / atlas.TIMES).unlink()          # and again, now that a resume rewrote run_info.json
-  shutil.rmtree(out / atlas.RECORDS)
-  again = atlas.run_atlas(out, items=TINY, progress=False, findings=False, resume=True)
-  assert math.isnan(again.seconds[name]) and math.isnan(again.seconds["computing"])
-  assert json.loads((out / atlas.TIMES).read_text())[name] == [None]
-
-
 def test_ode_predictors_correlate_the_deviation_with_each_motion_measure():
   """Per classifier, r of log ode_rel_dev with each non-topic motion measure, over finite,
   undiverged runs only (all, and σ < 0.01 apart)."""
@@ -506,76 +515,54 @@ def test_atlas_fast_path_is_the_path_each_bucket_runs_on():
   assert paths == {"fast", "generic"}
 
 
-def test_the_eta_cost_model_orders_buckets_by_their_work():
-  """bucket_cost (the atlas ETA's weights) grows with the tokens GD gathers: m, n_train, TL's
-  wider gather; an autodiff bucket costs more per configuration than a fast-path one, and a
-  trained query's (fast path, no reduced ODE) less than the base's."""
-  s = atlas.settings()
-  by = {json.dumps(b.values, sort_keys=True): b for b in atlas.buckets(s)}
-  cost = lambda classifier, **change: atlas.bucket_cost(s, by[json.dumps(
-      {"classifier": classifier, **atlas.BASE, **change}, sort_keys=True)])
-  per_config = lambda classifier, **change: cost(classifier, **change) / atlas.n_configurations(
-      s, by[json.dumps({"classifier": classifier, **atlas.BASE, **change}, sort_keys=True)])
-  assert cost("tc", n_nontopic=2) < cost("tc", n_nontopic=20) < cost("tc", n_nontopic=100)
-  assert cost("tc", n_train=200) < cost("tc") < cost("tl")
-  assert per_config("tc", train_query=True) < per_config("tc") < per_config(
-      "tc", normaliser="sparsemax")
-
-
-def test_the_cost_check_compares_measured_buckets_with_the_model(tmp_path, capsys):
-  """benchmarks.atlas --cost-check: measured / modelled seconds per finished bucket, partial
-  times left out, and the grid's time scaled by the median ratio."""
-  from benchmarks import atlas as bench
-  s = atlas.settings()
-  grid = atlas.buckets(s)
-  model = [atlas.bucket_cost(s, b) for b in grid[:3]]
-  (tmp_path / atlas.TIMES).write_text(json.dumps({
-      "bucket-0000": [2 * model[0]], "bucket-0001": [model[1], model[1]],
-      "bucket-0002": [1.0, None]}))      # an unknown part: left out
-  (tmp_path / atlas.RECORDS).mkdir()
-  (tmp_path / atlas.RECORDS / "bucket-0001.json").write_text(json.dumps(
-      {"seconds": [1.0], "partial_time": True}))
-  doc = bench.cost_check(tmp_path)
-  assert [r["bucket"] for r in doc["rows"]] == ["bucket-0000"]
-  assert doc["rows"][0]["ratio"] == pytest.approx(2.0) and doc["median_ratio"] == pytest.approx(2.0)
-  assert doc["grid_predicted_seconds"] == pytest.approx(2 * sum(atlas.bucket_cost(s, b)
-                                                                for b in grid))
-  assert "ratio 2.00" in capsys.readouterr().out
-
 
 def test_the_comparison_of_two_atlases_matches_rows_and_names_each_changed_verdict(tmp_path, capsys):
-  """benchmarks.atlas --compare: rows matched by (σ, lr, seed) within each common bucket, a run
-  that holds in one atlas and not the other reported with the measure that crossed its bound,
-  relative differences per measure, and B's computing seconds over A's."""
+  """benchmarks.atlas --compare: the rows of two atlas.csv matched by (bucket, σ, lr, seed), here
+  an atlas written before the job store (its buckets/ records beside atlas.csv, one bucket timed
+  in part) and one written now; a run that holds in one and not the other is reported with the
+  measure that crossed its bound; relative differences per measure; B's computing seconds over
+  A's (atlas.json), per bucket and over the buckets both timed whole."""
   from benchmarks import atlas as bench
 
-  def row(sigma, seed, **change):
-    r = {"sigma": sigma, "lr": 0.25, "seed": seed, "diverged": False, "sen_error": 0.01,
-         "q_drift": 0.005, "assumption1_ratio": 0.005, "ode_rel_dev": 0.019, "test_acc": 1.0,
-         "mean_topic_score": 4.0, "time_to_learn": 6.25}
+  def row(bucket, sigma, seed, **change):
+    r = {"config": 0, "bucket": bucket, "sigma": sigma, "lr": 0.25, "seed": seed,
+         "diverged": False, "sen_error": 0.01, "q_drift": 0.005, "assumption1_ratio": 0.005,
+         "ode_rel_dev": 0.019, "test_acc": 1.0, "mean_topic_score": 4.0, "time_to_learn": 6.25}
     return {**r, **change}
 
-  def write(directory, rows, seconds, name="bucket-0000"):
-    (directory / atlas.RECORDS).mkdir(parents=True, exist_ok=True)
-    atlas.write_table(directory / atlas.RECORDS / f"{name}.csv", rows)
-    (directory / atlas.RECORDS / f"{name}.json").write_text(json.dumps({"seconds": [seconds]}))
+  def write(directory, rows, seconds, **doc):
+    directory.mkdir()
+    atlas.write_table(directory / "atlas.csv", measures.with_flags(rows, atlas.TOLERANCES))
+    (directory / "atlas.json").write_text(json.dumps(
+        {"seconds": {**seconds, "total": 99.0, "computing": sum(seconds.values())}, **doc}))
 
   nan = float("nan")
   a, b = tmp_path / "a", tmp_path / "b"
-  diverged = row(2e-3, 0, diverged=True, sen_error=nan, q_drift=nan, assumption1_ratio=nan,
+  diverged = row(0, 2e-3, 0, diverged=True, sen_error=nan, q_drift=nan, assumption1_ratio=nan,
                  ode_rel_dev=nan)
-  write(a, [row(1e-3, 0), row(1e-3, 1), diverged], 10.0)
-  write(a, [row(1e-3, 0)], 5.0, name="bucket-0001")      # not in b: left out
-  # b's rows in another order; seed 1 crosses Lemma 2's bound, seed 0 moves inside every bound,
-  # and the run that diverged in a holds in b.
-  write(b, [row(1e-3, 1, ode_rel_dev=0.021), row(2e-3, 0), row(1e-3, 0, sen_error=0.011)], 2.0)
+  write(a, [row(0, 1e-3, 0), row(0, 1e-3, 1), diverged, row(1, 1e-3, 0), row(2, 1e-3, 0)],
+        {"bucket-0000": 10.0, "bucket-0001": 4.0, "bucket-0002": 5.0},
+        buckets_with_partial_times=["bucket-0001"])
+  (a / "buckets").mkdir()
+  (a / "buckets" / "bucket-0000.csv").write_text("sigma,lr\n")   # the old records: not read
+  # B's rows in another order and without bucket 2; in bucket 0 seed 1 crosses Lemma 2's
+  # bound, seed 0 moves inside every bound, and the run that diverged in A holds in B; bucket
+  # 1's row (the same σ, lr and seed as bucket 0's first) is matched within its bucket.
+  write(b, [row(0, 1e-3, 1, ode_rel_dev=0.021), row(1, 1e-3, 0, test_acc=0.5), row(0, 2e-3, 0),
+            row(0, 1e-3, 0, sen_error=0.011)], {"bucket-0000": 2.0, "bucket-0001": 8.0})
   doc = bench.compare(a, b)
-  assert doc["rows"] == 3 and [r["bucket"] for r in doc["buckets"]] == ["bucket-0000"]
+  assert doc["rows"] == 4 and [r["bucket"] for r in doc["buckets"]] == ["bucket-0000",
+                                                                       "bucket-0001"]
   flip, gone = doc["holds_differ"]
   assert (flip["seed"], flip["holds_a"], flip["measure"]) == (1, True, "ode_rel_dev")
   assert (flip["a"], flip["b"], flip["bound"]) == (0.019, 0.021, atlas.TOLERANCES["ode_tolerance"])
   assert (gone["sigma"], gone["holds_a"], gone["measure"]) == (2e-3, False, "diverged / ")
   assert doc["relative_difference"]["sen_error"]["max"] == pytest.approx(0.1)
   assert doc["relative_difference"]["ode_rel_dev"]["max"] == pytest.approx(0.002 / 0.019)
-  assert doc["seconds_b"] / doc["seconds_a"] == pytest.approx(0.2)
+  assert doc["relative_difference"]["test_acc"]["max"] == pytest.approx(0.5)
+  # bucket 1 was timed in part in A: no ratio, and left out of the totals
+  assert [r["ratio"] for r in doc["buckets"]] == [pytest.approx(0.2), None]
+  assert (doc["seconds_a"], doc["seconds_b"]) == (10.0, 2.0)
   assert "holds differs in 2" in capsys.readouterr().out
+  assert bench.main(["--compare", str(a), str(tmp_path / "none")]) == 2
+  assert capsys.readouterr().err.count("\n") == 1

@@ -255,29 +255,37 @@ def test_report_refuses_a_non_empty_out_without_force(results_dir, tmp_path, cap
   assert (user / "report.md").read_text().startswith("# attndyn report")
 
 
-# --- 6. atlas --resume with other settings is refused, naming them ----------------------------
+# --- 6. atlas --resume with other settings says what changed and computes it again ------------
 
 ATLAS = ['classifiers=["tc"]', "axes={}", "crosses=[]", "seeds=2", "sigma=[0.001, 0.1]",
          "tau=5.0", "steps=40", "record_every=10", "run_lengths=[40, 20]"]
 
 
-@pytest.mark.parametrize("where", ["atlas.json", "buckets/bucket-0000.json"])
-def test_atlas_resume_with_other_settings_is_refused_naming_them(where, tmp_path, capsys):
+def test_atlas_resume_with_other_settings_says_what_changed_and_computes_it_again(
+    tmp_path, capsys, monkeypatch):
+  """An atlas started with tau = 5 and resumed with tau = 10: one line names the change and
+  how many buckets it computes again, then the bucket runs (made to raise here, so that it
+  costs nothing: its traceback in errors/ shows it ran, and the command exits 1 naming it)."""
   from attndyn import atlas
+  from attndyn.settings import as_json
   out = tmp_path / "a"
-  (out / "buckets").mkdir(parents=True)
-  (out / where).write_text(json.dumps({"settings": atlas.settings(items=ATLAS)}))
+  (out / atlas.STORE).mkdir(parents=True)
+  (out / "atlas.json").write_text(json.dumps({"settings": as_json(atlas.settings(items=ATLAS))}))
+
+  def computed(settings_json, index):
+    raise RuntimeError(f"bucket {index} was computed")
+  monkeypatch.setattr(atlas, "bucket_job", computed)
+  now = [i for i in ATLAS if not i.startswith("tau")] + ["tau=10.0"]
   code = cli.main(["atlas", "--out", str(out), "--resume", "--no-progress", "--workers", "1",
-                   *[a for item in ATLAS[:-4] + ["tau=10.0", "steps=40", "record_every=10",
-                                                 "run_lengths=[40, 20]"]
-                     for a in ("--set", item)]])
-  err = _one_line(capsys)
-  assert code == 2 and "the atlas settings differ from the ones" in err, err
-  assert "tau = 5.0 there, 10.0 now" in err and "steps" not in err.split("):")[1].split(".")[0]
-  assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == sorted(
-      ["buckets", where])                       # nothing computed or replaced
-  # what only changes what is kept may change
-  atlas.check_resumed_settings(out, atlas.settings(items=ATLAS + ["keep_checkpoints=true"]))
+                   *[a for item in now for a in ("--set", item)]])
+  said, failed = capsys.readouterr().err.splitlines()
+  assert code == 1, (said, failed)
+  assert said.startswith(f"atlas --resume: the settings differ from the ones {str(out)!r} was "
+                         f"started with (tau = 5.0 there, 10.0 now): 1 of 1 buckets are "
+                         f"computed (again)"), said
+  assert failed.startswith("attndyn: error: 1 bucket(s) failed (bucket-0000)"), failed
+  assert "bucket 0 was computed" in (out / atlas.ERRORS / "bucket-0000.txt").read_text()
+  assert json.loads((out / "atlas.json").read_text())["settings"]["tau"] == 10.0
 
 
 # --- 7. an integer too long to read is bad input (exit 2), wherever it is ---------------------
