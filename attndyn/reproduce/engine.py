@@ -16,7 +16,8 @@ the exact fast path where it applies, the reduced ODE and the gradient flow
 from the same initial parameters, chunking, sharding over devices, progress
 bars, and checkpoints under ``DIR/runs/NAME/checkpoints``. With ``--resume``
 (``ctx.resume``), a run whose checkpoints hold the same config continues from
-its last finished chunk; any other run starts afresh.
+its last finished chunk; any other run starts afresh, and the chunks of the config
+it was started with stay stored under their own keys.
 
 A finished run with gradient descent is also written as an ``attndyn run``
 output directory (``summary.json``, ``trajectories.npz``, ``config.toml``,
@@ -67,36 +68,20 @@ def validate(raw: dict, where: str) -> config.RunConfig:
 def _store(ctx, out: Path, cfg: dict, chunk_size: Optional[int], every: int = 1):
   """``(checkpoints, resumed)``: the ones in ``out`` when resuming the same ``cfg`` (a plain
   dict: a run's ``RunConfig.to_dict()`` or a sweep's settings), else fresh ones."""
-  manifest = out / checkpoint.DIRNAME / checkpoint.MANIFEST
   writer = outputs.is_writer()
-  if ctx.resume and manifest.is_file():
+  if ctx.resume and (out / checkpoint.DIRNAME / checkpoint.MANIFEST).is_file():
     store = checkpoint.Checkpoints.resume(out, writer=writer)
     why = store.mismatch(cfg)
     if why is None:
       store.check(cfg, every)
       return store, True
-    # Another config (or backend): start afresh, keeping the old ones. The reproduction
-    # decides this itself, so the reason is logged without `attndyn run`'s --resume advice.
-    kept = _set_aside(out / checkpoint.DIRNAME, store.manifest.get("run_id", "")) \
-        if writer else None
-    ctx.log(f"{out.name}: not resuming its checkpoints ({why}); starting afresh"
-            + (f" (the old ones are kept in {kept})" if kept else ""))
-  return checkpoint.Checkpoints.create(out, cfg, chunk_size, every=every, writer=writer), False
-
-
-def _set_aside(folder: Path, run: str) -> Path:
-  """Rename ``folder`` to ``folder-superseded-RUN[-N]`` (a free name); return the new path.
-
-  ``--resume`` with other settings, inputs or backend recomputes a sweep; what the
-  earlier one computed is not deleted, so nothing already computed is lost.
-  """
-  stem = f"{folder.name}-superseded-{run or 'unknown'}"
-  target, n = folder.with_name(stem), 1
-  while target.exists():
-    n += 1
-    target = folder.with_name(f"{stem}-{n}")
-  folder.rename(target)
-  return target
+    # Another config (or backend): a new manifest; the old chunks stay (their keys are not
+    # this config's). The reproduction decides this itself, so the reason is logged without
+    # `attndyn run`'s --resume advice.
+    ctx.log(f"{out.name}: not resuming its checkpoints ({why}); computing this config's "
+            f"chunks (those stored before are read back; the others stay in {store.root})")
+  return checkpoint.Checkpoints.create(out, cfg, chunk_size, every=every, writer=writer,
+                                       keep=ctx.resume), False
 
 
 def run(ctx, name: str, raw: dict, *, gd: bool = True, figures: bool = True,
