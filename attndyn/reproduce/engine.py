@@ -34,11 +34,10 @@ import jax
 import numpy as np
 
 from attndyn import dynamics
-from attndyn.analysis import npz
-from attndyn import atomic, checkpoint, chunking, config, lock, outputs, pipeline
+from attndyn import atomic, checkpoint, chunking, config, jobs, lock, outputs, pipeline
 from attndyn.tasks.errors import ConfigError
 
-__all__ = ["RUNS_DIR", "deep_update", "validate", "run", "sweep", "trajectory_sweep", "SEGMENTS",
+__all__ = ["RUNS_DIR", "deep_update", "validate", "run", "sweep", "trajectory_sweep",
            "segment_checkpoint", "run_dir", "figure_path", "stage_error"]
 
 RUNS_DIR = "runs"
@@ -217,19 +216,16 @@ def trajectory_sweep(ctx, name: str, fn: Callable, inputs: Any, settings: dict, 
   return dynamics.Trajectory(**{k: None if unset else out[k] for k, unset in fields.items()})
 
 
-SEGMENTS = "segments.npz"
-
-
 @contextlib.contextmanager
 def segment_checkpoint(ctx, name: str, settings: dict, params0):
   """``(start, on_state)`` for :func:`dynamics.segmented.run_segments`, kept in ``DIR/runs/NAME``.
 
   For experiments trained in segments from the host (SST's early stopping): after
-  every segment ``on_state`` writes the :class:`dynamics.segmented.SegmentState`
-  to ``DIR/runs/NAME/segments.npz`` (atomically); with ``--resume`` and the same
-  ``settings``, ``start`` is the state written last, so the sweep continues after
-  its last finished segment and ends as an uninterrupted one would. Holds the
-  directory's lock while the caller trains.
+  every segment ``on_state`` keeps the :class:`dynamics.segmented.SegmentState` in
+  the store ``DIR/runs/NAME/checkpoints`` (atomically), keyed by ``settings``; with
+  ``--resume``, ``start`` is the state kept last under the same ``settings``, so the
+  sweep continues after its last finished segment and ends as an uninterrupted one
+  would. Holds the directory's lock while the caller trains.
 
   Args:
     ctx: the reproduction's context.
@@ -239,40 +235,38 @@ def segment_checkpoint(ctx, name: str, settings: dict, params0):
   """
   out = run_dir(ctx, name)
   atomic.make_dirs(out)
-  path = out / SEGMENTS
-  digest = checkpoint.config_hash({"experiment": ctx.experiment or "", "sweep": name,
-                                   "settings": json.loads(json.dumps(settings, default=str))})
-  flat, treedef = jax.tree_util.tree_flatten_with_path(params0)
-  names = [checkpoint.leaf_name(p) for p, _ in flat]
+  store = jobs.Store(out / checkpoint.DIRNAME)
+  job = jobs.Job("segments", None, (), jobs.key_of(
+      "segments", ctx.experiment or "", name, json.loads(json.dumps(settings, default=str)),
+      code=False))
+  treedef = jax.tree.structure(params0)
   with lock.hold(out):
-    start = None
-    if ctx.resume and path.is_file():
-      arrays = npz.read(path, what=f"segment checkpoint {str(path)!r}")
-      if str(arrays.get("settings_hash", "")) != digest:
-        ctx.log(f"{name}: not resuming its segments (other settings); starting afresh")
-      else:
-        params = lambda group: jax.tree_util.tree_unflatten(
-            treedef, [arrays[f"{group}/{n}"] for n in names])
-        start = dynamics.SegmentState(
-            int(arrays["segments"]), params("params"), params("best_params"),
-            arrays["best_value"], arrays["best_step"], arrays["stopped_at"],
-            {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("observables/")})
-        ctx.log(f"{name}: continuing after segment {start.segments} (from {SEGMENTS})")
+    start = got = None
+    if not ctx.resume:
+      if outputs.is_writer():
+        store.discard([])
+    elif job.key in store:
+      got = store.get(job)      # None (said by the store) when it does not verify
+    elif store.keys():
+      ctx.log(f"{name}: not resuming its segments (other settings); starting afresh")
+    if got is not None:
+      params = lambda group: jax.tree.unflatten(treedef, got[group])
+      start = dynamics.SegmentState(got["segments"], params("params"), params("best_params"),
+                                    got["best_value"], got["best_step"], got["stopped_at"],
+                                    got["observables"])
+      ctx.log(f"{name}: continuing after segment {start.segments} (from {store.root})")
 
     def on_state(state) -> None:
       if not outputs.is_writer():
         return
-      arrays = {"settings_hash": np.asarray(digest), "segments": np.asarray(state.segments),
-                "best_value": state.best_value, "best_step": state.best_step,
-                "stopped_at": state.stopped_at}
-      for group in ("params", "best_params"):
-        for n, leaf in zip(names, jax.tree.leaves(getattr(state, group))):
-          arrays[f"{group}/{n}"] = np.asarray(leaf)
       if not isinstance(state.observables, dict):
         raise TypeError("segment_checkpoint keeps a flat dict of observables")
-      arrays.update({f"observables/{k}": np.asarray(v) for k, v in state.observables.items()})
       try:
-        atomic.write(path, lambda tmp: npz.write(tmp, arrays))
+        store.put(job, {
+            "segments": int(state.segments), "params": jax.tree.leaves(state.params),
+            "best_params": jax.tree.leaves(state.best_params), "best_value": state.best_value,
+            "best_step": state.best_step, "stopped_at": state.stopped_at,
+            "observables": dict(state.observables)})
       except OSError as err:   # a side write: the training goes on (as a chunk's checkpoint)
         ctx.log(f"{name}: warning: its segment checkpoint could not be written ({err}); the "
                 "sweep goes on, but a kill now loses its segments")
