@@ -143,7 +143,7 @@ def _checkpoints(cfg: RunConfig, out: Path, resumed):
     return resumed
   if not every:
     return None
-  return checkpoint.Checkpoints.create(out, cfg.to_dict(), pipeline.plan_chunk_size(cfg),
+  return checkpoint.Checkpoints.create(out, cfg.to_dict(), pipeline.plan(cfg).chunk_size,
                                        every=every, writer=outputs.is_writer())
 
 

@@ -44,7 +44,7 @@ from attndyn.tasks.errors import ConfigError
 
 __all__ = ["TOLERANCES", "TOLERANCE_SOURCES", "SEN_START_FRACTION", "LEARNED_ACC", "BASE",
            "DISCRETE", "Base", "Axes", "Settings", "FULL", "QUICK", "STORE", "ERRORS", "Bucket",
-           "AtlasResult", "settings", "validate", "buckets", "fast", "solves_ode", "continuous",
+           "AtlasResult", "settings", "validate", "buckets", "fast_path", "solves_ode", "continuous",
            "learning_rates", "n_configurations", "run_config", "bucket_rows", "bucket_job",
            "run_atlas", "write_findings", "rewrite_findings", "CSV_NOTE", "write_table",
            "read_table", "write_curves_file", "write_curves"]
@@ -268,24 +268,29 @@ def buckets(s: Settings) -> list:
   return out
 
 
-def fast(bucket: Bucket) -> bool:
-  """Whether the bucket's GD runs on the exact fast path (softmax; the presets' keys start at
-  zero, so a trained query is on it too: :func:`dynamics.fast_path_applies`), rather than by
-  autodiff."""
-  return bucket.values["normaliser"] == "softmax"
+def fast_path(bucket: Bucket):
+  """Whether the bucket's GD runs on the exact fast path, not by autodiff, and why: its run's
+  own choice (:func:`dynamics.strategy.fast_path_for_sweep`) for the bucket's model and training."""
+  from attndyn import config
+  from attndyn.dynamics import strategy
+  raw = presets.preset(f"lu2021-text-{bucket.values['classifier']}")
+  raw["model"].update({k: bucket.values[k] for k in ("normaliser", "train_query")})
+  raw["ode"]["kind"] = "none"
+  cfg = config.RunConfig.from_dict(raw)
+  return strategy.fast_path_for_sweep(cfg.model, cfg.train)
 
 
 def solves_ode(s: Settings, bucket: Bucket) -> bool:
   """Whether the bucket solves Lemma 2's reduced ODE beside GD: it is on the fast path, its
   query is fixed (Lemma 2's) and its classifier is in ``ode_classifiers``."""
-  return (fast(bucket) and not bucket.values["train_query"]
+  return (bool(fast_path(bucket)) and not bucket.values["train_query"]
           and bucket.values["classifier"] in s.ode_classifiers)
 
 
 def continuous(s: Settings, bucket: Bucket = None) -> tuple:
   """``(sigmas, run_lengths)`` of a bucket: every value, or every ``autodiff_thin``-th for a
   bucket off the fast path."""
-  step = 1 if bucket is None or fast(bucket) else s.autodiff_thin
+  step = 1 if bucket is None or fast_path(bucket) else s.autodiff_thin
   return list(s.sigma[::step]), list(s.run_lengths[::step])
 
 
@@ -306,7 +311,7 @@ def _work(s: Settings, bucket: Bucket) -> float:
   v = bucket.values
   sigmas, lengths = continuous(s, bucket)
   steps = len(sigmas) * s.seeds * sum(lengths) * v["n_train"] * (v["n_nontopic"] + 1)
-  return float(steps) * (1.0 if fast(bucket) else 1e6)
+  return float(steps) * (1.0 if fast_path(bucket) else 1e6)
 
 
 def run_config(s: Settings, bucket: Bucket) -> dict:

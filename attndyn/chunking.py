@@ -1,27 +1,22 @@
-"""How many sweep points fit in one compiled call: a rough memory estimate per point.
+"""A run's memory, estimated from its config: per sweep point, and whether it fits at all.
 
-Used when ``sweep.chunk_size`` is unset. The estimate counts the parameters
-(times a factor for gradients, optimiser state and an ODE solver's stages) and
-the per-sentence activations of a forward/backward pass; the budget is a
-fraction of each device's memory (accelerators) or of the host's RAM (CPU).
+:func:`bytes_per_point` sizes the chunks when ``sweep.chunk_size`` is unset
+(:func:`dynamics.strategy.points_per_call`, the budget a fraction of each device's memory or
+of the host's RAM): it counts the parameters (times a factor for gradients, optimiser state
+and an ODE solver's stages) and the per-sentence activations of a forward/backward pass.
 """
-import os
-from typing import Optional
-
-import jax
 import numpy as np
 
+from attndyn.dynamics.strategy import host_bytes
 from attndyn.tasks.errors import ConfigError
 
-__all__ = ["bytes_per_point", "kept_bytes_per_point", "parameter_bytes", "host_bytes", "check_fits",
-           "device_budget", "auto_chunk_size"]
+__all__ = ["bytes_per_point", "kept_bytes_per_point", "parameter_bytes", "check_fits"]
 
 # Copies of the parameters alive at once: params, grads, updates, optimiser state,
 # and up to ~10 for an explicit Runge-Kutta solve (stages, error estimate, saved state).
 _PARAM_COPIES = 16
 # Arrays of shape [sentences, length, d + d'] alive in a forward/backward pass.
 _ACTIVATION_COPIES = 6
-_BUDGET_FRACTION = 0.5
 
 
 def bytes_per_point(cfg) -> int:
@@ -56,14 +51,6 @@ def parameter_bytes(cfg) -> int:
                  + cfg.model.embed_dim * max(cfg.model.hidden_dim, cfg.task.n_topics) * 2)
 
 
-def host_bytes() -> int:
-  """The host's physical memory (8 GiB when the OS does not say)."""
-  try:
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-  except (ValueError, OSError, AttributeError):
-    return 8 << 30
-
-
 def check_fits(cfg) -> None:
   """Refuse, before anything runs, a run that cannot fit in this host's memory whatever the
   chunking: the recorded trajectories of every point plus one point's parameters (both exact,
@@ -89,35 +76,3 @@ def check_fits(cfg) -> None:
       f"{cfg.model.embed_dim + cfg.model.key_dim} embedding and key dimensions), more than this "
       f"machine's {gb(host)} of memory: make it smaller (task.vocab_size, model.embed_dim, "
       f"model.key_dim).")
-
-
-def device_budget(devices=None) -> int:
-  """Bytes one device may use: half its memory, or its share of half the host's RAM (CPU).
-
-  Only this process's devices are inspected (the others may sit on other hosts).
-  """
-  devices = jax.devices() if devices is None else list(devices)
-  local = [d for d in devices if d.process_index == jax.process_index()] or devices[:1]
-  limits = []
-  for d in local:
-    try:
-      stats = d.memory_stats()
-    except Exception:  # not supported by this backend
-      stats = None
-    if stats and stats.get("bytes_limit"):
-      limits.append(stats["bytes_limit"])
-  if len(limits) == len(local):
-    return int(_BUDGET_FRACTION * min(limits))
-  return int(_BUDGET_FRACTION * host_bytes() / len(local))
-
-
-def auto_chunk_size(cfg, devices=None) -> Optional[int]:
-  """Points per compiled call, or ``None`` (all at once) when the whole sweep fits.
-
-  Each device holds ``chunk / n_devices`` points of a chunk.
-  """
-  n_dev = len(jax.devices() if devices is None else devices)
-  per_device = device_budget(devices) // max(bytes_per_point(cfg), 1)
-  if per_device * n_dev >= cfg.sweep.n_points:
-    return None
-  return max(n_dev, int(per_device) * n_dev)

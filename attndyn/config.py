@@ -16,7 +16,7 @@ from typing import Optional
 import numpy as np
 
 from attndyn import schema
-from attndyn.dynamics import fast_lu
+from attndyn.dynamics.strategy import fast_path_for_sweep
 from attndyn.dynamics.ode import ATOL, RTOL, SOLVERS
 from attndyn.dynamics.optimizers import optimizer_name
 from attndyn.dynamics.reduced_ode import FORMS, check_reduced_config
@@ -213,25 +213,10 @@ class RunConfig:
     self._check_ode()
     self._check_range()
     if self.gd_path == "fast":
-      verdict = self.fast_path()
+      verdict = fast_path_for_sweep(self.model, self.train, self.sweep.grid,
+                                    len(self.sweep.data_seeds))
       check(bool(verdict), "gd_path", self.gd_path,
             f'"auto" or "generic" here: the fast path does not apply ({verdict.reason})')
-
-  def fast_path(self) -> fast_lu.FastPathCheck:
-    """Whether the exact fast path can run this config's gradient descent: at every value
-    of the sweep's grid too (a trained query needs ``model.key_std = 0`` at each point)."""
-    if len(self.sweep.data_seeds) != 1:
-      return fast_lu.FastPathCheck(False, "several data seeds: the seeds do not share one dataset")
-    for name, values in self.sweep.grid:
-      section, key = name.split(".")
-      for value in values:
-        point = {"model": self.model, "train": self.train}
-        point[section] = dataclasses.replace(point[section], **{key: value})
-        verdict = fast_lu.fast_path_applies(point["model"], point["train"])
-        if not verdict:
-          return fast_lu.FastPathCheck(False, f"at sweep.grid[{name!r}] = {value!r}: "
-                                              f"{verdict.reason}")
-    return fast_lu.fast_path_applies(self.model, self.train)
 
   def _check_grid(self):
     for name, values in self.sweep.grid:

@@ -38,6 +38,9 @@ __all__ = ["Job", "key_of", "revision", "precision", "Store", "Executed", "clust
 
 FORMAT = 1
 PROGRESS_TOPIC = "attndyn-progress"
+# A local cluster's status pages listen on a free port of this machine only (never a fixed one
+# another cluster may hold, nor every interface).
+_LOCAL = "127.0.0.1:0"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -321,15 +324,15 @@ def cluster(*, workers: int = 1, scheduler: Optional[str] = None, client=None) -
       cores = None
     elif workers == 1:
       local = stack.enter_context(distributed.LocalCluster(
-          n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None))
+          n_workers=1, threads_per_worker=1, processes=False, dashboard_address=_LOCAL))
       made = stack.enter_context(distributed.Client(local, set_as_default=False))
       yield made
       return
     else:
       cores = usable_cores()
       local = stack.enter_context(distributed.LocalCluster(
-          n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-          worker_dashboard_address=None))
+          n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=_LOCAL,
+          worker_dashboard_address=_LOCAL))
       made = stack.enter_context(distributed.Client(local, set_as_default=False))
       cores = cores if workers == len(cores) else None
     made.register_plugin(_Setup(_jax_settings(), revision(), compile_cache.enabled_here(),
@@ -365,10 +368,12 @@ class Executed(NamedTuple):
     results: job name -> result, for every job finished (now or read from the store).
     reused: names of the jobs read from the store.
     failed: job name -> one line (its traceback is in the errors folder).
+    exceptions: job name -> the exception it raised.
   """
   results: dict
   reused: list
   failed: dict
+  exceptions: dict
 
 
 def execute(jobs: Sequence[Job], store: Store, *, workers: int = 1,
@@ -394,7 +399,7 @@ def execute(jobs: Sequence[Job], store: Store, *, workers: int = 1,
   Returns:
     An :class:`Executed`. A job that raised is in ``failed``; the others still ran.
   """
-  results, reused, failed, pending = {}, [], {}, []
+  results, reused, failed, exceptions, pending = {}, [], {}, {}, []
   for job in jobs:
     got = store.get(job) if resume and job.key in store else None
     if got is not None:
@@ -405,13 +410,15 @@ def execute(jobs: Sequence[Job], store: Store, *, workers: int = 1,
     else:
       pending.append(job)
   if not pending:
-    return Executed(results, reused, failed)
+    return Executed(results, reused, failed, exceptions)
   with cluster(workers=workers, scheduler=scheduler, client=client) as dask_client:
-    _run(pending, store, dask_client, errors, on_done, on_report, keep, results, failed)
-  return Executed(results, reused, failed)
+    _run(pending, store, dask_client, errors, on_done, on_report, keep, results, failed,
+         exceptions)
+  return Executed(results, reused, failed, exceptions)
 
 
-def _run(pending, store, client, errors, on_done, on_report, keep, results, failed) -> None:
+def _run(pending, store, client, errors, on_done, on_report, keep, results, failed,
+         exceptions) -> None:
   if on_report is not None:
     client.subscribe_topic(PROGRESS_TOPIC, lambda event: on_report(event[1]["job"],
                                                                    event[1]["value"]))
@@ -424,9 +431,9 @@ def _run(pending, store, client, errors, on_done, on_report, keep, results, fail
     for future in distributed.as_completed(list(by_future), loop=client.loop):
       job = by_future.pop(future)
       if future.status == "error":
-        err = future.exception()
+        err = exceptions[job.name] = future.exception()
         failed[job.name] = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
-        if errors is not None:
+        if errors is not None and not isinstance(err, ConfigError):   # bad input: its line says all
           atomic.make_dirs(errors)
           tb = "".join(traceback.format_exception(type(err), err, future.traceback()))
           atomic.write_text(errors / f"{job.name}.txt", tb)

@@ -20,15 +20,14 @@ from attndyn import analysis
 from attndyn import dynamics
 from attndyn import models
 from attndyn import tasks
-from attndyn.chunking import auto_chunk_size
+from attndyn.chunking import bytes_per_point
 from attndyn.config import RunConfig
 from attndyn.progress import ProgressBar
-from attndyn.dynamics import xla_options
+from attndyn.dynamics import strategy, xla_options
 from attndyn.tasks.errors import ConfigError
 
-__all__ = ["RunResult", "precision_scope", "sweep_inputs", "choose_gd_path", "gd_fn",
-           "generic_gd_chunk", "fast_gd_fn", "reduced_fn", "reduced_sweep_fn", "solve_lrs_together",
-           "flow_fn", "ODE_FNS", "ode_compiler_options", "plan_chunk_size", "run"]
+__all__ = ["RunResult", "precision_scope", "sweep_inputs", "plan", "gd_fn", "generic_gd_chunk",
+           "fast_gd_fn", "reduced_fn", "reduced_sweep_fn", "flow_fn", "ODE_FNS", "run"]
 
 # Minibatch order (sgd) comes from the init key folded with this constant.
 _MINIBATCH_STREAM = 1
@@ -105,12 +104,12 @@ def _point_setup(cfg: RunConfig, dataset: Optional[tasks.TopicDataset]):
   return setup
 
 
-def choose_gd_path(cfg: RunConfig) -> dict:
-  """``{"path": "fast" | "generic", "reason": ...}`` for ``cfg.gd_path``."""
-  if cfg.gd_path == "generic":
-    return {"path": "generic", "reason": "gd_path = generic"}
-  verdict = cfg.fast_path()
-  return {"path": "fast" if verdict else "generic", "reason": verdict.reason}
+def plan(cfg: RunConfig, devices=None, gd: bool = True) -> strategy.Plan:
+  """How ``cfg``'s sweep is computed: :func:`dynamics.strategy.plan` of its settings."""
+  return strategy.plan(cfg.model, cfg.train, ode_kinds=cfg.ode.kinds, grid=cfg.sweep.grid,
+                       n_datasets=len(cfg.sweep.data_seeds), gd=gd, gd_path=cfg.gd_path,
+                       n_points=cfg.sweep.n_points, bytes_per_point=bytes_per_point(cfg),
+                       chunk_size=cfg.sweep.chunk_size, devices=devices)
 
 
 def gd_fn(cfg: RunConfig, setup):
@@ -129,13 +128,10 @@ def gd_fn(cfg: RunConfig, setup):
 def generic_gd_chunk(fn, cfg: RunConfig, setup, serial: bool):
   """A whole chunk of :func:`gd_fn`'s points (``run_sweep(batched=True)``).
 
-  ``serial``: the points one after another (``lax.map``), each stopping its compute with
-  its own run (``train.flow_time``). XLA:CPU runs a vmapped autodiff step of per-point
-  parameter tables (batched gathers and scatters) slower than the points in turn
-  (``python -m benchmarks.run``: ``attndyn_generic`` against ``attndyn_generic_serial``).
-  Otherwise (accelerators) ``vmap``, stopping with the chunk's longest run: the bound is
-  unbatched, so the skipped intervals cost nothing, where each run's own end, under
-  ``vmap``, only freezes it.
+  ``serial`` (:func:`dynamics.strategy.gd_stage`): the points one after another
+  (``lax.map``), each stopping its compute with its own run (``train.flow_time``). Otherwise
+  ``vmap``, stopping with the chunk's longest run: the bound is unbatched, so the skipped
+  intervals cost nothing, where each run's own end, under ``vmap``, only freezes it.
   """
   flow = cfg.train.flow_time is not None
 
@@ -149,11 +145,6 @@ def generic_gd_chunk(fn, cfg: RunConfig, setup, serial: bool):
     return jax.vmap(lambda inp: fn(inp, bound))(inputs)
 
   return chunk
-
-
-def _serial_on(devices) -> bool:
-  """Whether the generic GD stage maps points one after another: on CPU devices."""
-  return (jax.devices() if devices is None else list(devices))[0].platform == "cpu"
 
 
 def _t_end(cfg: RunConfig, lr):
@@ -196,7 +187,7 @@ def fast_gd_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset):
 def _ode_times(cfg: RunConfig, lr, taus):
   """``(lr, ts, t_end, dtmin)`` of an ODE solve: in steps for ``lr`` (``taus=None``), or
   in flow time (``lr = 1``, saved at ``taus``, the floor on the step that of the smallest
-  learning rate of the grid; :func:`solve_lrs_together`)."""
+  learning rate of the grid; :func:`dynamics.strategy.lrs_together`)."""
   ode = cfg.ode
   if taus is None:
     return lr, cfg.train.record_steps(), _t_end(cfg, lr), ode.dtmin
@@ -241,26 +232,8 @@ def reduced_sweep_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset, taus=No
   return fn
 
 
-def solve_lrs_together(cfg: RunConfig) -> bool:
-  """Whether the ODEs are solved once for every learning rate of the grid.
-
-  Their velocity is ``lr`` times a function of the state (the gradient flow, eqs 5-6;
-  the reduced ODE, eqs 7-8), so in flow time ``τ = lr·t`` the points that differ only
-  in ``lr`` follow one trajectory (:mod:`dynamics.flow_time`). With ``train.flow_time``
-  set and every learning rate's run ending at the same flow time (``lr`` × its run
-  steps, as the atlas chooses them), one solve to that time, saved at every learning
-  rate's recorded flow times, is each run's solve, and its final parameters are each
-  run's: ``n_lr`` solves become one.
-  """
-  lrs = dict(cfg.sweep.grid).get("train.lr")
-  if cfg.train.flow_time is None or lrs is None or len(lrs) < 2:
-    return False
-  ends = [lr * cfg.train.run_steps(lr) for lr in lrs]
-  return max(ends) - min(ends) <= 1e-9 * max(ends)
-
-
 def _solved_over_lrs(cfg: RunConfig, inputs: dict, make, stage):
-  """An ODE stage under :func:`solve_lrs_together`: one solve in flow time per point
+  """An ODE stage under :func:`dynamics.strategy.lrs_together`: one solve in flow time per point
   without its learning rate (checkpointed as the stage's chunks), read as each point's run.
 
   ``make(taus)`` is the stage's function solving in flow time, saved at ``taus``;
@@ -303,29 +276,6 @@ def flow_fn(cfg: RunConfig, setup, taus=None):
 
 ODE_FNS = {"reduced": reduced_fn, "extended": functools.partial(reduced_fn, extended=True),
            "gradient_flow": flow_fn}
-# The ODEs solved by the reduced-ODE code (one system per chunk for FC/TC, its XLA options).
-REDUCED_KINDS = ("reduced", "extended")
-
-
-def ode_compiler_options(kind: str, classifier: str) -> Optional[dict]:
-  """XLA options for an ODE stage: the reduced ODE's by classifier (see
-  dynamics.reduced_ode.LINEAR_COMPILER_OPTIONS), XLA's defaults for the gradient flow.
-  (The fast GD stage uses dynamics.fast_lu.COMPILER_OPTIONS.)"""
-  if kind not in REDUCED_KINDS:
-    return None
-  if classifier in models.LINEAR_CLASSIFIERS:
-    return dynamics._REDUCED_ODE_LINEAR_COMPILER_OPTIONS
-  return dynamics._REDUCED_ODE_COMPILER_OPTIONS
-
-
-def plan_chunk_size(cfg: RunConfig, devices=None) -> Optional[int]:
-  """Sweep points per compiled call: ``sweep.chunk_size``, else the memory estimate.
-
-  The estimate depends only on the config and the machine (device memory
-  limits or host RAM, never the memory free right now); a checkpointed run
-  records it, and a resumed run reuses the recorded value.
-  """
-  return cfg.sweep.chunk_size or auto_chunk_size(cfg, devices)
 
 
 def _stage(label: str, fn, inputs, cfg: RunConfig, chunk_size, progress: bool, devices,
@@ -407,45 +357,35 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
           jax.random.PRNGKey(cfg.sweep.data_seeds[0]), cfg.task)
     setup = _point_setup(cfg, dataset)
     inputs = sweep_inputs(cfg)
-    chunk = checkpoints.chunk_size if checkpoints is not None else plan_chunk_size(cfg, devices)
+    how = plan(cfg, devices, gd)
+    # A checkpointed run keeps the chunks it recorded, so that its finished ones are read back.
+    chunk = checkpoints.chunk_size if checkpoints is not None else how.chunk_size
     seconds, errors, exceptions, odes = {}, {}, {}, {}
     start = time.perf_counter()
-    gd_path = choose_gd_path(cfg) if gd else {"path": "none", "reason": "gd = False"}
     trajectory = None
     if gd:
-      fast = gd_path["path"] == "fast"
-      fn = (fast_gd_fn(cfg, setup, dataset) if fast
-            else generic_gd_chunk(gd_fn(cfg, setup), cfg, setup, _serial_on(devices)))
+      fn = (fast_gd_fn(cfg, setup, dataset) if how.gd.path == "fast"
+            else generic_gd_chunk(gd_fn(cfg, setup), cfg, setup, how.gd.serial))
       trajectory = _stage("gd", fn, inputs, cfg, chunk, progress, devices, checkpoints,
                           batched=True, on_progress=on_progress,
-                          compiler_options=dynamics._FAST_COMPILER_OPTIONS if fast else None)
+                          compiler_options=how.gd.compiler_options)
       seconds["gd"] = time.perf_counter() - start
-    for kind in cfg.ode.kinds:
+    for kind, ode in how.odes.items():
       start = time.perf_counter()
-      # Points sharing one dataset solve the reduced ODE together (one diffeqsolve per chunk),
-      # except with TL, whose ReLU kinks cut each seed's steps at its own times: shared steps
-      # would take them all, more steps than per-seed solves take together.
-      together = kind in REDUCED_KINDS and dataset is not None and cfg.model.classifier != "tl"
-      # TL's ODEs: one point after another, so each takes its own number of steps. Vmapped,
-      # every point steps until the slowest is done (the seeds' step counts differ several-
-      # fold), and a vmapped vector field costs no less than the points' own (the reduced
-      # ODE of the atlas's quick TL base bucket: `python -m benchmarks.atlas --compare`).
-      one_by_one = cfg.model.classifier == "tl"
 
-      def make(taus=None, kind=kind, together=together, one_by_one=one_by_one):
+      def make(taus=None, kind=kind, ode=ode):
         fn = (reduced_sweep_fn(cfg, setup, dataset, taus, extended=kind == "extended")
-              if together else ODE_FNS[kind](cfg, setup, taus))
-        return _one_after_another(fn) if one_by_one else fn
+              if ode.path == "sweep" else ODE_FNS[kind](cfg, setup, taus))
+        return _one_after_another(fn) if ode.serial else fn
 
-      def stage(fn, points, n_points=None, times=None, kind=kind,
-                batched=together or one_by_one):
+      def stage(fn, points, n_points=None, times=None, kind=kind, ode=ode):
         return _stage(kind, fn, points, cfg, chunk, progress, devices, checkpoints,
-                      batched=batched, n_points=n_points, times=times,
-                      compiler_options=ode_compiler_options(kind, cfg.model.classifier),
+                      batched=ode.path == "sweep" or ode.serial, n_points=n_points,
+                      times=times, compiler_options=ode.compiler_options,
                       on_progress=on_progress)
 
       try:
-        odes[kind] = (_solved_over_lrs(cfg, inputs, make, stage) if solve_lrs_together(cfg)
+        odes[kind] = (_solved_over_lrs(cfg, inputs, make, stage) if how.lrs_together
                       else stage(make(), inputs))
       except ConfigError:  # a damaged checkpoint: bad input, not a failed stage
         raise
@@ -456,5 +396,6 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
       # has saved the stage's finished chunks, so the run stops and --resume continues it.
       seconds[kind] = time.perf_counter() - start
   return RunResult(config=cfg, points=cfg.sweep.points(), gd=trajectory, odes=odes,
-                   m=cfg.task.n_nontopic, seconds=seconds, errors=errors, gd_path=gd_path,
+                   m=cfg.task.n_nontopic, seconds=seconds, errors=errors,
+                   gd_path={"path": how.gd.path, "reason": how.gd.reason},
                    exceptions=exceptions)

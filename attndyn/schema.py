@@ -13,8 +13,7 @@ from typing import Any, Mapping
 from attndyn.tasks.errors import ConfigError, check, renamed
 
 __all__ = ["SECTIONS", "TOP_LEVEL", "MAX_SEED", "MAX_INT", "DERIVED", "at", "suggest",
-           "unknown_key", "is_int", "is_number", "coerce", "SETTING_KINDS", "run_kinds",
-           "check_setting", "check_section"]
+           "unknown_key", "is_int", "is_number", "coerce", "check_section"]
 
 # Section -> key -> kind. Kinds: int, float, bool, str, ?int / ?float (may be
 # unset), strs (list of strings), seeds (an int n for 0..n-1, or a list of
@@ -178,61 +177,6 @@ def coerce(field: str, value: Any, kind: str, grid_fields=()) -> Any:
   if kind_ == "grid":
     return _grid(field, value, grid_fields)
   raise AssertionError(kind)
-
-
-# The kinds of a reproduction experiment's settings (``KINDS`` in each experiment module,
-# checked by :func:`check_setting`): no setting of any experiment is negative; a count
-# (seeds, steps, sizes) starts at 1, an index (a seed, a word id, a time τ) at 0.
-SETTING_KINDS = {
-    "count": "an integer >= 1", "index": "an integer >= 0",
-    "?index": "an integer >= 0, or \"none\" (unset)", "number": "a finite number >= 0",
-    "?number": "a finite number >= 0, or \"none\" (unset)",
-    "bool": "true or false", "str": "a string", "strs": "a list of strings",
-    "counts": "a list of integers >= 1", "numbers": "a list of finite numbers >= 0",
-    "numbers_by_name": "a table of name = finite number >= 0",
-}
-
-
-def _setting_fits(value, kind: str) -> bool:
-  if kind.startswith("?") and (value is None or value == "none"):
-    return True
-  kind = kind.lstrip("?")
-  if kind == "count":
-    return is_int(value) and 1 <= value <= MAX_INT
-  if kind == "index":
-    return is_int(value) and 0 <= value <= MAX_INT
-  if kind == "number":
-    return is_number(value) and math.isfinite(value) and value >= 0
-  if kind == "bool":
-    return isinstance(value, bool)
-  if kind == "str":
-    return isinstance(value, str)
-  if kind == "numbers_by_name":
-    return isinstance(value, Mapping) and all(_setting_fits(v, "number") for v in value.values())
-  element = {"strs": "str", "counts": "count", "numbers": "number"}[kind]
-  return isinstance(value, (list, tuple)) and all(_setting_fits(v, element) for v in value)
-
-
-# The setting kind of a run-schema kind, for an experiment's table that mirrors a run section
-# (its sizes are counts, its scales non-negative).
-_RUN_TO_SETTING = {"int": "count", "float": "number", "?float": "?number", "str": "str",
-                   "bool": "bool", "strs": "strs"}
-
-
-def run_kinds(section: str, table: Mapping) -> dict:
-  """``{"SECTION.key": setting kind}`` for an experiment's table holding keys of the run
-  schema's ``[SECTION]`` (e.g. a reproduction's ``task`` and ``model`` tables): their kinds
-  come from :data:`SECTIONS`, the one place that types them."""
-  return {f"{section}.{key}": _RUN_TO_SETTING[SECTIONS[section][key]] for key in table}
-
-
-def check_setting(field: str, value: Any, kind: str) -> None:
-  """An experiment setting ``field`` holds a value of ``kind`` (a key of :data:`SETTING_KINDS`).
-
-  Raises:
-    ConfigError: ``FIELD = VALUE is not allowed: WHAT``.
-  """
-  check(_setting_fits(value, kind), field, value, SETTING_KINDS[kind])
 
 
 def check_section(section: str, table: Any) -> None:

@@ -136,10 +136,10 @@ def _coerce(value, kind, optional: bool, field: str):
     check(isinstance(value, Mapping), field, value, kind_text(kind))
     return from_json(kind, value, field)
   check(_fits(value, kind), field, value, kind_text(kind, optional))
-  if isinstance(kind, tuple) and kind[0] == "section":
+  if isinstance(kind, tuple) and kind[0] == "section":   # typed by the run schema ("none" unsets)
     schema.check_section(kind[1], value)
-    for key, v in value.items():
-      schema.coerce(f"{field}.{key}", v, schema.SECTIONS[kind[1]][key])
+    return {key: schema.coerce(f"{field}.{key}", v, schema.SECTIONS[kind[1]][key])
+            for key, v in value.items()}
   if isinstance(kind, tuple) and kind[0] == "tuple":
     return tuple(value)
   if kind in ("run", "numbers_by_name") or (isinstance(kind, tuple) and kind[0] == "section"):
@@ -163,7 +163,8 @@ def check_fields(obj, name: str) -> None:
 
 
 def from_json(cls, doc: Mapping, name: str = "settings"):
-  """An instance of ``cls`` from a JSON table (lists become tuples), every field checked.
+  """An instance of ``cls`` from a JSON table (lists become tuples), every field checked; a
+  field with a default may be left out.
 
   Raises:
     ConfigError: an unknown or missing key, or a value not of its kind.
@@ -173,11 +174,13 @@ def from_json(cls, doc: Mapping, name: str = "settings"):
   for key in doc:
     if key not in fields:
       raise _unknown(name, key, sorted(fields))
-  missing = sorted(fields - set(doc))
+  missing = sorted(f.name for f in dataclasses.fields(cls) if f.name not in doc
+                   and f.default is dataclasses.MISSING
+                   and f.default_factory is dataclasses.MISSING)
   if missing:
     raise ConfigError(f"{name} lacks the settings {', '.join(missing)}.")
   values = {}
-  for key in fields:
+  for key in (k for k in fields if k in doc):
     kind, optional = _kind(hints[key])
     values[key] = _coerce(doc[key], kind, optional, f"{name}.{key}")
   return cls(**values)

@@ -43,7 +43,7 @@ sample twice, one run after the other in this process: computed in ``N`` worker 
 both wall times, their ratio and the largest relative difference between the two tables.
 
 ``--baseline-ode`` also runs each sampled bucket with the reduced ODE solved once per
-learning rate, as before :func:`attndyn.pipeline.solve_lrs_together` solved it once for all
+learning rate, as before :func:`attndyn.dynamics.strategy.lrs_together` solved it once for all
 of them in flow time; it prints both wall times per bucket and their ratio, in the same
 process.
 """
@@ -59,7 +59,7 @@ def _kind(s: dict, bucket) -> str:
   """``classifier/path``: ``fast+reduced``, ``fast`` (the fast path without the reduced ODE: TL
   by default) or ``autodiff``."""
   from attndyn import atlas
-  path = ("fast+reduced" if atlas.solves_ode(s, bucket) else "fast") if atlas.fast(bucket) \
+  path = ("fast+reduced" if atlas.solves_ode(s, bucket) else "fast") if atlas.fast_path(bucket) \
       else "autodiff"
   return f"{bucket.values['classifier']}/{path}"
 
@@ -111,13 +111,13 @@ def _without_flow_time(atlas):
 @contextlib.contextmanager
 def _ode_per_lr():
   """The reduced ODE solved once per learning rate (each lr's chunk its own solve)."""
-  from attndyn import pipeline
-  original = pipeline.solve_lrs_together
-  pipeline.solve_lrs_together = lambda cfg: False
+  from attndyn.dynamics import strategy
+  original = strategy.lrs_together
+  strategy.lrs_together = lambda train_cfg, grid=(): False
   try:
     yield
   finally:
-    pipeline.solve_lrs_together = original
+    strategy.lrs_together = original
 
 
 def _timed(atlas, out: Path, index: int, quick: bool) -> tuple:

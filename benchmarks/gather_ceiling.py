@@ -11,7 +11,7 @@ multiply-adds a seed). This benchmark times those two kinds of work alone, each 
 program of its own, in the forms tried here (for the gather: ``table[tokens].sum(1)``, the
 fast path's unrolled slice sums, a one-hot product; for the products: batched ``einsum``
 dots and the fast path's sums of broadcasts), over seed tiles, and keeps the best rate of
-each. With the counts of :func:`attndyn.atlas.bucket_cost` over the full grid's fast-path
+each. With the counts of :func:`fast_path_work` over the full grid's fast-path
 buckets it prints the minutes those parts alone would take at those rates: a yardstick for
 how far the measured atlas (``--atlas DIR``) is from the work it cannot avoid, not a proof
 that no faster form exists. Timings depend on the machine's load: run it on idle cores.
@@ -120,26 +120,49 @@ def measure_products(words: int, d: int, k: int, tiles=(8, 32, 64)) -> list:
   return rows
 
 
+def fast_path_work(s, bucket) -> tuple:
+  """``(run_steps, gathered, products)`` of an atlas bucket on the fast path: σ × seeds × Σ run
+  lengths; floats gathered per run-step (sentences × (m + 1) tokens × channels: ``2 (J + 1)``
+  for FC/TC, ``(d + 1) + (hidden + 1)`` for TL); multiply-adds per run-step of the three
+  ``V_a × d × K`` products over the words seen in training (``V_a ≈ M (1 − e^{−n m / M})``)."""
+  import math
+
+  from attndyn import atlas, presets
+  v = bucket.values
+  sigmas, lengths = atlas.continuous(s, bucket)
+  tokens = v["n_train"] * (v["n_nontopic"] + 1)
+  d, vocab = v["embed_dim"], v["vocab_size"]
+  seen = vocab * -math.expm1(-v["n_train"] * v["n_nontopic"] / vocab) \
+      + v["n_topics"] * v["words_per_topic"]
+  if v["classifier"] == "tl":
+    k = presets.preset("lu2021-text-tl")["model"]["hidden_dim"]
+    channels = (d + 1) + (k + 1)
+  else:
+    k = v["n_topics"]
+    channels = 2 * (k + 1)
+  return len(sigmas) * s.seeds * sum(lengths), tokens * channels, 3 * seen * d * k
+
+
 def full_grid_work() -> dict:
   """The full atlas's fast-path GD work, per kind (``"fc/tc"``, ``"tl"``): ``floats``
   gathered and ``macs``, the multiply-adds of the products over the vocabulary, summed over
-  run-steps (:func:`attndyn.atlas.fast_path_work`, the counts the ETA's cost model uses).
+  run-steps (:func:`fast_path_work`).
   ``channels`` and ``k``: the per-token channels and K of the kind at the paper's base (the
   rates are measured at those)."""
   from attndyn import atlas, presets
   s = atlas.settings()
   hidden = presets.preset("lu2021-text-tl")["model"]["hidden_dim"]
-  base = s["base"]
-  work = {"fc/tc": {"floats": 0.0, "macs": 0.0, "channels": base["n_topics"] + 1,
-                    "k": base["n_topics"]},
+  base = s.base
+  work = {"fc/tc": {"floats": 0.0, "macs": 0.0, "channels": base.n_topics + 1,
+                    "k": base.n_topics},
           "tl": {"floats": 0.0, "macs": 0.0, "channels": hidden + 1, "k": hidden}}
   for b in atlas.buckets(s):
-    if not atlas.fast(b):
+    if not atlas.fast_path(b):
       continue
-    w = atlas.fast_path_work(s, b)
+    run_steps, gathered, products = fast_path_work(s, b)
     kind = "tl" if b.values["classifier"] == "tl" else "fc/tc"
-    work[kind]["floats"] += w.run_steps * w.gathered
-    work[kind]["macs"] += w.run_steps * w.products
+    work[kind]["floats"] += run_steps * gathered
+    work[kind]["macs"] += run_steps * products
   return work
 
 
@@ -148,7 +171,7 @@ def atlas_fast_seconds(out: Path) -> float:
   from attndyn import atlas
   doc = json.loads((out / "atlas.json").read_text())
   s = atlas.settings()
-  fast = {f"bucket-{b.index:04d}" for b in atlas.buckets(s) if atlas.fast(b)}
+  fast = {f"bucket-{b.index:04d}" for b in atlas.buckets(s) if atlas.fast_path(b)}
   return sum(v for k, v in doc["seconds"].items() if k in fast)
 
 
@@ -162,7 +185,7 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   work = full_grid_work()
   from attndyn import atlas
-  d = atlas.settings()["base"]["embed_dim"]
+  d = atlas.settings().base.embed_dim
   gathers = measure(args.sentences, args.tokens, args.vocab,
                     channels=sorted({w["channels"] for w in work.values()}))
   products = []

@@ -37,6 +37,9 @@ from attndyn.dynamics.segmented import SegmentState as SegmentState
 from attndyn.dynamics.segmented import run_segments as run_segments
 from attndyn.dynamics.trajectory import FAILURE_REASONS as FAILURE_REASONS
 from attndyn.dynamics.trajectory import ODEStats as ODEStats
+from attndyn.dynamics.strategy import Plan as Plan
+from attndyn.dynamics.strategy import StagePlan as StagePlan
+from attndyn.dynamics.strategy import plan as plan
 # XLA compile-time tuning of the CLI's stages (dynamics.xla_options): internal, not API.
 from attndyn.dynamics.fast_lu import COMPILER_OPTIONS as _FAST_COMPILER_OPTIONS
 from attndyn.dynamics.reduced_ode import COMPILER_OPTIONS as _REDUCED_ODE_COMPILER_OPTIONS
@@ -48,7 +51,8 @@ __all__ = ["ConfigError", "OPTIMIZERS", "base_optimizer", "masked_optimizer", "t
            "at_learning_rate", "flow_time_grid", "EarlyStopped", "make_train_early_stopping",
            "FastPathCheck", "fast_path_applies", "make_fast_sweep_train", "make_fast_train",
            "TrainChoice", "make_auto_train", "reduced_sgd_sde", "sgd_sde", "make_epoch_train",
-           "SegmentState", "run_segments", "FAILURE_REASONS", "ODEStats"]
+           "SegmentState", "run_segments", "FAILURE_REASONS", "ODEStats", "Plan", "StagePlan",
+           "plan"]
 
 
 def __dir__():

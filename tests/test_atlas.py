@@ -491,14 +491,19 @@ def test_ode_predictors_correlate_the_deviation_with_each_motion_measure():
   assert got["tc"]["sigma<0.01"]["n"] == sum(r["sigma"] < 0.01 for r in rows[:40])
 
 
-def test_atlas_fast_is_the_path_each_bucket_runs_on():
-  """atlas.fast (which buckets are thinned and how they are costed) repeats the run's own
-  choice (RunConfig.fast_path, what `gd_path = "auto"` runs) from the bucket's values; over the
-  full grid both agree, a trainable query included."""
+def test_atlas_fast_path_is_the_path_each_bucket_runs_on():
+  """atlas.fast_path (which buckets are thinned and which start first), asked of the bucket's
+  model and training, is the path its run takes (pipeline.plan over the bucket's whole config,
+  grid and data seeds included, with `gd_path = "auto"`); over the full grid both agree, a
+  trainable query and both paths included."""
   s = atlas.settings()
+  paths = set()
   for b in atlas.buckets(s):
     cfg = engine.validate(atlas.run_config(s, b), f"bucket {b.index}")
-    assert atlas.fast(b) == bool(cfg.fast_path()), (b.index, cfg.fast_path().reason)
+    gd = pipeline.plan(cfg).gd
+    assert bool(atlas.fast_path(b)) == (gd.path == "fast"), (b.index, gd.reason)
+    paths.add(gd.path)
+  assert paths == {"fast", "generic"}
 
 
 def test_the_eta_cost_model_orders_buckets_by_their_work():

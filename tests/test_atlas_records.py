@@ -46,7 +46,7 @@ def test_a_bucket_key_ignores_the_ode_settings_of_a_bucket_that_solves_no_ode(mo
   from attndyn import presets
   s = atlas.settings()
   grid = atlas.buckets(s)
-  tl = next(b for b in grid if not atlas.solves_ode(s, b) and atlas.fast(b))
+  tl = next(b for b in grid if not atlas.solves_ode(s, b) and atlas.fast_path(b))
   fc = next(b for b in grid if atlas.solves_ode(s, b))
   before = atlas._bucket_key(s, tl), atlas._bucket_key(s, fc)
   preset = presets.preset

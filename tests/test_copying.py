@@ -169,12 +169,15 @@ def test_multihead_protocol_run_records_per_head_and_draws_heads_by_id():
   attention accuracy at every record (shapes only: compiling the GRU model would cost ~10 s
   of CI; the protocol runs in `reproduce snell --quick`); candidate head ids and random head
   ids draw different heads."""
+  import dataclasses
+
+  from attndyn.reproduce.snell import multihead
   from attndyn.reproduce.snell import multihead_authors as mh
   from attndyn.tasks.copying import CopyingConfig
 
   task = CopyingConfig("permutation", 4, 4, "authors")
-  s = {"hidden": 4, "steps": 4, "batch": 3, "lr": 1e-3, "record_every": 2, "eval_size": 3,
-       "body_seed": 0, "head_seed": 0}
+  s = dataclasses.replace(multihead.QUICK, hidden=4, steps=4, batch=3, lr=1e-3, record_every=2,
+                          eval_size=3, body_seed=0, head_seed=0)
   one = mh.point(task, s, heads=2)
   out = jax.eval_shape(one, {"heads": np.array([3, -1], np.int32), "order": np.int32(0)})
   assert out["token_acc"].shape == (2,) and out["attn_acc"].shape == (2, 2)
@@ -182,3 +185,55 @@ def test_multihead_protocol_run_records_per_head_and_draws_heads_by_id():
   h3_again = mh.head(mh.head_key(s, np.int32(3)), 4)
   np.testing.assert_array_equal(h3["attention"]["W"], h3_again["attention"]["W"])
   assert not np.allclose(mh.head(mh.head_key(s, -3), 4)["attention"]["W"], h3["attention"]["W"])
+
+
+def test_both_copying_models_record_every_success_metric():
+  """``success_metric`` may name any of ``SUCCESS_METRICS``: the authors' model and ours both
+  record each one at every logged step (shapes only, traced without compiling)."""
+  import dataclasses
+
+  from attndyn.models import seq2seq
+  from attndyn.reproduce.snell import common
+  from attndyn.reproduce.snell import copying as experiment
+  from attndyn.analysis import ktiw
+
+  s = dataclasses.replace(experiment.QUICK, hidden=4, steps=4, batch=2, record_every=2,
+                          eval_size=2)
+  authors = common.task_config(experiment.distribution("iid", s), "authors")
+  recorded = jax.eval_shape(common.authors_point(authors, s), np.uint32(0))
+  task = common.task_config(experiment.distribution("iid", s), "ours")
+  cfg = common.model_config(task, s)
+  params = jax.eval_shape(lambda k: seq2seq.init(k, cfg), jax.random.PRNGKey(0))
+  ev = copying.sample_copying(jax.random.PRNGKey(1), task, s.eval_size)
+  ours = jax.eval_shape(ktiw.copy_record(cfg, ev), params, params)
+  for metric in common.SUCCESS_METRICS:
+    assert recorded[metric].shape == (s.steps // s.record_every,), metric
+    assert ours[metric].shape == (), metric
+
+
+def test_multihead_reuses_the_single_head_runs_of_copying_only_when_their_settings_match(
+    monkeypatch):
+  """``multihead`` (preset ours) reads ``copying``'s permutation runs when every setting that
+  decides them (``SAME``) is equal, cut to its own seeds; otherwise it trains its own."""
+  import dataclasses
+  from types import SimpleNamespace
+
+  from attndyn.reproduce.snell import common, multihead
+  from attndyn.reproduce.snell import copying as experiment
+
+  monkeypatch.setattr(common, "copy_sweep", lambda *args, **kw: "trained here")
+  runs = {"permutation": {"attn_acc": np.arange(8.0).reshape(4, 2), "t": np.array([0.0, 10.0])}}
+  mine = multihead.validate(dataclasses.replace(multihead.QUICK, preset="ours"))
+  for copying_s, reused in [
+      (experiment.validate(dataclasses.replace(experiment.QUICK, preset="ours")), True),
+      (experiment.validate(dataclasses.replace(experiment.QUICK, preset="ours", hidden=16)),
+       False),
+      (experiment.validate(experiment.QUICK), False)]:                  # the authors' model
+    ctx = SimpleNamespace(cache={"snell.copying": {"settings": copying_s, "runs": runs}},
+                          log=lambda *a: None)
+    got = multihead._single(ctx, mine, None, np.arange(3))
+    if reused:
+      np.testing.assert_array_equal(got["attn_acc"], runs["permutation"]["attn_acc"][:3])
+      np.testing.assert_array_equal(got["t"], runs["permutation"]["t"])
+    else:
+      assert got == "trained here"

@@ -72,7 +72,7 @@ def test_a_flow_time_sweep_stops_each_lr_at_the_same_flow_time():
   the parameters its solve alone ends with (lr 1 and lr 0.5 stop at the same flow time)."""
   alone = pipeline.run(_flow_cfg([1.0], 20), progress=False)
   half = pipeline.run(_flow_cfg([0.5], 40, ode="both"), progress=False, gd=False)
-  assert pipeline.solve_lrs_together(_flow_cfg([0.5, 1.0], 40, flow_time=20.0))
+  assert pipeline.plan(_flow_cfg([0.5, 1.0], 40, flow_time=20.0)).lrs_together
   fast = pipeline.run(_flow_cfg([0.5, 1.0], 40, flow_time=20.0, ode="both"), progress=False)
   generic = pipeline.run(_flow_cfg([0.5, 1.0], 40, flow_time=20.0, ode="none",
                                    gd_path="generic"), progress=False)
@@ -115,17 +115,3 @@ def test_flow_time_needs_the_steps_of_the_smallest_lr():
     _flow_cfg([0.5, 1.0], 30, flow_time=20.0)
   with pytest.raises(config.ConfigError, match=r"train.flow_time = -1.0 .*a finite number > 0"):
     _flow_cfg([1.0], 30, flow_time=-1.0)
-
-
-def test_a_trained_query_takes_the_fast_path_only_if_every_swept_key_starts_at_zero():
-  """gd_path = "auto" asks the fast path's verdict at every value of the grid: a trained
-  query is exact on it only from zero keys, so a swept model.key_std that leaves 0 (keys off
-  the query's line) sends the whole sweep to autodiff, naming the value."""
-  def cfg(key_stds):
-    sets = _TINY + ["model.train_query=true", "ode.kind=none",
-                    f'sweep.grid={{"model.key_std" = {list(key_stds)}}}']
-    return config.RunConfig.from_dict(overrides.apply(presets.preset("quick"), sets))
-  assert pipeline.choose_gd_path(cfg([0.0]))["path"] == "fast"
-  chosen = pipeline.choose_gd_path(cfg([0.0, 0.1]))
-  assert chosen["path"] == "generic"
-  assert "sweep.grid['model.key_std'] = 0.1" in chosen["reason"] and "key_std" in chosen["reason"]

@@ -292,19 +292,49 @@ def test_bad_settings_are_one_line_errors_before_anything_runs(tmp_path, capsys,
   assert not (tmp_path / "x" / runner.EXPERIMENTS_DIR).exists()
 
 
-@pytest.mark.parametrize("experiment, item, message", [
-    ("copying", "copying.preset=foo", "copying.preset = 'foo' is not allowed: one of authors"),
-    ("copying", "copying.model=theirs", "copying.model = 'theirs' is not allowed"),
-    ("multihead", "multihead.preset=foo", "multihead.preset = 'foo' is not allowed"),
-    ("multihead", "multihead.heads=1", "multihead.heads = 1 is not allowed"),
+@pytest.mark.parametrize("paper, experiment, item, message", [
+    ("snell", "copying", "copying.preset=foo",
+     "copying.preset = 'foo' is not allowed: one of 'authors', 'cpu'"),
+    ("snell", "copying", "copying.model=theirs", "copying.model = 'theirs' is not allowed"),
+    ("snell", "copying", "copying.success_metric=loss",
+     "copying.success_metric = 'loss' is not allowed: one of 'token_acc'"),
+    ("snell", "copying", 'copying.distributions=["iid", "perm"]',
+     "copying.distributions = ['iid', 'perm'] is not allowed: a list drawn from 'permutation'"),
+    ("snell", "multihead", "multihead.preset=foo", "multihead.preset = 'foo' is not allowed"),
+    ("snell", "multihead", "multihead.heads=1", "multihead.heads = 1 is not allowed"),
+    ("snell", "relevance", "relevance.model.classifier=zz",
+     "relevance.model.classifier = 'zz' is not allowed"),
+    ("snell", "relevance", "relevance.model.freeze=[]",
+     "relevance.model.freeze is not allowed: the experiment sets it"),
+    ("snell", "relevance", "relevance.task.kind=topic",
+     "relevance.task.kind is not allowed: the experiment sets it"),
+    ("yang", "adversary", "adversary.match=kl", "adversary.match = 'kl' is not allowed: one of 'nll'"),
+    ("yang", "tagger", "tagger.model.block=half",
+     "tagger.model.block = 'half' is not allowed: one of 'paper', 'full'"),
+    ("yang", "tagger", "tagger.data.limit=-1", "tagger.data.limit = -1 is not allowed"),
 ])
-def test_snell_presets_and_models_are_checked_before_anything_runs(tmp_path, capsys, experiment,
-                                                                   item, message):
-  code = cli.main(["reproduce", "snell", "--out", str(tmp_path / "x"), "--quick", "--only",
+def test_snell_and_yang_settings_are_checked_before_anything_runs(tmp_path, capsys, paper,
+                                                                  experiment, item, message):
+  """Presets, models and the settings with a fixed set of values are refused in one line."""
+  code = cli.main(["reproduce", paper, "--out", str(tmp_path / "x"), "--quick", "--only",
                    experiment, "--set", item])
   err = capsys.readouterr().err
   assert code == 2 and err.count("\n") == 1 and message in err, err
   assert not (tmp_path / "x" / runner.EXPERIMENTS_DIR).exists()
+
+
+@pytest.mark.parametrize("name", ["copying", "multihead"])
+def test_every_snell_preset_is_settings_of_their_kinds(name):
+  """A preset only sets settings the experiment has, to values of their kinds (in quick and
+  full mode), so ``--set NAME.preset=P`` can never run settings ``--set`` would refuse."""
+  import dataclasses
+  from attndyn import settings
+  module = next(m for m in runner.experiment_modules("snell") if m.NAME == name)
+  for base in (module.QUICK, module.FULL):
+    for preset, values in module.PRESETS.items():
+      merged = module.validate(dataclasses.replace(base, preset=preset))
+      settings.check_fields(merged, name)
+      assert all(getattr(merged, k) == v for k, v in values.items()), preset
 
 
 def test_a_shuffled_batch_size_beyond_the_training_set_is_one_line(tmp_path, capsys):
@@ -320,10 +350,22 @@ def test_seeds_and_times_may_be_zero_where_counts_may_not():
   noise = next(m for m in runner.experiment_modules("sgd") if m.NAME == "noise")
   items = ["noise.init_seed=0", "noise.sen_start_tau=0"]
   settings = runner.settings_for(noise, quick=True, items=items)
-  assert settings["init_seed"] == 0 and settings["sen_start_tau"] == 0
+  assert settings.init_seed == 0 and settings.sen_start_tau == 0
   for item in ("noise.seeds=0", "noise.tau_every=0"):  # a τ step of 0 never records
     with pytest.raises(ConfigError, match="= 0 is not allowed: an integer >= 1"):
       runner.settings_for(noise, quick=True, items=[item])
+
+
+def test_noise_sde_and_tolerance_tables_are_typed():
+  """A key of a nested table is set alone (the others keep QUICK's) and checked by its kind."""
+  noise = next(m for m in runner.experiment_modules("sgd") if m.NAME == "noise")
+  s = runner.settings_for(noise, quick=True, items=["noise.sde.dt=0.25", "noise.tolerance.sen=0.1"])
+  assert (s.sde.dt, s.tolerance.sen) == (0.25, 0.1)
+  assert s.sde.brownian == noise.QUICK.sde.brownian and s.tolerance.slope == noise.QUICK.tolerance.slope
+  with pytest.raises(ConfigError, match="noise.sde.brownian = 'x' is not allowed: one of 'virtual', 'unsafe'"):
+    runner.settings_for(noise, quick=True, items=["noise.sde.brownian=x"])
+  with pytest.raises(ConfigError, match=r"noise.sde is a table; set one of its keys: noise.sde.lr"):
+    runner.settings_for(noise, quick=True, items=["noise.sde=1"])
 
 
 def _all_experiments():

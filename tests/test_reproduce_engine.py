@@ -52,8 +52,8 @@ def test_synthetic_runs_on_the_engine_judges_the_odes_and_resumes(tmp_path, caps
   last.unlink()
   last.with_suffix(".npz").unlink()
   (out / runner.EXPERIMENTS_DIR / "synthetic.json").unlink()
-  for kept in (out / runner.STORE).iterdir():        # nor its job kept
-    kept.unlink()
+  for stored in (out / runner.STORE).iterdir():   # the job had not finished: not in the store
+    stored.unlink()
   (out / report.JSON).unlink()
   capsys.readouterr()
   assert cli.main(["reproduce", "lu2021", "--out", str(out), "--quick"] + TINY + ["--resume"]) == 0
@@ -76,7 +76,7 @@ def test_synthetic_runs_on_the_engine_judges_the_odes_and_resumes(tmp_path, caps
     ("synthetic.run.model.embed_dim=0", "model.embed_dim = 0"),
     ("synthetic.run.train.lrr=0.1", 'unknown key "train.lrr" in [train]. did you mean "lr"?'),
     ("synthetic.classifiers=['tq']",
-     "synthetic.classifiers = ['tq'] is not allowed: a list of one of 'fc', 'tc', 'tl'"),
+     "synthetic.classifiers = ['tq'] is not allowed: a list drawn from 'fc', 'tc', 'tl'"),
 ])
 def test_a_bad_run_setting_is_one_line_from_the_run_schema_before_anything_runs(
     tmp_path, capsys, item, message):

@@ -3,6 +3,8 @@
 Budget (CI at ~12 of 15 minutes): a few seconds; no training (a tagger compile alone
 takes longer), the training path is ``make_epoch_train``'s, tested elsewhere.
 """
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -64,7 +66,7 @@ def test_in_chunk_mass_on_hand_made_maps():
 
 
 def _results(fused_runs, crf_zeros):
-  s = {"normalisers": list(exp.NORMALISERS), "f1_level": 0.77, "epochs": 3}
+  s = dataclasses.replace(exp.FULL, normalisers=exp.NORMALISERS, f1_level=0.77, epochs=3)
   res = {}
   for k, norm in enumerate(exp.NORMALISERS):
     dev_f1 = np.array([[0.5, 0.8, 0.9], [0.6, 0.7, 0.78], [0.1, 0.2, 0.3]])
@@ -130,8 +132,45 @@ def test_copying_rows_and_learning_speed():
   r = {"t": np.array([0.0, 10.0, 20.0, 30.0]), "token_acc": acc, "acc": acc[:, -1],
        "run_length": np.ones(3), "zero_fraction": np.zeros(3),
        "on_target": np.array([0.9, 0.8, 0.95]), "uniform": np.full(3, 0.1)}
-  rows = cp.copying_claims({"crf": r}, {**cp.FULL, "acc_level": 0.9}, quick=False)
+  rows = cp.copying_claims({"crf": r}, dataclasses.replace(cp.FULL, acc_level=0.9), quick=False)
   assert [row["id"] for row in rows] == [f"structured_copying.crf.{k}" for k in (
       "token_acc", "steps_to_level", "run_length", "on_target_gain")]
   np.testing.assert_array_equal(r["steps"][[0, 2]], [20.0, 10.0])
   assert np.isnan(r["steps"][1]) and all(row["status"] == "info" for row in rows)
+
+
+@pytest.mark.parametrize("item, message", [
+    ('structured.normalisers=["softmax", "sparsemaxx"]',
+     "structured.normalisers = ['softmax', 'sparsemaxx'] is not allowed: a list drawn from "
+     "'softmax', 'sparsemax', 'fusedmax', 'crf', 'sparsemap'"),
+    ("structured.max_len=1", "structured.max_len = 1 is not allowed: an integer >= 2"),
+    ("structured.model.block=fancy",
+     "structured.model.block = 'fancy' is not allowed: one of 'paper', 'full'"),
+    ("structured.model.heads=2", "structured.model has no setting 'heads'. Did you mean 'n_heads'?"),
+    ("structured_copying.distribution=uniform", "structured_copying.distribution = 'uniform' is "
+     "not allowed: one of 'permutation', 'iid', 'subset'"),
+    ('sparse_sen.normalisers=["crf"]', "sparse_sen.normalisers = ['crf'] is not allowed: a list "
+     "of one of 'softmax', 'sparsemax', 'entmax15'"),
+    ('jain_wallace.normalisers=["entmax"]', "jain_wallace.normalisers = ['entmax'] is not "
+     "allowed"),   # entmax needs alpha: only the normalisers named alone
+])
+def test_flavours_settings_are_checked_before_anything_runs(tmp_path, capsys, item, message):
+  """Each setting's kind (its annotation, or ``validate``) refuses a bad value in one line."""
+  from attndyn import cli
+  code = cli.main(["reproduce", "flavours", "--out", str(tmp_path / "x"), "--quick", "--quiet",
+                   "--set", item])
+  err = capsys.readouterr().err
+  assert code == 2 and err.count("\n") == 1 and message in err, err
+  assert not (tmp_path / "x").exists()
+
+
+def test_a_data_limit_may_be_unset_and_settings_are_recorded_as_json():
+  from attndyn import settings
+  from attndyn.reproduce import runner
+  s = runner.settings_for(exp, quick=True, items=["structured.data.limit=none",
+                                                  "structured.normalisers=[\"crf\"]"])
+  assert s.data.limit is None and s.data.test_limit == exp.QUICK.data.test_limit
+  assert s.normalisers == ("crf",)
+  doc = settings.as_json(s)
+  assert doc["data"] == {"min_count": 2, "limit": None, "test_limit": 400}
+  assert doc["normalisers"] == ["crf"] and doc["model"]["block"] == "paper"

@@ -119,6 +119,21 @@ def tiny():
   return data, cfg
 
 
+def test_settings_tables_read_the_data_and_tagger_their_mappings_do(tiny):
+  """``load_data`` and ``tagger_config`` take ``tagger``'s settings tables (frozen dataclasses)
+  as they take mappings: the same cached data, the same tagger."""
+  import dataclasses
+
+  from attndyn import settings
+  from attndyn.reproduce.yang import tagger
+
+  data, _ = tiny
+  d = dataclasses.replace(tagger.QUICK.data, limit=72, test_limit=16)
+  assert common.load_data(d) is common.load_data(settings.as_json(d))
+  m = dataclasses.replace(tagger.QUICK.model, d_model=8, d_ff=8, block="paper")
+  assert common.tagger_config(data, m) == common.tagger_config(data, settings.as_json(m))
+
+
 def test_epoch_training_vmapped_over_seeds(tiny):
   """The epoch trainer with a per-word linear tagger (cheap to compile; the transformer's
   gradient is checked in the adversary test)."""

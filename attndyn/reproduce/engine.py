@@ -108,7 +108,7 @@ def run(ctx, name: str, raw: dict, *, gd: bool = True, figures: bool = True,
   atomic.make_dirs(out)
   # no `attndyn run --out DIR/runs/NAME --resume` or report writes there meanwhile
   with lock.hold(out):
-    store, resumed = _store(ctx, out, cfg.to_dict(), pipeline.plan_chunk_size(cfg),
+    store, resumed = _store(ctx, out, cfg.to_dict(), pipeline.plan(cfg).chunk_size,
                             every=max(1, cfg.sweep.checkpoint_every))
     ctx.log(f"{name}: {cfg.sweep.n_points} runs, {cfg.train.steps} steps, ODEs: {cfg.ode.kind}"
             + (" (continuing from its checkpoints)" if resumed else ""))

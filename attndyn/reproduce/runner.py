@@ -288,6 +288,9 @@ def run(paper: str, out: Path, *, quick: bool, only: Optional[Sequence[str]] = N
   done = jobs.execute(work, store, workers=workers, scheduler=scheduler, client=client,
                       resume=resume, errors=out / EXPERIMENTS_DIR, on_done=on_done,
                       keep=lambda doc: not doc.get("error") and not doc.get("partial"))
+  for err in done.exceptions.values():   # bad input found by an experiment: one line, exit 2
+    if isinstance(err, ConfigError):
+      raise ConfigError(str(err)) from None
   for name, line in done.failed.items():   # a job that raised outside run_experiment
     done.results[name] = {"name": name, "error": line, "error_kind": "bug",
                           "traceback": f"{name}.txt", "claims": [], "figures": []}

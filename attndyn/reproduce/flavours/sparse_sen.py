@@ -9,35 +9,70 @@ holds on GD in the full-support phase; GD follows the ODE; the ODE conserves
 ``Q``; under sparsemax the score stops at ``s = 1`` while ``‖v_t‖`` keeps
 growing (the relation ends there); test accuracy is 100%.
 """
+import dataclasses
+from typing import Literal
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from attndyn import dynamics
 from attndyn import models
+from attndyn import schema
+from attndyn import settings
 from attndyn.analysis import replication as rep
 from attndyn.analysis import sparse_sen as ss
-from attndyn import schema
+from attndyn.models.classifiers import CLASSIFIERS
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce import engine
 from attndyn.dynamics.sparsemax_ode import sparse_sen_ode
 
-__all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "LABELS", "SOURCES", "run"]
+__all__ = ["NAME", "TITLE", "Settings", "FULL", "QUICK", "LABELS", "SOURCES", "run"]
 
 NAME = "sparse_sen"
 TITLE = "Lemma 2 / Corollary 1 with sparsemax and 1.5-entmax attention (derived here; no paper)"
-FULL = {"task": dict(common.TEXT_TASK), "model": dict(common.TEXT_MODEL), "classifier": "tc",
-        "lr": 0.1, "steps": 2000, "record_every": 20, "seeds": 5,
-        "normalisers": ["softmax", "sparsemax", "entmax15"], "sen_tolerance": 0.02,
-        "ode_tolerance": 0.1, "invariant_tolerance": 1e-4, "freeze_band": 0.01, "sen_word": 0}
-QUICK = {**FULL, "steps": 1000, "seeds": 2, "normalisers": ["sparsemax", "entmax15"]}
-# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
-KINDS = {**schema.run_kinds("task", FULL["task"]), **schema.run_kinds("model", FULL["model"]),
-         "classifier": "str", "lr": "number", "steps": "count", "record_every": "count",
-         "seeds": "count", "normalisers": "strs", "sen_tolerance": "number",
-         "ode_tolerance": "number", "invariant_tolerance": "number", "freeze_band": "number",
-         "sen_word": "index"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The experiment's settings (``--set sparse_sen.KEY=VALUE``).
+
+  Attributes:
+    task: the topic task's [task] run settings (Section 5.1's text preset).
+    model: the model's [model] run settings (the text preset's; the normaliser is per run).
+    classifier: the Lu classifier trained.
+    lr: GD's learning rate (the ODE's too).
+    steps: GD epochs.
+    record_every: epochs between recorded points (GD and ODE alike).
+    seeds: seeds per normaliser (seeds 0..seeds-1).
+    normalisers: the attention normalisers (those the derived relation covers).
+    sen_tolerance: the largest relative deviation of GD's ‖v_t‖ from the derived SEN relation.
+    ode_tolerance: the largest |s_t(GD) − s_t(ODE)| (sparse normalisers).
+    invariant_tolerance: the largest drift of the ODE's Q.
+    freeze_band: how close to 1 sparsemax's final topic scores must be.
+    sen_word: the topic word drawn in the figure.
+  """
+  task: settings.section("task")
+  model: settings.section("model")
+  classifier: Literal[CLASSIFIERS]
+  lr: settings.Number
+  steps: settings.Count
+  record_every: settings.Count
+  seeds: settings.Count
+  normalisers: tuple[Literal[ss.FLAVOURS], ...]
+  sen_tolerance: settings.Number
+  ode_tolerance: settings.Number
+  invariant_tolerance: settings.Number
+  freeze_band: settings.Number
+  sen_word: settings.Index
+
+
+FULL = Settings(task=dict(common.TEXT_TASK), model=dict(common.TEXT_MODEL), classifier="tc",
+                lr=0.1, steps=2000, record_every=20, seeds=5,
+                normalisers=("softmax", "sparsemax", "entmax15"), sen_tolerance=0.02,
+                ode_tolerance=0.1, invariant_tolerance=1e-4, freeze_band=0.01, sen_word=0)
+QUICK = dataclasses.replace(FULL, steps=1000, seeds=2, normalisers=("sparsemax", "entmax15"))
 LABELS = {"softmax": "softmax", "sparsemax": "sparsemax", "entmax15": "1.5-entmax"}
 # No paper: every rule is derived here (docs/sparsemax_sen.md) and every margin is ours.
 SOURCES = {
@@ -54,14 +89,14 @@ SOURCES = {
 
 
 def run(ctx, s) -> Outcome:
-  task_cfg, data = common.topic_data(s["task"], path=f"{NAME}.task")
+  task_cfg, data = common.topic_data(s.task, path=f"{NAME}.task")
   m = task_cfg.n_nontopic
   topic_words = jnp.arange(task_cfg.n_topic_words)
   with schema.at(NAME):
-    train_cfg = dynamics.TrainConfig(lr=s["lr"], steps=s["steps"], record_every=s["record_every"])
+    train_cfg = dynamics.TrainConfig(lr=s.lr, steps=s.steps, record_every=s.record_every)
   claims, panels, details = [], {}, {}
-  for norm in s["normalisers"]:
-    cfg = common.lu_config(task_cfg, s["classifier"], s["model"], normaliser=norm,
+  for norm in s.normalisers:
+    cfg = common.lu_config(task_cfg, s.classifier, s.model, normaliser=norm,
                             path=f"{NAME}.model")
     apply = models.lu.apply_for(cfg)
     record = ss.flavour_observables(apply, data, norm)
@@ -73,12 +108,13 @@ def run(ctx, s) -> Outcome:
       params0 = models.lu.init(key, cfg)
       gd = train(params0, key).observables
       ode = sparse_sen_ode(params0, data.train, data.train_topic_word, topic_words, record,
-                           lr=s["lr"], ts=train_cfg.record_steps(), trainable=cfg.trainable(),
+                           lr=s.lr, ts=train_cfg.record_steps(), trainable=cfg.trainable(),
                            normaliser=norm, form="sen")
       return {"gd": gd, "ode": ode.observables, "ode_failed_at": ode.failed_at}
 
-    ctx.log(f"{NAME}: {norm} Attn-TC x {s['seeds']} seeds, {s['steps']} epochs, GD + ODE")
-    out = engine.sweep(ctx, f"{NAME}-{norm}", one, {"seed": common.seeds(s["seeds"])}, s)
+    ctx.log(f"{NAME}: {norm} Attn-TC x {s.seeds} seeds, {s.steps} epochs, GD + ODE")
+    out = engine.sweep(ctx, f"{NAME}-{norm}", one, {"seed": common.seeds(s.seeds)},
+                       settings.as_json(s))
     gd, ode = out["gd"], out["ode"]
     label = LABELS[norm]
     sen_err = ss.sen_phase_error(gd["score"], gd["emb_norm"], m, norm)          # [S, W]
@@ -89,7 +125,7 @@ def run(ctx, s) -> Outcome:
         f"{NAME}.{norm}.sen_error", f"{label}: GD's ‖v_t‖ vs the derived SEN relation √(2Φ(s_t)), "
         "largest relative deviation while 0.2 ≤ s_t ≤ 0.95·s_end, worst topic word",
         paper="derived here (softmax: Eq (10))", ours=rep.mean_ci(np.nanmax(sen_err, axis=-1)),
-        tolerance=rep.Tolerance("at_most", s["sen_tolerance"], source=SOURCES["sen"]),
+        tolerance=rep.Tolerance("at_most", s.sen_tolerance, source=SOURCES["sen"]),
         figure="sparse_sen.png",
         quick=ctx.quick, note=f"s_end = {ss._phase_end(norm):g}; Φ in docs/sparsemax_sen.md"))
     claims.append(rep.claim(
@@ -97,7 +133,7 @@ def run(ctx, s) -> Outcome:
         "|s_t(GD) − s_t(ODE)|, the derived eqs (7)-(8) analogue", paper="derived here",
         ours=rep.mean_ci(dev_s),
         tolerance=(rep.Tolerance("info") if norm == "softmax"
-                   else rep.Tolerance("at_most", s["ode_tolerance"], source=SOURCES["ode"])),
+                   else rep.Tolerance("at_most", s.ode_tolerance, source=SOURCES["ode"])),
         figure="sparse_sen.png", quick=ctx.quick,
         note=("reference: Lemma 2's own ODE, whose mid-transition deviation from GD is the "
               "non-topic words' motion (independent measurement: up to 0.43 mid-transition); "
@@ -108,7 +144,7 @@ def run(ctx, s) -> Outcome:
         f"{NAME}.{norm}.ode_invariant", f"{label}: the ODE conserves Q = Φ(s_t) − ½‖v_t − ⟨v̄∖t⟩‖² "
         "(max |Q − Q(0)| while s_t ≤ 0.95·s_end)", paper="Theorem 1 analogue, derived here",
         ours=rep.mean_ci(drift),
-        tolerance=rep.Tolerance("at_most", s["invariant_tolerance"], source=SOURCES["invariant"]),
+        tolerance=rep.Tolerance("at_most", s.invariant_tolerance, source=SOURCES["invariant"]),
         figure=None, quick=ctx.quick))
     claims.append(rep.claim(
         f"{NAME}.{norm}.test_acc", f"{label} Attn-TC: final test accuracy", paper=100.0,
@@ -119,20 +155,20 @@ def run(ctx, s) -> Outcome:
     if norm == "sparsemax":
       final_s = gd["score"][:, -1, :]                                             # [S, W]
       final_v = gd["emb_norm"][:, -1, :]
-      at_one = np.all(np.abs(final_s - 1.0) <= s["freeze_band"], axis=-1)
+      at_one = np.all(np.abs(final_s - 1.0) <= s.freeze_band, axis=-1)
       grows = np.all(final_v > 1.2 * float(ss.sen_norm_flavour(1.0, m, "sparsemax")), axis=-1)
       claims.append(rep.claim(
           f"{NAME}.sparsemax.score_freezes", "sparsemax: every topic score ends within "
-          f"{s['freeze_band']:g} of 1 (its gradient is exactly 0 once the support is {{t}}; the "
+          f"{s.freeze_band:g} of 1 (its gradient is exactly 0 once the support is {{t}}; the "
           "band allows for one GD step past 1 and the small motion of the non-topic scores) "
           "while ‖v_t‖ grows past 1.2·√(1 + 2/m)", paper="derived here", ours=rep.mean_ci(at_one & grows),
           tolerance=rep.Tolerance("all_true", source=SOURCES["freeze"]), quick=ctx.quick,
           # Decided from the budget, never from the scores judged: FULL's epochs are what this
           # claim is stated for (it was 'every score reached the band', i.e. the outcome itself).
-          comparable=s["steps"] >= FULL["steps"],
+          comparable=s.steps >= FULL.steps,
           note=f"final scores {np.round(final_s.min(), 4)}–{np.round(final_s.max(), 4)}, final "
                f"‖v_t‖ {np.round(final_v.min(), 3)}–{np.round(final_v.max(), 3)}"))
-    w = s["sen_word"]
+    w = s.sen_word
     panels[label] = {"normaliser": norm, "m": m, "steps": np.asarray(train_cfg.record_steps()),
                      "gd_score": gd["score"][:, :, w], "gd_norm": gd["emb_norm"][:, :, w],
                      "ode_score": ode["score"][:, :, w], "ode_norm": ode["emb_norm"][:, :, w]}
@@ -142,8 +178,8 @@ def run(ctx, s) -> Outcome:
                      "final_score": gd["score"][:, -1, :].tolist(),
                      "final_emb_norm": gd["emb_norm"][:, -1, :].tolist()}
   ss.sparse_sen_figure(panels, ctx.path("sparse_sen.png"),
-                       title=f"Attn-TC, topic word {s['sen_word']}, {s['seeds']} seeds: GD, the "
+                       title=f"Attn-TC, topic word {s.sen_word}, {s.seeds} seeds: GD, the "
                              f"derived ODE and SEN relation")
   details["notes"] = [f"Attn-TC on Section 5.1's task (m = {m}), keys 0, unit fixed query, GD lr "
-                      f"{s['lr']} × {s['steps']} epochs; ODE: diffrax Tsit5, form 'sen'."]
+                      f"{s.lr} × {s.steps} epochs; ODE: diffrax Tsit5, form 'sen'."]
   return Outcome(claims, ["sparse_sen.png"], details)

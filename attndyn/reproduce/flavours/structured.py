@@ -29,12 +29,15 @@ References:
   Niculae & Blondel, NeurIPS 2017. https://arxiv.org/abs/1705.07704
   Niculae, Martins, Blondel & Cardie, ICML 2018. https://arxiv.org/abs/1802.04223
 """
+import dataclasses
 import time
+from typing import Literal, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attndyn import settings
 from attndyn.analysis import figure_io
 from attndyn.analysis import replication as rep
 from attndyn.analysis import structured_attention as sa
@@ -46,26 +49,85 @@ from attndyn.models import transformer_tagger as tt
 from attndyn.tasks import conll2000
 from attndyn.tasks.errors import check
 
-__all__ = ["NAME", "TITLE", "NORMALISERS", "FULL", "QUICK", "KINDS", "LECTURE", "SOURCES", "LABELS",
-           "cap_length", "check_normalisers", "steps_to_level", "train_normaliser", "evaluate_test",
-           "figure_sentence", "attention_figure", "run", "make_claims"]
+__all__ = ["NAME", "TITLE", "NORMALISERS", "Data", "Tagger", "Settings", "FULL", "QUICK", "LECTURE",
+           "SOURCES", "LABELS", "validate", "cap_length", "steps_to_level", "train_normaliser",
+           "evaluate_test", "figure_sentence", "attention_figure", "run", "make_claims"]
 
 NAME = "structured"
 TITLE = "Structured attention (lecture): softmax / sparsemax / fusedmax / CRF / SparseMAP on CoNLL-2000"
 NORMALISERS = ("softmax", "sparsemax", "fusedmax", "crf", "sparsemap")
-FULL = {"data": {"min_count": 2, "limit": None, "test_limit": None}, "max_len": 10, "buckets": 2,
-        "model": {"d_model": 32, "n_heads": 1, "d_ff": 64, "features": "words+pos",
-                  "block": "paper", "dropout": 0.0},
-        "lr": 1e-2, "batch_size": 16, "epochs": 6, "seeds": 3,
-        "normalisers": list(NORMALISERS), "f1_level": 0.7707}
-QUICK = {**FULL, "data": {"min_count": 2, "limit": 1500, "test_limit": 400}, "max_len": 10,
-         "buckets": 1, "epochs": 3, "seeds": 3}
-# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
-KINDS = {"data.min_count": "count", "max_len": "count", "buckets": "count",
-         "model.d_model": "count", "model.n_heads": "count", "model.d_ff": "count",
-         "model.features": "str", "model.block": "str", "model.dropout": "number", "lr": "number",
-         "batch_size": "count", "epochs": "count", "seeds": "count", "normalisers": "strs",
-         "f1_level": "number", "data.limit": "?index", "data.test_limit": "?index"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Data:
+  """Which CoNLL-2000 sentences are read (:func:`attndyn.tasks.conll2000.load_conll2000`).
+
+  Attributes:
+    min_count: a word seen fewer times in training is unknown.
+    limit: the training sentences read (none: all).
+    test_limit: the test sentences read (none: all).
+  """
+  min_count: settings.Count
+  limit: Optional[settings.Index]
+  test_limit: Optional[settings.Index]
+
+
+@dataclasses.dataclass(frozen=True)
+class Tagger:
+  """The transformer tagger (:class:`attndyn.models.transformer_tagger.TaggerConfig`).
+
+  Attributes:
+    d_model: the model width.
+    n_heads: attention heads.
+    d_ff: the feed-forward width.
+    features: the inputs (words, or words and POS tags).
+    block: ``paper`` (tags read from the attention output alone) or ``full`` (a transformer block).
+    dropout: the dropout rate.
+  """
+  d_model: settings.Count
+  n_heads: settings.Count
+  d_ff: settings.Count
+  features: Literal[tt.FEATURES]
+  block: Literal[tt.BLOCKS]
+  dropout: settings.Number
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The experiment's settings (``--set structured.KEY=VALUE``).
+
+  Attributes:
+    data: the CoNLL-2000 sentences read.
+    max_len: sentences longer than this are left out (every normaliser sees the same ones; at
+      least 2).
+    buckets: length buckets of the training sentences.
+    model: the tagger.
+    lr: Adam's learning rate.
+    batch_size: sentences per step.
+    epochs: training epochs.
+    seeds: seeds per normaliser (seeds 0..seeds-1, vmapped).
+    normalisers: the attention normalisers compared.
+    f1_level: the dev chunk F1 whose first crossing is the learning speed.
+  """
+  data: Data
+  max_len: settings.Count
+  buckets: settings.Count
+  model: Tagger
+  lr: settings.Number
+  batch_size: settings.Count
+  epochs: settings.Count
+  seeds: settings.Count
+  normalisers: tuple[Literal[NORMALISERS], ...]
+  f1_level: settings.Number
+
+
+FULL = Settings(data=Data(min_count=2, limit=None, test_limit=None), max_len=10, buckets=2,
+                model=Tagger(d_model=32, n_heads=1, d_ff=64, features="words+pos",
+                             block="paper", dropout=0.0),
+                lr=1e-2, batch_size=16, epochs=6, seeds=3, normalisers=NORMALISERS,
+                f1_level=0.7707)
+QUICK = dataclasses.replace(FULL, data=Data(min_count=2, limit=1500, test_limit=400), max_len=10,
+                            buckets=1, epochs=3, seeds=3)
 LECTURE = "Treviso et al. lecture (2020), 'Structured attention'"
 SOURCES = {
     "fused_runs": rep.ours(f"{LECTURE}: fusedmax 'penalize[s] weight differences between "
@@ -91,16 +153,9 @@ def cap_length(batch: conll2000.TaggedBatch, max_len: int) -> conll2000.TaggedBa
   return jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[keep][:, :max_len]), batch)
 
 
-def check_normalisers(names) -> None:
-  """Every name one of :data:`NORMALISERS` (a ConfigError naming the bad one otherwise)."""
-  for n in names:
-    check(n in NORMALISERS, "normalisers", n, f"a list of {', '.join(NORMALISERS)}")
-
-
-def _check(s) -> None:
-  check_normalisers(s["normalisers"])
-  check(isinstance(s["max_len"], int) and s["max_len"] >= 2, "max_len", s["max_len"],
-        "an integer >= 2")
+def validate(s: Settings) -> None:
+  """``max_len`` is at least 2 (called before anything runs; the annotations check the rest)."""
+  check(s.max_len >= 2, f"{NAME}.max_len", s.max_len, "an integer >= 2")
 
 
 def steps_to_level(dev_f1: np.ndarray, level: float, steps_per_epoch: int) -> np.ndarray:
@@ -111,24 +166,26 @@ def steps_to_level(dev_f1: np.ndarray, level: float, steps_per_epoch: int) -> np
 
 
 def train_normaliser(ctx, s, data, train_b, dev_b, norm: str) -> dict:
-  """Train ``s["seeds"]`` taggers with ``norm`` attention (one checkpointed vmapped sweep,
+  """Train ``s.seeds`` taggers with ``norm`` attention (one checkpointed vmapped sweep,
   ``DIR/runs/structured-NORM``)."""
-  cfg = common.tagger_config(data, s["model"], attention=norm, path=f"{NAME}.model")
+  cfg = common.tagger_config(data, settings.as_json(s.model), attention=norm,
+                             path=f"{NAME}.model")
   pred_dev = common.predictor(cfg, dev_b)
 
   def loss_fn(params, b, dropout_key, aux):
     return tt.token_nll(tt.apply(params, b, cfg, key=dropout_key).logits, b.labels, b.mask)
 
   train = make_epoch_train(loss_fn, train_b, lambda p, aux: {"dev": pred_dev(p)},
-                           epochs=s["epochs"], batch_size=s["batch_size"],
-                           optimizer=common.adam(s["lr"]))
+                           epochs=s.epochs, batch_size=s.batch_size,
+                           optimizer=common.adam(s.lr))
 
   def one(seed):
     k = jax.random.PRNGKey(seed)
     return train(tt.init(jax.random.fold_in(k, 1), cfg), k)
 
   traj = engine.trajectory_sweep(ctx, f"{NAME}-{norm}", lambda p: one(p["seed"]),
-                                 {"seed": common.seeds(s["seeds"])}, s, what="seeds")
+                                 {"seed": common.seeds(s.seeds)}, settings.as_json(s),
+                                 what="seeds")
   obs = common.host(traj.observables)
   return {"cfg": cfg, "params": traj.final_params, "failed_at": np.asarray(traj.failed_at),
           "dev_f1": common.f1_per_epoch(obs["eval"]["dev"], dev_b, data.tags),
@@ -181,37 +238,36 @@ def attention_figure(maps: dict, words, seg, path, title: str) -> str:
   return figure_io.finish(fig, axes, len(maps), path, title)
 
 
-def run(ctx, s) -> Outcome:
-  _check(s)
-  data = common.load_data(s["data"], path=f"{NAME}.data")
-  train, dev, test = (cap_length(getattr(data, k), s["max_len"]) for k in ("train", "dev", "test"))
-  train_b = conll2000.length_buckets(train, s["buckets"])
+def run(ctx, s: Settings) -> Outcome:
+  data = common.load_data(settings.as_json(s.data), path=f"{NAME}.data")
+  train, dev, test = (cap_length(getattr(data, k), s.max_len) for k in ("train", "dev", "test"))
+  train_b = conll2000.length_buckets(train, s.buckets)
   dev_b = conll2000.length_buckets(dev, 1)
-  steps_per_epoch = sum(b.tokens.shape[0] // s["batch_size"] for b in train_b)
+  steps_per_epoch = sum(b.tokens.shape[0] // s.batch_size for b in train_b)
   res, seconds = {}, {}
-  for norm in s["normalisers"]:
-    ctx.log(f"{NAME}: {norm}: {s['seeds']} seeds x {s['epochs']} epochs x {steps_per_epoch} steps, "
-            f"{train.tokens.shape[0]} train sentences of <= {s['max_len']} words")
+  for norm in s.normalisers:
+    ctx.log(f"{NAME}: {norm}: {s.seeds} seeds x {s.epochs} epochs x {steps_per_epoch} steps, "
+            f"{train.tokens.shape[0]} train sentences of <= {s.max_len} words")
     start = time.perf_counter()
     trained = train_normaliser(ctx, s, data, train_b, dev_b, norm)
-    res[norm] = {**trained, **evaluate_test(trained, test, data, s["seeds"])}
+    res[norm] = {**trained, **evaluate_test(trained, test, data, s.seeds)}
     seconds[norm] = time.perf_counter() - start
   claims = make_claims(res, s, steps_per_epoch, quick=ctx.quick)
   i = figure_sentence(test)
   n = int(np.asarray(test.mask[i]).sum())
-  words = [t.word for t in _sentence(data, s["max_len"], i)][:n]
+  words = [t.word for t in _sentence(data, s.max_len, i)][:n]
   seg = sa.chunk_segments(test.labels[i:i + 1], test.mask[i:i + 1], data.tags)[0]
-  attention_figure({LABELS[k]: res[k]["maps"][0][i, 0] for k in s["normalisers"]}, words, seg,
+  attention_figure({LABELS[k]: res[k]["maps"][0][i, 0] for k in s.normalisers}, words, seg,
                    ctx.path("structured_attention_maps.png"),
-                   title=f"Test sentence {i} (≤ {s['max_len']} words), seed 0: attention "
+                   title=f"Test sentence {i} (≤ {s.max_len} words), seed 0: attention "
                          "(rows: query) per normaliser; lines: gold chunk boundaries")
   details = {"notes": [
-      f"CoNLL-2000 sentences of ≤ {s['max_len']} words: {train.tokens.shape[0]} train, "
+      f"CoNLL-2000 sentences of ≤ {s.max_len} words: {train.tokens.shape[0]} train, "
       f"{dev.tokens.shape[0]} dev, {test.tokens.shape[0]} test (of {data.sizes}).",
-      f"tagger: 1 head, block 'paper', d_model {s['model']['d_model']}, {s['model']['features']}, "
-      f"dropout {s['model']['dropout']}; Adam {s['lr']:g}, batch {s['batch_size']}, "
-      f"{s['epochs']} epochs of {steps_per_epoch} steps; seeds 0..{s['seeds'] - 1} vmapped."]}
-  for norm in s["normalisers"]:
+      f"tagger: 1 head, block 'paper', d_model {s.model.d_model}, {s.model.features}, "
+      f"dropout {s.model.dropout}; Adam {s.lr:g}, batch {s.batch_size}, "
+      f"{s.epochs} epochs of {steps_per_epoch} steps; seeds 0..{s.seeds - 1} vmapped."]}
+  for norm in s.normalisers:
     r = res[norm]
     details[norm] = {"seconds": seconds[norm], "dev_f1_per_epoch": r["dev_f1"].tolist(),
                      "train_loss": r["train_loss"].tolist(), "failed_at": r["failed_at"].tolist(),
@@ -221,16 +277,16 @@ def run(ctx, s) -> Outcome:
   return Outcome(claims, ["structured_attention_maps.png"], details)
 
 
-def make_claims(res: dict, s: dict, steps_per_epoch: int, *, quick: bool) -> list:
+def make_claims(res: dict, s: Settings, steps_per_epoch: int, *, quick: bool) -> list:
   """The rows: per normaliser ``info`` rows, and the lecture's qualitative statements judged.
 
   ``res[norm]`` holds per-seed arrays ``f1, acc, run_length, zero_fraction, in_chunk,
   uniform [S]`` and ``dev_f1 [S, E]``; ``steps`` (the learning speed) is added to it.
   """
   claims, q = [], quick
-  for norm in s["normalisers"]:
+  for norm in s.normalisers:
     r, label = res[norm], LABELS[norm]
-    steps = steps_to_level(r["dev_f1"], s["f1_level"], steps_per_epoch)
+    steps = steps_to_level(r["dev_f1"], s.f1_level, steps_per_epoch)
     r["steps"] = steps
     reached = int(np.sum(np.isfinite(steps)))
     claims += [
@@ -240,9 +296,9 @@ def make_claims(res: dict, s: dict, steps_per_epoch: int, *, quick: bool) -> lis
         rep.claim(f"{NAME}.{norm}.test_acc", f"{label}: test token accuracy", paper="—",
                   ours=rep.mean_ci(r["acc"]), tolerance=rep.Tolerance("info"), quick=q),
         rep.claim(f"{NAME}.{norm}.steps_to_level", f"{label}: steps until dev chunk F1 ≥ "
-                  f"{s['f1_level']:g} (the CoNLL-2000 POS-only baseline)", paper="—",
+                  f"{s.f1_level:g} (the CoNLL-2000 POS-only baseline)", paper="—",
                   ours=rep.mean_ci(steps), tolerance=rep.Tolerance("info"), quick=q,
-                  note=f"{reached}/{len(steps)} seeds reached it within {s['epochs']} epochs "
+                  note=f"{reached}/{len(steps)} seeds reached it within {s.epochs} epochs "
                        f"(checked after each epoch of {steps_per_epoch} steps)"),
         rep.claim(f"{NAME}.{norm}.dev_f1_auc", f"{label}: mean dev chunk F1 over the epochs "
                   "(area under the learning curve; needs no level)", paper="—",

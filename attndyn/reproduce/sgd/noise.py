@@ -27,6 +27,8 @@ holds for every SGD seed. Reported: take-off times, Theorem 1's drift against
 against the SME, which models independent minibatches, with the ratio that
 their epoch-boundary noise alone predicts (:func:`analysis.sgd_noise.epoch_boundary_ratio`).
 """
+import dataclasses
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -35,45 +37,120 @@ import numpy as np
 from attndyn import analysis
 from attndyn import dynamics
 from attndyn import models
+from attndyn import settings
 from attndyn.analysis import replication as rep
 from attndyn.analysis import sgd_figures as figs
 from attndyn.analysis import sgd_noise as stats
 from attndyn.analysis.sen_checks import windowed_max_error
-from attndyn import schema
+from attndyn.models.classifiers import CLASSIFIERS
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce import engine
 from attndyn.dynamics import sde
 from attndyn.tasks.errors import ConfigError
 
-__all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "SME", "SOURCES", "run"]
+__all__ = ["NAME", "TITLE", "SDE", "Tolerances", "Settings", "FULL", "QUICK", "SME", "SOURCES",
+           "run"]
 
 NAME = "noise"
 TITLE = "SGD as a stochastic process: SGD over many seeds vs gradient flow and the SDE"
-FULL = {
-    "task": {**common.TEXT_TASK, "vocab_size": 500, "n_train": 200, "n_test": 100},
-    "model": dict(common.TEXT_MODEL), "classifier": "tc", "init_seed": 0, "seeds": 256,
-    "lrs": [0.5, 1.0], "batch_sizes": [4, 8, 16, 32, 64], "shuffle_batch_sizes": [32, 40],
-    "keep_last_batch_sizes": [32],
-    "tau_end": 400, "tau_every": 10, "tau_var": 350, "takeoff": 1.0, "sen_start_tau": 200,
-    "sde": {"lr": 1.0, "batch_sizes": [4, 32], "shuffle_batch_sizes": [32, 40], "dt": 0.5,
-            "brownian": "virtual", "reduced_batch_sizes": [32], "valid_max_ratio": 0.1},
-    "tolerance": {"slope": 0.15, "sde_ratio": 0.2, "sen": 0.05}, "bootstrap": 1000,
-}
-QUICK = {**FULL, "seeds": 64, "batch_sizes": [4, 16, 64],
-         "sde": {**FULL["sde"], "batch_sizes": [4, 64], "dt": 1.0,
-                 "brownian": "unsafe", "reduced_batch_sizes": []},
-         "bootstrap": 300}
-# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
-KINDS = {**schema.run_kinds("task", FULL["task"]), **schema.run_kinds("model", FULL["model"]),
-         "classifier": "str", "init_seed": "index", "seeds": "count", "lrs": "numbers",
-         "batch_sizes": "counts", "shuffle_batch_sizes": "counts",
-         "keep_last_batch_sizes": "counts", "tau_end": "count",
-         "tau_every": "count", "tau_var": "index", "takeoff": "number", "sen_start_tau": "index",
-         "sde.lr": "number", "sde.batch_sizes": "counts", "sde.shuffle_batch_sizes": "counts",
-         "sde.dt": "number", "sde.brownian": "str", "sde.reduced_batch_sizes": "counts",
-         "sde.valid_max_ratio": "number", "tolerance.slope": "number",
-         "tolerance.sde_ratio": "number", "tolerance.sen": "number", "bootstrap": "count"}
+
+
+@dataclasses.dataclass(frozen=True)
+class SDE:
+  """The stochastic modified equation's runs (:mod:`attndyn.dynamics.sde`).
+
+  Attributes:
+    lr: the learning rate of the SDE runs (one of ``lrs``: its SGD runs are the comparison).
+    batch_sizes: B of the full model's SME against SGD with replacement (each in ``batch_sizes``).
+    shuffle_batch_sizes: B of the full model's SME against shuffled epochs (each in
+      ``shuffle_batch_sizes``).
+    dt: the Euler–Maruyama step, in SGD steps.
+    brownian: the Brownian motion (``virtual``: a virtual Brownian tree; ``unsafe``: increments
+      drawn per step).
+    reduced_batch_sizes: B of the reduced SEN system's SME (each in ``batch_sizes``).
+    valid_max_ratio: the largest lr/B at which the SDE's variance is judged against SGD's.
+  """
+  lr: settings.Number
+  batch_sizes: tuple[settings.Count, ...]
+  shuffle_batch_sizes: tuple[settings.Count, ...]
+  dt: settings.Number
+  brownian: Literal[sde.BROWNIAN]
+  reduced_batch_sizes: tuple[settings.Count, ...]
+  valid_max_ratio: settings.Number
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerances:
+  """The judged rows' margins.
+
+  Attributes:
+    slope: |slope − 1| of log Var against log(lr/B).
+    sde_ratio: |Var_SDE / Var_SGD − 1| in the SDE's valid regime.
+    sen: every SGD seed's largest Corollary-1 relative error.
+  """
+  slope: settings.Number
+  sde_ratio: settings.Number
+  sen: settings.Number
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The experiment's settings (``--set noise.KEY=VALUE``).
+
+  Attributes:
+    task: the topic task's [task] run settings (Section 5.1's text preset, smaller dictionary).
+    model: the model's [model] run settings (the text preset's).
+    classifier: the Lu classifier trained.
+    init_seed: the seed of the one init every run starts from.
+    seeds: noise seeds (minibatch orders, Brownian paths) per configuration.
+    lrs: SGD's learning rates (every lr records on the same τ grid).
+    batch_sizes: B of SGD with replacement.
+    shuffle_batch_sizes: B of shuffled epochs, drop-last (1..task.n_train).
+    keep_last_batch_sizes: B of shuffled epochs with a final short batch (1..task.n_train).
+    tau_end: the last gradient-flow time τ = lr · step.
+    tau_every: τ between recorded points.
+    tau_var: the τ at which the across-seed variance is compared.
+    takeoff: the score s_t whose first crossing is the take-off time.
+    sen_start_tau: Corollary 1 is checked from this τ on.
+    sde: the SDE runs.
+    tolerance: the judged rows' margins.
+    bootstrap: bootstrap resamples of every interval.
+  """
+  task: settings.section("task")
+  model: settings.section("model")
+  classifier: Literal[CLASSIFIERS]
+  init_seed: settings.Index
+  seeds: settings.Count
+  lrs: tuple[settings.Number, ...]
+  batch_sizes: tuple[settings.Count, ...]
+  shuffle_batch_sizes: tuple[settings.Count, ...]
+  keep_last_batch_sizes: tuple[settings.Count, ...]
+  tau_end: settings.Count
+  tau_every: settings.Count
+  tau_var: settings.Index
+  takeoff: settings.Number
+  sen_start_tau: settings.Index
+  sde: SDE
+  tolerance: Tolerances
+  bootstrap: settings.Count
+
+
+FULL = Settings(
+    task={**common.TEXT_TASK, "vocab_size": 500, "n_train": 200, "n_test": 100},
+    model=dict(common.TEXT_MODEL), classifier="tc", init_seed=0, seeds=256,
+    lrs=(0.5, 1.0), batch_sizes=(4, 8, 16, 32, 64), shuffle_batch_sizes=(32, 40),
+    keep_last_batch_sizes=(32,),
+    tau_end=400, tau_every=10, tau_var=350, takeoff=1.0, sen_start_tau=200,
+    sde=SDE(lr=1.0, batch_sizes=(4, 32), shuffle_batch_sizes=(32, 40), dt=0.5,
+            brownian="virtual", reduced_batch_sizes=(32,), valid_max_ratio=0.1),
+    tolerance=Tolerances(slope=0.15, sde_ratio=0.2, sen=0.05), bootstrap=1000,
+)
+QUICK = dataclasses.replace(
+    FULL, seeds=64, batch_sizes=(4, 16, 64),
+    sde=dataclasses.replace(FULL.sde, batch_sizes=(4, 64), dt=1.0, brownian="unsafe",
+                            reduced_batch_sizes=()),
+    bootstrap=300)
 
 # No paper states these numbers: each rule is a prediction of SGD theory or of Lu et al.'s
 # Corollary 1, with the margin ours.
@@ -104,8 +181,8 @@ def _slope_estimate(fit, seeds: int) -> rep.Estimate:
 
 def _grid(s):
   """``(τ grid [K], record_every, steps)`` such that every lr records exactly on the τ grid."""
-  lrs = [float(v) for v in s["lrs"]]
-  tau_every, tau_end = float(s["tau_every"]), float(s["tau_end"])
+  lrs = [float(v) for v in s.lrs]
+  tau_every, tau_end = float(s.tau_every), float(s.tau_end)
   every = tau_every / max(lrs)
   steps = tau_end / min(lrs)
   ok = abs(every - round(every)) < 1e-9 and every >= 1 and abs(steps - round(steps)) < 1e-9
@@ -138,8 +215,8 @@ def _drift(obs):
 
 
 def run(ctx, s) -> Outcome:
-  task_cfg, data = common.topic_data(s["task"], path=f"{NAME}.task")
-  cfg = common.lu_config(task_cfg, s["classifier"], s["model"], path=f"{NAME}.model")
+  task_cfg, data = common.topic_data(s.task, path=f"{NAME}.task")
+  cfg = common.lu_config(task_cfg, s.classifier, s.model, path=f"{NAME}.model")
   apply = common.apply_for(cfg)
   loss_fn = models.make_loss(apply)
   record = analysis.topic_observables(apply, data)
@@ -147,18 +224,19 @@ def run(ctx, s) -> Outcome:
   m = task_cfg.n_nontopic
   n = task_cfg.n_train
   for key, _ in SHUFFLED:   # before anything runs
-    for b in s[key]:
+    for b in getattr(s, key):
       if not 1 <= int(b) <= n:
         raise ConfigError(f"noise.{key} holds {b}: a shuffled batch size is 1..task.n_train "
                           f"= {n}.")
-  params0 = models.lu.init(jax.random.PRNGKey(s["init_seed"]), cfg)
+  params0 = models.lu.init(jax.random.PRNGKey(s.init_seed), cfg)
   tau, every, steps = _grid(s)
-  lrs = [float(v) for v in s["lrs"]]
-  S = int(s["seeds"])
+  lrs = [float(v) for v in s.lrs]
+  S = int(s.seeds)
   keys = np.arange(S, dtype=np.uint32) + np.uint32(1000)
-  iv = stats.index_at(tau, s["tau_var"])
+  iv = stats.index_at(tau, s.tau_var)
   keep = ("score", "emb_norm", "loss", "invariant")
   claims, notes, details = [], [], {"tau": tau}
+  settings_json = settings.as_json(s)   # what every sweep's checkpoints are keyed by
 
   # --- noiseless references: gradient flow (lr folded into τ) and GD at each lr, both
   # through the engine (checkpointed, and a signal stops them inside the compiled call).
@@ -167,7 +245,8 @@ def run(ctx, s) -> Outcome:
                                   trainable=trainable)
     return {k: traj.observables[k] for k in keep}
 
-  gf = engine.sweep(ctx, f"{NAME}-gradient-flow", gf_one, {"point": np.zeros(1, np.int32)}, s)
+  gf = engine.sweep(ctx, f"{NAME}-gradient-flow", gf_one, {"point": np.zeros(1, np.int32)},
+                    settings_json)
   gf = {k: v[0] for k, v in gf.items()}
   gd_cfg = dynamics.TrainConfig(lr=max(lrs), steps=steps, record_every=every)
   gd_train = dynamics.make_train(loss_fn, data.train, record, gd_cfg, trainable)
@@ -176,12 +255,13 @@ def run(ctx, s) -> Outcome:
     traj = gd_train(params0, jax.random.PRNGKey(0), inp["lr"])
     return {"t": traj.t, **{k: traj.observables[k] for k in keep}}
 
-  gd_all = engine.sweep(ctx, f"{NAME}-gd", gd_one, {"lr": np.asarray(jnp.asarray(lrs))}, s)
+  gd_all = engine.sweep(ctx, f"{NAME}-gd", gd_one, {"lr": np.asarray(jnp.asarray(lrs))},
+                        settings_json)
   t_steps = gd_all["t"][0]
   gd = {lr: {k: gd_all[k][i][None] for k in keep} for i, lr in enumerate(lrs)}
   gd = {lr: {k: v[0] for k, v in _on_grid(o, t_steps, lr, tau).items()} for lr, o in gd.items()}
-  gf_takeoff = float(stats.takeoff_times(tau, gf["score"].T, s["takeoff"]).mean())
-  ctx.log(f"{NAME}: gradient flow take-off (s_t ≥ {s['takeoff']:g}) at τ ≈ {gf_takeoff:.0f}")
+  gf_takeoff = float(stats.takeoff_times(tau, gf["score"].T, s.takeoff).mean())
+  ctx.log(f"{NAME}: gradient flow take-off (s_t ≥ {s.takeoff:g}) at τ ≈ {gf_takeoff:.0f}")
 
   # --- SGD: lr traced (vmapped with the seeds), B an outer loop of compiled calls.
   def sgd_runs(batch_size, sampling):
@@ -196,21 +276,21 @@ def run(ctx, s) -> Outcome:
     inputs = {"seed": np.tile(keys, len(lrs)),
               "lr": np.repeat(np.asarray(lrs, np.float32), S)}
     ctx.log(f"{NAME}: SGD B = {batch_size} ({sampling}) × lr {lrs} × {S} seeds, {steps} steps")
-    obs = engine.sweep(ctx, f"{NAME}-sgd-b{batch_size}-{sampling}", one, inputs, s)
+    obs = engine.sweep(ctx, f"{NAME}-sgd-b{batch_size}-{sampling}", one, inputs, settings_json)
     return {lr: _on_grid({k: v[i * S:(i + 1) * S] for k, v in obs.items()}, t_steps, lr, tau)
             for i, lr in enumerate(lrs)}
 
   sgd = {}
-  for b in s["batch_sizes"]:
+  for b in s.batch_sizes:
     for lr, o in sgd_runs(int(b), "replacement").items():
       sgd[lr, int(b), "replacement"] = o
   for key, sampling in SHUFFLED:
-    for b in s[key]:
+    for b in getattr(s, key):
       for lr, o in sgd_runs(int(b), sampling).items():
         sgd[lr, int(b), sampling] = o
 
   # --- 1. the SGD mean approaches gradient flow as B grows (fixed lr).
-  batch_sizes = [int(b) for b in s["batch_sizes"]]
+  batch_sizes = [int(b) for b in s.batch_sizes]
   dev = {}
   for lr in lrs:
     dev[lr] = [stats.max_mean_deviation(sgd[lr, b, "replacement"]["score"], gf["score"])
@@ -232,10 +312,10 @@ def run(ctx, s) -> Outcome:
   configs = [(lr, b) for lr in lrs for b in batch_sizes]
   ratios = [lr / b for lr, b in configs]
   samples = [sgd[lr, b, "replacement"]["score"][:, iv] for lr, b in configs]
-  fit = stats.loglog_slope(ratios, samples, n_boot=s["bootstrap"])
+  fit = stats.loglog_slope(ratios, samples, n_boot=s.bootstrap)
   var = [stats.word_variance(x) for x in samples]
   mean_samples = [x.mean(-1, keepdims=True) for x in samples]   # [S, 1]: the words' mean score
-  fit_wm = stats.loglog_slope(ratios, mean_samples, n_boot=s["bootstrap"])
+  fit_wm = stats.loglog_slope(ratios, mean_samples, n_boot=s.bootstrap)
   var_wm = [stats.word_variance(x) for x in mean_samples]
   words = samples[0].shape[-1]
   per_over_mean = [v / w for v, w in zip(var, var_wm)]
@@ -246,17 +326,17 @@ def run(ctx, s) -> Outcome:
   if fit.lo > 1 or fit.hi < 1:
     excess = (f"the interval excludes 1: {fit.slope - 1:+.3f} from the first-order exponent; "
               "the SME is first order in lr, and the higher-order terms it leaves out bend the "
-              f"line, which the ±{s['tolerance']['slope']:g} tolerance allows for")
+              f"line, which the ±{s.tolerance.slope:g} tolerance allows for")
   else:
     excess = "the interval contains 1"
   claims.append(rep.claim(
       f"{NAME}.var_slope", f"slope of log Var[s_t(τ = {tau[iv]:g})] against log(lr/B) over "
       f"lr ∈ {lrs} × B ∈ {batch_sizes} (SGD with replacement; {var_def})", paper=1.0, ours=ours,
-      tolerance=rep.Tolerance("abs", s["tolerance"]["slope"], source=SOURCES["slope"]),
+      tolerance=rep.Tolerance("abs", s.tolerance.slope, source=SOURCES["slope"]),
       figure="fig_variance_scaling",
       quick=ctx.quick, comparable=S >= 256, note=f"fit {fit.slope:.3f}, bootstrap 95% [{fit.lo:.3f}, {fit.hi:.3f}] "
-      f"({s['bootstrap']} resamples of the {S} seeds); the ± shown is half that interval; "
-      f"{excess}; one init (seed {s['init_seed']}): the interval covers seed noise only"))
+      f"({s.bootstrap} resamples of the {S} seeds); the ± shown is half that interval; "
+      f"{excess}; one init (seed {s.init_seed}): the interval covers seed noise only"))
   claims.append(rep.claim(
       f"{NAME}.var_slope_word_mean", f"the same slope with Var = across-seed variance of the "
       f"{words} topic words' mean s_t (τ = {tau[iv]:g})", paper=1.0,
@@ -267,7 +347,7 @@ def run(ctx, s) -> Outcome:
            "if the words' scores were independent across seeds; more: anticorrelated)"))
   iv_mid = stats.index_at(tau, gf_takeoff) if np.isfinite(gf_takeoff) else len(tau) // 2
   samples_mid = [sgd[lr, b, "replacement"]["score"][:, iv_mid] for lr, b in configs]
-  fit_mid = stats.loglog_slope(ratios, samples_mid, n_boot=s["bootstrap"])
+  fit_mid = stats.loglog_slope(ratios, samples_mid, n_boot=s.bootstrap)
   claims.append(rep.claim(
       f"{NAME}.var_slope_takeoff", f"same slope (per-word Var) at the gradient-flow take-off "
       f"τ = {tau[iv_mid]:g} (mid-transition)", paper=1.0,
@@ -282,8 +362,8 @@ def run(ctx, s) -> Outcome:
                          "slope_takeoff": fit_mid.slope, "slope_takeoff_ci": [fit_mid.lo, fit_mid.hi]}
 
   # --- 3. the SME against SGD (full model), and the reduced system's SME.
-  sd = s["sde"]
-  lr_sde = float(sd["lr"])
+  sd = s.sde
+  lr_sde = float(sd.lr)
   if lr_sde not in lrs:
     raise ConfigError(f"noise: sde.lr = {lr_sde:g} must be one of lrs = {lrs} (its SGD runs are "
                       "the comparison).")
@@ -297,17 +377,17 @@ def run(ctx, s) -> Outcome:
       fn = lambda k: sde.reduced_sgd_sde(
           params0, data.train, data.train_topic_word, topic, record, lr=lr_sde, batch_size=b,
           ts=ts, trainable=trainable, key=jax.random.PRNGKey(k), sampling=sampling,
-          dt=float(sd["dt"]), brownian=sd["brownian"]).observables
+          dt=float(sd.dt), brownian=sd.brownian).observables
     else:
       fn = lambda k: sde.sgd_sde(
           losses, params0, data.train, record, lr=lr_sde, batch_size=b, ts=ts,
-          trainable=trainable, key=jax.random.PRNGKey(k), sampling=sampling, dt=float(sd["dt"]),
-          brownian=sd["brownian"]).observables
+          trainable=trainable, key=jax.random.PRNGKey(k), sampling=sampling, dt=float(sd.dt),
+          brownian=sd.brownian).observables
     ctx.log(f"{NAME}: {'reduced ' if reduced else ''}SDE B = {b} ({sampling}), lr {lr_sde:g}, "
-            f"{S} Brownian seeds, dt {sd['dt']}")
+            f"{S} Brownian seeds, dt {sd.dt}")
     obs = engine.sweep(ctx, f"{NAME}-{'reduced-' if reduced else ''}sde-b{b}-{sampling}",
-                       lambda k: {q: fn(k)[q] for q in keep}, keys + np.uint32(10 ** 6), s,
-                       chunk_size=128, what="Brownian seeds")
+                       lambda k: {q: fn(k)[q] for q in keep}, keys + np.uint32(10 ** 6),
+                       settings_json, chunk_size=128, what="Brownian seeds")
     return obs
 
   sde_rows, shuffle_curves = [], {}
@@ -316,7 +396,7 @@ def run(ctx, s) -> Outcome:
     a, b_ = obs["score"][:, k], ref[:, k]
     if word_mean:
       a, b_ = a.mean(-1, keepdims=True), b_.mean(-1, keepdims=True)
-    return stats.variance_ratio(a, b_, n_boot=s["bootstrap"])[:3]
+    return stats.variance_ratio(a, b_, n_boot=s.bootstrap)[:3]
 
   def shuffled_terms(b, sampling):
     """(claim words, predicted ratio words, predicted ratio, note on τ_var within an epoch)."""
@@ -337,7 +417,7 @@ def run(ctx, s) -> Outcome:
     ends = [k for k in range(iv, 0, -1) if int(round(tau[k] / lr_sde)) % epoch == 0]
     return how, said, pred, epoch, steps, (ends[0] if ends else None)
 
-  for sampling, bs in (("replacement", sd["batch_sizes"]), ("shuffle", sd["shuffle_batch_sizes"])):
+  for sampling, bs in (("replacement", sd.batch_sizes), ("shuffle", sd.shuffle_batch_sizes)):
     for b in bs:
       b = int(b)
       if (lr_sde, b, sampling) not in sgd:
@@ -362,9 +442,9 @@ def run(ctx, s) -> Outcome:
                "ci_takeoff": [lo_mid, hi_mid], "ratio_word_mean": r_wm, "ci_word_mean": [lo_wm, hi_wm],
                "var_sgd": v_sgd, "var_sde": v_sde}
         if smp == "replacement":
-          valid = lr_sde / b <= sd["valid_max_ratio"]
-          tol = (rep.Tolerance("abs", s["tolerance"]["sde_ratio"], f"|ratio − 1| ≤ "
-                               f"{s['tolerance']['sde_ratio']:g}", source=SOURCES["sde_ratio"])
+          valid = lr_sde / b <= sd.valid_max_ratio
+          tol = (rep.Tolerance("abs", s.tolerance.sde_ratio, f"|ratio − 1| ≤ "
+                               f"{s.tolerance.sde_ratio:g}", source=SOURCES["sde_ratio"])
                  if valid else rep.Tolerance("info"))
           claims.append(rep.claim(
               f"{NAME}.sde_var_ratio.B{b}.{smp}",
@@ -406,12 +486,12 @@ def run(ctx, s) -> Outcome:
           if smp == "shuffle":
             shuffle_curves[f"SDE B={b} shuffled (c_s)"] = obs["score"].var(0, ddof=1).mean(-1)
         sde_rows.append(row)
-  for b in sd["reduced_batch_sizes"]:
+  for b in sd.reduced_batch_sizes:
     b = int(b)
     obs = sde_sweep(b, "replacement", reduced=True)
     sde_runs[b, "reduced"] = obs
     ref = sgd[lr_sde, b, "replacement"]["score"]
-    ratio, lo, hi, _ = stats.variance_ratio(obs["score"][:, iv], ref[:, iv], n_boot=s["bootstrap"])
+    ratio, lo, hi, _ = stats.variance_ratio(obs["score"][:, iv], ref[:, iv], n_boot=s.bootstrap)
     claims.append(rep.claim(
         f"{NAME}.reduced_sde_var_ratio.B{b}", f"reduced SEN system's SDE (Assumption 1: non-topic "
         f"words frozen): Var / Var_SGD of s_t at τ = {tau[iv]:g}, lr {lr_sde:g}, B {b}",
@@ -425,9 +505,9 @@ def run(ctx, s) -> Outcome:
   # --- 4. Corollary 1 per seed; Theorem 1's drift; take-off times.
   sen_rows, drift_x, drift_y, sen_y, takeoffs = [], [], [], [], {}
   for (lr, b, sampling), o in sorted(sgd.items()):
-    err = _sen_errors(o, tau, m, s["sen_start_tau"])
+    err = _sen_errors(o, tau, m, s.sen_start_tau)
     drift = _drift(o)
-    tk = stats.takeoff_times(tau, np.moveaxis(o["score"], -1, 1), s["takeoff"]).mean(-1)
+    tk = stats.takeoff_times(tau, np.moveaxis(o["score"], -1, 1), s.takeoff).mean(-1)
     label = f"lr {lr:g}, B {b}" + ("" if sampling == "replacement" else
                                    " shuffled (B divides n)" if n % b == 0 else
                                    " shuffled, drop-last" if sampling == "shuffle" else
@@ -435,12 +515,12 @@ def run(ctx, s) -> Outcome:
     claims.append(rep.claim(
         f"{NAME}.sen_per_seed.lr_{lr:g}.B{b}.{sampling}",
         f"{label}: every SGD seed's largest Corollary-1 relative error over τ ≥ "
-        f"{s['sen_start_tau']:g} and the topic words is ≤ {s['tolerance']['sen']:g}",
-        paper="Eq (10) holds", ours=rep.mean_ci(err <= s["tolerance"]["sen"]),
+        f"{s.sen_start_tau:g} and the topic words is ≤ {s.tolerance.sen:g}",
+        paper="Eq (10) holds", ours=rep.mean_ci(err <= s.tolerance.sen),
         tolerance=rep.Tolerance("all_true", source=SOURCES["sen"]), figure="Eq (10)",
         quick=ctx.quick,
         note=f"per-seed error mean {np.mean(err):.4f}, max {np.max(err):.4f}; GD at this lr: "
-             f"{float(_sen_errors({k: v[None] for k, v in gd[lr].items()}, tau, m, s['sen_start_tau'])[0]):.4f}"))
+             f"{float(_sen_errors({k: v[None] for k, v in gd[lr].items()}, tau, m, s.sen_start_tau)[0]):.4f}"))
     excess = stats.excess_invariant_drift(o["invariant"], gd[lr]["invariant"], gd[lr]["score"])
     if sampling == "replacement":
       drift_x.append(lr / b)
@@ -455,7 +535,7 @@ def run(ctx, s) -> Outcome:
                f"{_drift({k: v[None] for k, v in gd[lr].items()})[0]:.4f})"))
     claims.append(rep.claim(
         f"{NAME}.takeoff.lr_{lr:g}.B{b}.{sampling}", f"{label}: take-off time τ at which s_t "
-        f"first reaches {s['takeoff']:g} (mean over topic words), over seeds",
+        f"first reaches {s.takeoff:g} (mean over topic words), over seeds",
         paper=f"gradient flow: {gf_takeoff:.1f}", ours=rep.mean_ci(tk),
         tolerance=rep.Tolerance("info"), figure="fig_takeoff", quick=ctx.quick,
         note=f"sd over seeds {np.nanstd(tk, ddof=1):.2f}"))
@@ -523,17 +603,17 @@ def run(ctx, s) -> Outcome:
         title=f"shuffled epochs vs the SME, lr {lr_sde:g}, n {n}, {S} seeds each (τ = {tau[iv]:g})")
     figures.append("fig_shuffle.png")
   figs.histogram_figure(takeoffs, ctx.path("fig_takeoff.png"), refs={"gradient flow": gf_takeoff},
-                        title=f"take-off time (s_t ≥ {s['takeoff']:g}), lr {lr_sde:g}")
+                        title=f"take-off time (s_t ≥ {s.takeoff:g}), lr {lr_sde:g}")
   figures.append("fig_takeoff.png")
   figs.scaling_figure({"Theorem-1 drift over GD's": (drift_x, drift_y),
                        "Corollary-1 error": (drift_x, sen_y)}, ctx.path("fig_invariant.png"),
                       ylabel="mean over seeds", title="Theorem 1 / Corollary 1 vs lr/B")
   figures.append("fig_invariant.png")
   notes.append(f"Task: M = {task_cfg.vocab_size}, n_train = {n}, m = {m}, J = "
-               f"{task_cfg.n_topics}×{task_cfg.words_per_topic}; Attn-{s['classifier'].upper()}; "
-               f"one init (seed {s['init_seed']}) shared by all {S} noise seeds, so every "
+               f"{task_cfg.n_topics}×{task_cfg.words_per_topic}; Attn-{s.classifier.upper()}; "
+               f"one init (seed {s.init_seed}) shared by all {S} noise seeds, so every "
                f"interval covers the noise of the seeds only, not the spread over inits. "
                f"{var_def}, unless a row says otherwise. τ = lr·step; "
-               f"SDE: Itô Euler–Maruyama dt = {sd['dt']} step, {sd['brownian']} Brownian motion, "
+               f"SDE: Itô Euler–Maruyama dt = {sd.dt} step, {sd.brownian} Brownian motion, "
                f"exact low-rank noise (lr/√(nB))·∇Σ(ξ_i−ξ̄)l_i.")
   return Outcome(claims, figures, {"notes": notes, **details})

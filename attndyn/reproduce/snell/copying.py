@@ -16,29 +16,27 @@ recorded curves: the lexical probe β finds the word to copy
 before the attention does (``attn_acc``); the lag is
 ``first step attn_acc ≥ threshold − first step beta_acc ≥ threshold`` per seed.
 """
+import dataclasses
+from typing import Literal
+
 import numpy as np
 
+from attndyn import settings
 from attndyn.analysis import copying_stats as cs
 from attndyn.analysis import replication as rep
 from attndyn.analysis import snell_figures as figs
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.snell import common
-from attndyn.tasks.errors import check
 
-__all__ = ["NAME", "TITLE", "DISTRIBUTIONS", "LABELS", "FULL", "MODELS", "OURS", "PRESETS", "QUICK",
-           "KINDS", "SLIDE", "SOURCES", "distribution", "sweep", "validate", "run"]
+__all__ = ["NAME", "TITLE", "DISTRIBUTIONS", "LABELS", "MODELS", "OURS",
+           "PRESETS", "Settings", "FULL", "QUICK", "SLIDE", "SOURCES", "distribution", "sweep",
+           "validate", "run"]
 
 NAME = "copying"
 TITLE = "Section 3.3: copying fails on permutations, not on i.i.d. tokens; β before attention"
 DISTRIBUTIONS = ("permutation", "iid", "subset")
 LABELS = {"permutation": "permutations of [1, n]", "iid": "i.i.d. uniform tokens",
           "subset": "distinct tokens of a larger vocabulary"}
-# The authors' setting (the paper and its code): vocabulary 40 (60 for subset), length 40,
-# LSTM hidden 256, Adam 1e-3, batch 128, 200 steps, 20 seeds.
-FULL = {"preset": "authors", "model": "authors", "distributions": list(DISTRIBUTIONS),
-        "n_tokens": 40, "subset_vocab": 60, "length": 40, "hidden": 256, "steps": 200,
-        "batch": 128, "lr": 1e-3, "record_every": 10, "eval_size": 50, "seeds": 20,
-        "success_metric": "token_acc", "success_at": 0.9, "lag_threshold": 0.5, "chunk": 0}
 MODELS = ("authors", "ours")
 # The authors' multihead.py's labels of a single head's final accuracy (reported beside ours).
 GOOD_ABOVE, BAD_BELOW = 0.95, 0.6
@@ -64,15 +62,59 @@ PRESETS = {"authors": {},
                         "batch": 32, "steps": 200, "eval_size": 32,
                         "success_metric": "attn_acc", "success_at": 0.5},
            "quick": {}}
-QUICK = {**FULL, "preset": "quick", "n_tokens": 10, "subset_vocab": 15, "length": 10,
-         "hidden": 32, "steps": 150, "seeds": 4, "success_metric": "attn_acc",
-         "success_at": 0.5}
-# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
-KINDS = {"preset": "str", "model": "str", "distributions": "strs", "n_tokens": "count",
-         "subset_vocab": "count", "length": "count", "hidden": "count", "steps": "count",
-         "batch": "count", "lr": "number", "record_every": "count", "eval_size": "count",
-         "seeds": "count", "success_metric": "str", "success_at": "number",
-         "lag_threshold": "number", "chunk": "index"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The experiment's settings (``--set copying.KEY=VALUE``).
+
+  Attributes:
+    preset: a name of :data:`PRESETS`, whose values are laid over the others before the run.
+    model: ``authors`` (the authors' model, data and evaluation) or ``ours`` (the earlier variant).
+    distributions: the training distributions run, in order.
+    n_tokens: the vocabulary of ``permutation`` and ``iid`` (a permutation's length too).
+    subset_vocab: the larger vocabulary ``subset`` draws its distinct tokens from.
+    length: the sequence length of ``iid`` and ``subset``.
+    hidden: the LSTM's hidden size.
+    steps: Adam updates per seed (a fresh batch each).
+    batch: sequences per batch.
+    lr: Adam's learning rate.
+    record_every: steps between logged evaluations.
+    eval_size: sequences per evaluation.
+    seeds: seeds per distribution (seeds 0 … seeds − 1).
+    success_metric: the accuracy whose last logged value judges a seed.
+    success_at: a seed succeeds when that value reaches this.
+    lag_threshold: the accuracy β and attention must cross for the two-stage lag.
+    chunk: seeds per compiled call and checkpoint (0: all at once).
+  """
+  preset: Literal[tuple(PRESETS)]
+  model: Literal[MODELS]
+  distributions: tuple[Literal[DISTRIBUTIONS], ...]
+  n_tokens: settings.Count
+  subset_vocab: settings.Count
+  length: settings.Count
+  hidden: settings.Count
+  steps: settings.Count
+  batch: settings.Count
+  lr: settings.Number
+  record_every: settings.Count
+  eval_size: settings.Count
+  seeds: settings.Count
+  success_metric: Literal[common.SUCCESS_METRICS]
+  success_at: settings.Number
+  lag_threshold: settings.Number
+  chunk: settings.Index
+
+
+# The authors' setting (the paper and its code): vocabulary 40 (60 for subset), length 40,
+# LSTM hidden 256, Adam 1e-3, batch 128, 200 steps, 20 seeds.
+FULL = Settings(preset="authors", model="authors", distributions=DISTRIBUTIONS, n_tokens=40,
+                subset_vocab=60, length=40, hidden=256, steps=200, batch=128, lr=1e-3,
+                record_every=10, eval_size=50, seeds=20, success_metric="token_acc",
+                success_at=0.9, lag_threshold=0.5, chunk=0)
+QUICK = dataclasses.replace(FULL, preset="quick", n_tokens=10, subset_vocab=15, length=10,
+                            hidden=32, steps=150, seeds=4, success_metric="attn_acc",
+                            success_at=0.5)
 
 
 SLIDE = "slides, “Testing the ‘co-occurrence’ Intuition”"
@@ -88,38 +130,36 @@ SOURCES = {
 }
 
 
-def distribution(name: str, s: dict) -> dict:
-  n = s["subset_vocab"] if name == "subset" else s["n_tokens"]
-  length = s["n_tokens"] if name == "permutation" else s["length"]
+def distribution(name: str, s: Settings) -> dict:
+  n = s.subset_vocab if name == "subset" else s.n_tokens
+  length = s.n_tokens if name == "permutation" else s.length
   return {"distribution": name, "n_tokens": n, "length": length}
 
 
-def sweep(ctx, name: str, s: dict, seeds) -> dict:
-  """One distribution's runs with the model ``s["model"]`` (the authors': checkpointed)."""
-  task = common.task_config(distribution(name, s), s["model"])
-  ctx.log(f"{NAME}: {name} ({task.n_tokens} words, length {task.length}), model {s['model']}, "
-          f"hidden {s['hidden']}, {s['seeds']} seeds x {s['steps']} steps")
-  if s["model"] == "ours":
+def sweep(ctx, name: str, s: Settings, seeds) -> dict:
+  """One distribution's runs with the model ``s.model`` (the authors': checkpointed)."""
+  task = common.task_config(distribution(name, s), s.model)
+  ctx.log(f"{NAME}: {name} ({task.n_tokens} words, length {task.length}), model {s.model}, "
+          f"hidden {s.hidden}, {s.seeds} seeds x {s.steps} steps")
+  if s.model == "ours":
     return common.copy_sweep(task, s, seeds, ctx=ctx, name=f"{NAME}-{name}")
   return common.authors_sweep(task, s, seeds, ctx=ctx, name=f"{NAME}-{name}")
 
 
-def validate(s: dict) -> dict:
-  """The settings with their preset laid over them; a bad preset or model is a ConfigError
-  (the runner calls this before anything runs)."""
-  s = common.merge_preset(s, PRESETS, NAME)
-  check(s["model"] in MODELS, "copying.model", s["model"], f"one of {', '.join(MODELS)}")
-  return s
+def validate(s: Settings) -> Settings:
+  """The settings with their preset laid over them (the runner calls this before anything
+  runs; the settings' kinds refuse a bad preset or model)."""
+  return common.merge_preset(s, PRESETS, NAME)
 
 
 def run(ctx, s) -> Outcome:
   s = validate(s)
-  s["chunk"] = s["chunk"] or None
+  s = dataclasses.replace(s, chunk=s.chunk or None)
   # the source word under the argmax attention is the output (the authors' attn_acc is the position)
-  word = "attn_word_acc" if s["model"] == "authors" else "attn_acc"
-  seeds = np.arange(s["seeds"])
+  word = "attn_word_acc" if s.model == "authors" else "attn_acc"
+  seeds = np.arange(s.seeds)
   claims, runs, details = [], {}, {"failure": {}, "lag": {}, "final": {}}
-  for name in s["distributions"]:
+  for name in s.distributions:
     obs = sweep(ctx, name, s, seeds)
     runs[name] = obs
     ok = common.success(obs, s)
@@ -133,16 +173,16 @@ def run(ctx, s) -> Outcome:
                                     "bad (< 0.6)": int((obs["token_acc"][:, -1] < BAD_BELOW).sum())}}
     ctx.partial(Outcome(claims, [], details))
   ctx.cache["snell.copying"] = {"settings": s, "runs": runs}
-  t = runs[s["distributions"][0]]["t"]
-  crit = (f"{s['success_metric']} < {s['success_at']} at step {int(t[-1])} (threshold ours; "
+  t = runs[s.distributions[0]]["t"]
+  crit = (f"{s.success_metric} < {s.success_at} at step {int(t[-1])} (threshold ours; "
           f"the authors' copying code has none)")
-  model = ("the authors' model" if s["model"] == "authors" else "ours: no EOS, Glorot")
-  hidden = f"hidden {s['hidden']}" + ("" if s["hidden"] == FULL["hidden"] else
-                                       f" (the authors': {FULL['hidden']}; the failure rate on "
-                                       "permutations depends on it, docs/snell-copying.md)")
-  setting = (f"{model}, {hidden}, length {s['length']}, {s['steps']} Adam steps, "
-             f"{s['seeds']} seeds; failure = {crit}")
-  for name in s["distributions"]:
+  model = ("the authors' model" if s.model == "authors" else "ours: no EOS, Glorot")
+  hidden = f"hidden {s.hidden}" + ("" if s.hidden == FULL.hidden else
+                                   f" (the authors': {FULL.hidden}; the failure rate on "
+                                   "permutations depends on it, docs/snell-copying.md)")
+  setting = (f"{model}, {hidden}, length {s.length}, {s.steps} Adam steps, "
+             f"{s.seeds} seeds; failure = {crit}")
+  for name in s.distributions:
     ok = common.success(runs[name], s)
     fail = ~ok
     final = runs[name]["token_acc"][:, -1]
@@ -168,9 +208,9 @@ def run(ctx, s) -> Outcome:
                                  source=SOURCES["permutation"]) if judged else rep.Tolerance("info")),
         figure="Section 3.3", quick=ctx.quick, comparable=not ctx.quick, note=note))
   # Two stage: β then attention, on the distributions where attention is learned.
-  thr = s["lag_threshold"]
+  thr = s.lag_threshold
   lag_panels = []
-  for name in s["distributions"]:
+  for name in s.distributions:
     o = runs[name]
     lag = cs.stage_lag(o["beta_acc"], o[word], t, thr)
     details["lag"][name] = lag.tolist()
@@ -189,7 +229,7 @@ def run(ctx, s) -> Outcome:
         figure="Fig 1", quick=ctx.quick, comparable=not ctx.quick,
         note=f"{np.isfinite(lag).sum()}/{lag.size} seeds cross both; lags "
              f"{', '.join(f'{v:g}' for v in lag[np.isfinite(lag)])}; recorded every "
-             f"{s['record_every']} steps"))
+             f"{s.record_every} steps"))
     claims.append(rep.claim(
         f"{NAME}.{name}.beta_first", f"copying, {LABELS[name]}: fraction of seeds whose β-probe "
         f"accuracy crosses {thr} no later than their attention accuracy",
@@ -199,24 +239,24 @@ def run(ctx, s) -> Outcome:
       figs.curve_panels(
           [{"title": LABELS[n], "t": t, "curves": {"token acc": runs[n]["token_acc"],
                                                    "attention acc": runs[n]["attn_acc"]},
-            "ylabel": "accuracy"} for n in s["distributions"]],
+            "ylabel": "accuracy"} for n in s.distributions],
           ctx.path("copying_seeds.png"), per_seed=True,
           title=f"Copying, every seed ({setting})"),
       figs.curve_panels(lag_panels, ctx.path("copying_two_stage.png"),
                         title="Two stages: β-probe accuracy (KTIW) rises before attention accuracy"),
   ]
-  for name in s["distributions"]:
+  for name in s.distributions:
     details["final"][name] = {k: float(runs[name][k][:, -1].mean()) for k in
                               ("token_acc", "attn_acc", "beta_acc", "beta_correct", "beta_other")}
   details["notes"] = [
-      f"Setting: preset {s['preset']!r}: {setting}; batch {s['batch']}, lr {s['lr']}; metrics on "
-      + (f"{s['eval_size']} fresh sequences at each logged step (after that step's update), as "
-         "the authors' code; EOS counted in every accuracy. " if s["model"] == "authors" else
-         f"a fixed batch of {s['eval_size']} sequences. ")
+      f"Setting: preset {s.preset!r}: {setting}; batch {s.batch}, lr {s.lr}; metrics on "
+      + (f"{s.eval_size} fresh sequences at each logged step (after that step's update), as "
+         "the authors' code; EOS counted in every accuracy. " if s.model == "authors" else
+         f"a fixed batch of {s.eval_size} sequences. ")
       + "The output word is the input token's own id (as the authors' code).",
       ("attention acc (the authors' attn_acc, in the claims and copying_seeds.png): the argmax "
        "attention is position t; the lag and copying_two_stage.png use its word form: "
-       if s["model"] == "authors" else "attention acc: ")
+       if s.model == "authors" else "attention acc: ")
       + "the source word under the argmax attention is the correct output; "
       "β probe acc: the source word under argmax_l β_{t,l} is the correct output."]
   return Outcome(claims, [p.rsplit("/", 1)[-1] for p in figures], details)

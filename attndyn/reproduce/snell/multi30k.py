@@ -11,12 +11,15 @@ posterior, by Kendall τ-b and by whether the attention's argmax is the
 other's argmax (top-1). Two references: a second seed's attention (how much
 attention agrees with itself) and random scores (τ ≈ 0).
 """
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
 from attndyn import dynamics
+from attndyn import settings
 from attndyn.analysis import agreement, ibm1, ktiw
 from attndyn.analysis import replication as rep
 from attndyn.analysis import snell_figures as figs
@@ -26,13 +29,52 @@ from attndyn.reproduce.runner import Outcome
 from attndyn.models import bow_proxy, seq2seq
 from attndyn.tasks.multi30k import load_multi30k
 
-__all__ = ["NAME", "TITLE", "FULL", "LOSS_PAIRS", "SOURCE_REF", "SOURCES", "QUICK", "KINDS", "run"]
+__all__ = ["NAME", "TITLE", "Settings", "FULL", "LOSS_PAIRS", "SOURCE_REF", "SOURCES", "QUICK",
+           "run"]
 
 NAME = "multi30k"
 TITLE = "Sections 3.2 / 4.2: β (uniform attention), BoW proxy and IBM-1 agree with attention"
-FULL = {"stem": "train", "n_pairs": 0, "max_len": 12, "min_count": 3, "held_out": 200,
-        "hidden": 64, "lr": 3e-3, "batch": 64, "steps": 3000, "record_every": 500, "seeds": 3,
-        "proxy_steps": 300, "proxy_lr": 0.1, "ibm1_iterations": 10}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The experiment's settings (``--set multi30k.KEY=VALUE``).
+
+  Attributes:
+    stem: the pairs are ``data/multi30k/STEM.en`` and ``STEM.de``.
+    n_pairs: keep at most the first this many pairs (0: all).
+    max_len: keep pairs of at most this many words on both sides.
+    min_count: words seen fewer times become ``<unk>``.
+    held_out: the last this many pairs are held out (the comparisons are on them).
+    hidden: the LSTM's hidden size.
+    lr: Adam's learning rate.
+    batch: pairs per minibatch (shuffled each epoch).
+    steps: Adam updates per seed.
+    record_every: steps between recorded losses.
+    seeds: seeds of the standard and the uniform-attention model.
+    proxy_steps: full-batch Adam steps of the bag-of-words proxy.
+    proxy_lr: the proxy's Adam learning rate.
+    ibm1_iterations: EM iterations of IBM Model 1.
+  """
+  stem: str
+  n_pairs: settings.Index
+  max_len: settings.Count
+  min_count: settings.Count
+  held_out: settings.Count
+  hidden: settings.Count
+  lr: settings.Number
+  batch: settings.Count
+  steps: settings.Count
+  record_every: settings.Count
+  seeds: settings.Count
+  proxy_steps: settings.Count
+  proxy_lr: settings.Number
+  ibm1_iterations: settings.Count
+
+
+FULL = Settings(stem="train", n_pairs=0, max_len=12, min_count=3, held_out=200, hidden=64,
+                lr=3e-3, batch=64, steps=3000, record_every=500, seeds=3, proxy_steps=300,
+                proxy_lr=0.1, ibm1_iterations=10)
 LOSS_PAIRS = 1024
 _INTRO = "Snell et al. 2022, Sec 1"
 SOURCE_REF = {"beta_uniform": _INTRO, "beta_proxy": "Snell et al. 2022, Sec 1 (Sections 2.3, 3.2)",
@@ -48,18 +90,13 @@ SOURCES = {
                            "similarly"),
 }
 # Quick: the 1326 short pairs of the first 3000 lines (the slice shipped before the full set).
-QUICK = {**FULL, "n_pairs": 1326, "hidden": 32, "steps": 400, "record_every": 100, "seeds": 2,
-         "held_out": 100}
-# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
-KINDS = {"stem": "str", "n_pairs": "index", "max_len": "count", "min_count": "count",
-         "held_out": "count", "hidden": "count", "lr": "number", "batch": "count", "steps": "count",
-         "record_every": "count", "seeds": "count", "proxy_steps": "count", "proxy_lr": "number",
-         "ibm1_iterations": "count"}
+QUICK = dataclasses.replace(FULL, n_pairs=1326, hidden=32, steps=400, record_every=100, seeds=2,
+                            held_out=100)
 
 
 def _train(ctx, name, cfg, data, s, seeds):
-  tc = dynamics.TrainConfig(optimizer="adam", lr=s["lr"], steps=s["steps"],
-                            record_every=s["record_every"], batch_size=s["batch"],
+  tc = dynamics.TrainConfig(optimizer="adam", lr=s.lr, steps=s.steps,
+                            record_every=s.record_every, batch_size=s.batch,
                             sampling="shuffle")
   loss = seq2seq.make_seq_loss(cfg)
   # The recorded loss is on the first LOSS_PAIRS training pairs: the whole set's logits
@@ -73,25 +110,26 @@ def _train(ctx, name, cfg, data, s, seeds):
     traj = train(seq2seq.init(ki, cfg), ko)
     return {"loss": traj.observables["loss"], "params": traj.final_params}
 
-  return engine.sweep(ctx, name, one, np.asarray(seeds, np.uint32), s, what="seeds")
+  return engine.sweep(ctx, name, one, np.asarray(seeds, np.uint32), settings.as_json(s),
+                      what="seeds")
 
 
 def run(ctx, s) -> Outcome:
   with schema.at(NAME):
-    d = load_multi30k(stem=s["stem"], max_len=s["max_len"], min_count=s["min_count"],
-                      n_pairs=s["n_pairs"])
+    d = load_multi30k(stem=s.stem, max_len=s.max_len, min_count=s.min_count,
+                      n_pairs=s.n_pairs)
   n = d.batch.tokens.shape[0]
-  h = s["held_out"]
+  h = s.held_out
   train = jax.tree.map(lambda x: jnp.asarray(x[: n - h]), d.batch)
   test = jax.tree.map(lambda x: jnp.asarray(x[n - h:]), d.batch)
-  seeds = np.arange(s["seeds"])
+  seeds = np.arange(s.seeds)
   models_ = {}
   for att in ("general", "uniform"):
-    cfg = seq2seq.Seq2SeqConfig(d.src_vocab, d.tgt_vocab, hidden=s["hidden"], attention=att)
-    ctx.log(f"{NAME}: {att} attention, {len(seeds)} seeds x {s['steps']} steps on {n - h} pairs")
+    cfg = seq2seq.Seq2SeqConfig(d.src_vocab, d.tgt_vocab, hidden=s.hidden, attention=att)
+    ctx.log(f"{NAME}: {att} attention, {len(seeds)} seeds x {s.steps} steps on {n - h} pairs")
     models_[att] = (cfg, _train(ctx, f"{NAME}-{att}", cfg, train, s, seeds))
   ctx.log(f"{NAME}: BoW proxy and IBM Model 1")
-  opt = optax.adam(s["proxy_lr"])
+  opt = optax.adam(s.proxy_lr)
   g0 = bow_proxy.init(d.src_vocab, d.tgt_vocab)
   grad = jax.jit(jax.grad(lambda p: bow_proxy.loss(p, train)[0]))
 
@@ -100,9 +138,9 @@ def run(ctx, s) -> Outcome:
     u, st = opt.update(grad(p), st, p)
     return (optax.apply_updates(p, u), st), None
 
-  (gamma, _), _ = jax.lax.scan(proxy_step, (g0, opt.init(g0)), None, length=s["proxy_steps"])
+  (gamma, _), _ = jax.lax.scan(proxy_step, (g0, opt.init(g0)), None, length=s.proxy_steps)
   src, msk, tgt = (np.asarray(x) for x in (train.tokens, train.mask, train.labels))
-  table = ibm1.train_ibm1(src, msk, tgt, d.src_vocab, d.tgt_vocab, s["ibm1_iterations"])
+  table = ibm1.train_ibm1(src, msk, tgt, d.src_vocab, d.tgt_vocab, s.ibm1_iterations)
   # Distributions over source positions on the held-out pairs, [N, T, L] each.
   ts, tm, tt = (np.asarray(x) for x in (test.tokens, test.mask, test.labels))
   per_seed = []
@@ -200,10 +238,10 @@ def run(ctx, s) -> Outcome:
              f"final_train_loss_first_{LOSS_PAIRS}_pairs": loss,
              "pairs": {"train": int(n - h), "held_out": h},
              "vocab": {"src": d.src_vocab, "tgt": d.tgt_vocab},
-             "notes": [f"Multi30k data/multi30k/{s['stem']}.*: pairs of ≤ {s['max_len']} "
-                       f"words, words seen < {s['min_count']} times → <unk>; {n - h} training, "
-                       f"{h} held-out pairs; hidden {s['hidden']}, Adam {s['lr']}, batch "
-                       f"{s['batch']}, {s['steps']} steps; BoW proxy Adam {s['proxy_lr']} × "
-                       f"{s['proxy_steps']} full-batch steps; IBM-1 {s['ibm1_iterations']} EM "
+             "notes": [f"Multi30k data/multi30k/{s.stem}.*: pairs of ≤ {s.max_len} "
+                       f"words, words seen < {s.min_count} times → <unk>; {n - h} training, "
+                       f"{h} held-out pairs; hidden {s.hidden}, Adam {s.lr}, batch "
+                       f"{s.batch}, {s.steps} steps; BoW proxy Adam {s.proxy_lr} × "
+                       f"{s.proxy_steps} full-batch steps; IBM-1 {s.ibm1_iterations} EM "
                        "iterations without a NULL word. τ-b per target word, averaged."]}
   return Outcome(claims, [fig.rsplit("/", 1)[-1]], details)

@@ -25,6 +25,9 @@ Their experiment, step by step, and how each step is run here:
 Deliberately different (``docs/snell-copying.md``): data and validation set come from
 JAX keys (theirs: Python's unseeded ``random``), and a fixed number of candidates is
 labelled instead of drawing until 20 of each label are found (so a pool can be smaller).
+
+Every function's ``s`` is the ``multihead`` experiment's settings
+(:class:`attndyn.reproduce.snell.multihead.Settings`, its preset laid over them).
 """
 import random
 from typing import Dict, List
@@ -46,9 +49,9 @@ VAL_KEY, BODY_KEY, HEAD_KEY, RANDOM_HEAD_KEY, DATA_KEY = 11, 12, 13, 14, 15
 COMBOS = ("bad", "bad+good", "random")
 
 
-def model_config(task: CopyingConfig, s: dict, heads: int) -> seq2seq_snell.SnellSeq2SeqConfig:
+def model_config(task: CopyingConfig, s, heads: int) -> seq2seq_snell.SnellSeq2SeqConfig:
   """``multihead.py``'s ``Seq2Seq`` with ``heads`` attention heads."""
-  return seq2seq_snell.SnellSeq2SeqConfig(task.vocab, task.sos, hidden=s["hidden"], heads=heads,
+  return seq2seq_snell.SnellSeq2SeqConfig(task.vocab, task.sos, hidden=s.hidden, heads=heads,
                                           cell="gru", shared_embedding=False,
                                           context_first=True)
 
@@ -60,17 +63,17 @@ def head(key: jax.Array, hidden: int) -> dict:
           "project": seq2seq_snell.torch_linear(kp, hidden, hidden)}
 
 
-def head_key(s: dict, i):
+def head_key(s, i):
   """Candidate heads are ``0, 1, ...``; the random heads of step 3 are ``-1, -2, ...``."""
-  base = jnp.where(i >= 0, s["head_seed"], s["head_seed"] + RANDOM_HEAD_KEY)
+  base = jnp.where(i >= 0, s.head_seed, s.head_seed + RANDOM_HEAD_KEY)
   return jax.random.fold_in(jax.random.PRNGKey(base), jnp.abs(i))
 
 
-def point(task: CopyingConfig, s: dict, heads: int):
+def point(task: CopyingConfig, s, heads: int):
   """``one({"heads": [K] ids, "order": o}) -> {"token_acc": [R], "attn_acc": [R, K]}``."""
   cfg = model_config(task, s, heads)
-  body = seq2seq_snell.init(jax.random.PRNGKey(s["body_seed"] + BODY_KEY), cfg)
-  val = sample_copying(jax.random.PRNGKey(s["body_seed"] + VAL_KEY), task, s["eval_size"])
+  body = seq2seq_snell.init(jax.random.PRNGKey(s.body_seed + BODY_KEY), cfg)
+  val = sample_copying(jax.random.PRNGKey(s.body_seed + VAL_KEY), task, s.eval_size)
   gold = jnp.arange(val.tokens.shape[1] - 1)
 
   def evaluate(params, key):
@@ -81,33 +84,34 @@ def point(task: CopyingConfig, s: dict, heads: int):
             "attn_acc": jnp.mean(arg == gold, axis=(0, 2))}        # per head, their attn_acc
 
   train = common.authors_train(seq2seq_snell.make_loss(cfg),
-                               lambda k: sample_copying(k, task, s["batch"]), evaluate,
-                               base_optimizer("adam", s["lr"]), s["steps"], s["record_every"],
+                               lambda k: sample_copying(k, task, s.batch), evaluate,
+                               base_optimizer("adam", s.lr), s.steps, s.record_every,
                                record="before")
 
   def one(inp):
-    hs = jax.vmap(lambda i: head(head_key(s, i), s["hidden"]))(inp["heads"])
+    hs = jax.vmap(lambda i: head(head_key(s, i), s.hidden))(inp["heads"])
     params = {**body, "attention": hs["attention"], "project": hs["project"]}
-    data = jax.random.fold_in(jax.random.PRNGKey(s["body_seed"] + DATA_KEY), inp["order"])
+    data = jax.random.fold_in(jax.random.PRNGKey(s.body_seed + DATA_KEY), inp["order"])
     return train(params, data)
 
   return one
 
 
-def settings_of(task: CopyingConfig, s: dict) -> dict:
+def settings_of(task: CopyingConfig, s) -> dict:
   keys = ("hidden", "steps", "batch", "lr", "record_every", "eval_size", "body_seed", "head_seed")
-  return {"task": {"n_tokens": task.n_tokens, "length": task.length}, **{k: s[k] for k in keys}}
+  return {"task": {"n_tokens": task.n_tokens, "length": task.length},
+          **{k: getattr(s, k) for k in keys}}
 
 
-def label_heads(ctx, task: CopyingConfig, s: dict) -> dict:
+def label_heads(ctx, task: CopyingConfig, s) -> dict:
   """Step 2: every candidate on ``orders`` data orders; the labels by ``multihead.py``'s rules."""
-  n, orders = s["candidates"], s["orders"]
+  n, orders = s.candidates, s.orders
   inputs = {"heads": np.repeat(np.arange(n, dtype=np.int32), orders)[:, None],
             "order": np.tile(np.arange(orders, dtype=np.int32), n)}
   obs = engine.sweep(ctx, "multihead-authors-single", point(task, s, 1), inputs,
-                     settings_of(task, s), chunk_size=s["chunk"] or None, what="runs")
+                     settings_of(task, s), chunk_size=s.chunk or None, what="runs")
   acc = np.asarray(obs["token_acc"], float).reshape(n, orders, -1)
-  return {"acc": acc, **labels(acc, s["good_above"], s["bad_below"])}
+  return {"acc": acc, **labels(acc, s.good_above, s.bad_below)}
 
 
 def labels(acc: np.ndarray, good_above: float, bad_below: float) -> dict:
@@ -143,15 +147,15 @@ def combinations(good: List[int], bad: List[int], n_random: int, heads: int,
   return out
 
 
-def run_combinations(ctx, task: CopyingConfig, s: dict, lists: Dict[str, list]) -> dict:
+def run_combinations(ctx, task: CopyingConfig, s, lists: Dict[str, list]) -> dict:
   """Every list of ``lists`` trained on data order 0; ``{name: final token accuracy [n]}``."""
   names = [name for name in COMBOS if lists.get(name)]
   if not names:
     return {}
   ids = np.asarray([ids for name in names for ids in lists[name]], np.int32)
-  obs = engine.sweep(ctx, "multihead-authors-combos", point(task, s, s["heads"]),
+  obs = engine.sweep(ctx, "multihead-authors-combos", point(task, s, s.heads),
                      {"heads": ids, "order": np.zeros(len(ids), np.int32)},
-                     settings_of(task, s), chunk_size=s["chunk"] or None, what="runs")
+                     settings_of(task, s), chunk_size=s.chunk or None, what="runs")
   final = np.asarray(obs["token_acc"], float)[:, -1]
   out, start = {}, 0
   for name in names:
@@ -160,20 +164,20 @@ def run_combinations(ctx, task: CopyingConfig, s: dict, lists: Dict[str, list]) 
   return out
 
 
-def protocol(ctx, task: CopyingConfig, s: dict) -> dict:
+def protocol(ctx, task: CopyingConfig, s) -> dict:
   """Steps 2 and 3: the labels, the pools, the head lists run, the final token accuracy of
   every combination (``finals``) and of every single-head run (``single_final``)."""
   found = label_heads(ctx, task, s)
-  good, bad = found["good"][:s["pool"]].tolist(), found["bad"][:s["pool"]].tolist()
-  k = s["heads"]
-  lists = combinations(good, bad, s["random_heads"], k, s["combos"])
+  good, bad = found["good"][:s.pool].tolist(), found["bad"][:s.pool].tolist()
+  k = s.heads
+  lists = combinations(good, bad, s.random_heads, k, s.combos)
   if len(bad) < k:       # theirs needs K bad heads for both bad combinations
     lists.pop("bad"), lists.pop("bad+good")
   elif not good:
     lists.pop("bad+good")
   skipped = [name for name in COMBOS if name not in lists]
   ctx.log(f"multihead: {len(found['good'])} good, {len(found['bad'])} bad of "
-          f"{s['candidates']} heads; combinations {', '.join(lists)}" +
+          f"{s.candidates} heads; combinations {', '.join(lists)}" +
           (f" ({', '.join(skipped)} skipped: pools of {len(good)} good, {len(bad)} bad)"
            if skipped else ""))
   finals = run_combinations(ctx, task, s, lists)

@@ -11,12 +11,15 @@ rise of ρ at the topic words to the rise of their attention score; and whether
 the uniform model's most relevant words are the standard model's most
 attended words (the topic words).
 """
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from attndyn import dynamics
 from attndyn import models
+from attndyn import settings
 from attndyn import tasks
 from attndyn.analysis import copying_stats as cs
 from attndyn.analysis import relevance as rel
@@ -25,22 +28,47 @@ from attndyn.analysis import snell_figures as figs
 from attndyn import schema
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce import engine
+from attndyn.tasks.errors import ConfigError
 
-__all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "SLIDE", "SOURCES", "run"]
+__all__ = ["NAME", "TITLE", "Settings", "FULL", "QUICK", "SLIDE", "SOURCES", "validate", "run"]
 
 NAME = "relevance"
 TITLE = "Slides: output relevance r grows at keywords under uniform attention, then attracts a"
-FULL = {"task": {"n_topics": 4, "words_per_topic": 2, "vocab_size": 1000, "n_nontopic": 20,
-                 "n_train": 800, "n_test": 200},
-        "model": {"embed_dim": 15, "key_dim": 15, "embed_std": 1e-3, "key_std": 0.0,
-                  "query_std": 1.0, "query_norm": 1.0, "classifier": "tc"},
-        "lr": 0.1, "steps": 3000, "record_every": 50, "seeds": 4, "early": 0.1,
-        "ratio_at_least": 3.0}
-QUICK = {**FULL, "steps": 1000, "record_every": 50, "seeds": 2}
-# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
-KINDS = {**schema.run_kinds("task", FULL["task"]), **schema.run_kinds("model", FULL["model"]),
-         "lr": "number", "steps": "count", "record_every": "count", "seeds": "count",
-         "early": "number", "ratio_at_least": "number"}
+# Keys of the run schema's sections that the experiment sets itself: the task is Lu et al.'s
+# topic task; the keys are frozen (uniform attention) or trained (standard).
+_OWN_KEYS = {"task": ("kind",), "model": ("freeze",)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The experiment's settings (``--set relevance.KEY=VALUE``).
+
+  Attributes:
+    task: Lu et al.'s topic task (keys of the run schema's ``[task]``).
+    model: the bag-of-words attention classifier (keys of the run schema's ``[model]``).
+    lr: the full-batch GD learning rate.
+    steps: GD epochs.
+    record_every: epochs between records.
+    seeds: seeds (seed i draws task and initialisation).
+    early: the uniform model's relevance ratio is read at this fraction of ``steps``.
+    ratio_at_least: the ratio the keyword-growth row needs.
+  """
+  task: settings.section("task")
+  model: settings.section("model")
+  lr: settings.Number
+  steps: settings.Count
+  record_every: settings.Count
+  seeds: settings.Count
+  early: settings.Number
+  ratio_at_least: settings.Number
+
+
+FULL = Settings(task={"n_topics": 4, "words_per_topic": 2, "vocab_size": 1000, "n_nontopic": 20,
+                      "n_train": 800, "n_test": 200},
+                model={"embed_dim": 15, "key_dim": 15, "embed_std": 1e-3, "key_std": 0.0,
+                       "query_std": 1.0, "query_norm": 1.0, "classifier": "tc"},
+                lr=0.1, steps=3000, record_every=50, seeds=4, early=0.1, ratio_at_least=3.0)
+QUICK = dataclasses.replace(FULL, steps=1000, record_every=50, seeds=2)
 SLIDE = "slides, “Attention a and Output Relevance r”"
 SOURCES = {
     "growth": rep.from_paper(SLIDE, "Under uniform attention, r increases faster at “keyword” "
@@ -52,18 +80,35 @@ SOURCES = {
 }
 
 
-def run(ctx, s) -> Outcome:
+def _configs(s: Settings):
+  """The topic task, the training and the two models (``uniform``: keys frozen; ``standard``)."""
+  for table, keys in _OWN_KEYS.items():
+    for key in keys:
+      if key in getattr(s, table):
+        raise ConfigError(f"{NAME}.{table}.{key} is not allowed: the experiment sets it.")
   with schema.at(f"{NAME}.task"):
-    tcfg = tasks.TopicTaskConfig(**s["task"])
-  n_topic = tcfg.n_topic_words
-  seeds = np.arange(s["seeds"])
+    tcfg = tasks.TopicTaskConfig(**s.task)
   with schema.at(NAME):
-    tc = dynamics.TrainConfig(lr=s["lr"], steps=s["steps"], record_every=s["record_every"])
-  runs = {}
+    tc = dynamics.TrainConfig(lr=s.lr, steps=s.steps, record_every=s.record_every)
+  cfgs = {}
   for kind, freeze in (("uniform", ("keys",)), ("standard", ())):
     with schema.at(f"{NAME}.model"):
-      cfg = models.LuModelConfig(n_words=tcfg.n_words, n_classes=tcfg.n_topics, freeze=freeze,
-                                 **s["model"])
+      cfgs[kind] = models.LuModelConfig(n_words=tcfg.n_words, n_classes=tcfg.n_topics,
+                                        freeze=freeze, **s.model)
+  return tcfg, tc, cfgs
+
+
+def validate(s: Settings) -> None:
+  """The settings make valid configs (the runner calls this before anything runs)."""
+  _configs(s)
+
+
+def run(ctx, s) -> Outcome:
+  tcfg, tc, cfgs = _configs(s)
+  n_topic = tcfg.n_topic_words
+  seeds = np.arange(s.seeds)
+  runs = {}
+  for kind, cfg in cfgs.items():
 
     def one(seed, cfg=cfg):
       key = jax.random.PRNGKey(seed)
@@ -79,13 +124,13 @@ def run(ctx, s) -> Outcome:
                                   cfg.trainable())
       return train(models.lu.init(key, cfg), key).observables
 
-    ctx.log(f"{NAME}: {kind} attention, {len(seeds)} seeds x {s['steps']} epochs")
+    ctx.log(f"{NAME}: {kind} attention, {len(seeds)} seeds x {s.steps} epochs")
     runs[kind] = {k: np.asarray(v, float) for k, v in
-                  engine.sweep(ctx, f"{NAME}-{kind}", one, seeds.astype(np.uint32), s,
-                               what="seeds").items()}
+                  engine.sweep(ctx, f"{NAME}-{kind}", one, seeds.astype(np.uint32),
+                               settings.as_json(s), what="seeds").items()}
   t = np.asarray(tc.record_steps(), float)
   u, st = runs["uniform"], runs["standard"]
-  early = int(np.argmin(np.abs(t - s["early"] * s["steps"])))
+  early = int(np.argmin(np.abs(t - s.early * s.steps)))
   ratio = u["rho_topic"][:, early] / u["rho_other"][:, early]
   # Standard training: half-rise times of relevance and of attention at the topic words.
   def half_time(x):
@@ -100,7 +145,7 @@ def run(ctx, s) -> Outcome:
       rep.claim(f"{NAME}.uniform.keyword_growth", f"uniform attention, epoch {t[early]:g}: mean "
                 "relevance ρ at topic words / at other words", paper="r grows faster at keywords",
                 ours=rep.mean_ci(ratio), tolerance=rep.Tolerance(
-                    "at_least", s["ratio_at_least"], f"ratio ≥ {s['ratio_at_least']:g}",
+                    "at_least", s.ratio_at_least, f"ratio ≥ {s.ratio_at_least:g}",
                     source=SOURCES["growth"]),
                 figure="slides", quick=ctx.quick),
       rep.claim(f"{NAME}.standard.lag", "standard training: epochs from the half-rise of ρ at the "
@@ -128,6 +173,6 @@ def run(ctx, s) -> Outcome:
       title="Output relevance ρ = ‖centred Uᵀν_w‖ (Lu et al.'s topic task, Attn-TC)")
   details = {"ratio_early": ratio.tolist(), "lag": lag.tolist(), "early_epoch": float(t[early]),
              "final_topic_attention": {k: runs[k]["topic_attention"][:, -1].tolist() for k in runs},
-             "notes": [f"Topic task {s['task']}; Attn-TC {s['model']}; GD lr {s['lr']} × "
-                       f"{s['steps']} epochs; {len(seeds)} seeds (seed i draws task and init)."]}
+             "notes": [f"Topic task {s.task}; Attn-TC {s.model}; GD lr {s.lr} × "
+                       f"{s.steps} epochs; {len(seeds)} seeds (seed i draws task and init)."]}
   return Outcome(claims, [fig.rsplit("/", 1)[-1]], details)

@@ -22,10 +22,14 @@ else trained on the gold tags; sources: the original, the adversaries of
 ``probe_lambdas``, and uniform weights (W&P's uniform baseline). One vmapped
 call over the sources. Epochs chosen by dev F1.
 """
+import dataclasses
+from typing import Literal
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attndyn import settings
 from attndyn.analysis import divergences
 from attndyn.analysis import replication as rep
 from attndyn.analysis import yang_figures as figs
@@ -35,23 +39,47 @@ from attndyn.reproduce.yang import common
 from attndyn.reproduce.yang import tagger as tagger_module
 from attndyn.dynamics.epochs import make_epoch_train
 from attndyn.models import transformer_tagger as tt
-from attndyn.tasks.errors import check
 
-__all__ = ["NAME", "TITLE", "FULL", "QUICK", "KINDS", "MATCHES", "TABLE1", "SOURCES",
+__all__ = ["NAME", "TITLE", "MATCHES", "Settings", "FULL", "QUICK", "TABLE1", "SOURCES",
            "adversary_loss", "run"]
 
 NAME = "adversary"
 TITLE = "Tables 1-2: global adversarial attention (λ sweep), probing classifiers, baselines"
-FULL = {"lambdas": [0.0, 0.2, 1.0, 3.0], "epochs": 2, "match": "nll", "seed": 0,
-        "probe_lambdas": [0.2, 3.0], "probe_epochs": 2, "probe_seed": 100,
-        "paper_f1": {"0.2": 0.90, "3.0": 0.75}, "paper_probe_f1": {"original": 0.90,
-                                                                  "0.2": 0.90, "3.0": 0.89}}
-QUICK = {**FULL, "lambdas": [0.0, 0.2, 3.0], "epochs": 2, "probe_epochs": 2}
-# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
-KINDS = {"lambdas": "numbers", "epochs": "count", "match": "str", "seed": "index",
-         "probe_lambdas": "numbers", "probe_epochs": "count", "probe_seed": "index",
-         "paper_f1": "numbers_by_name", "paper_probe_f1": "numbers_by_name"}
 MATCHES = ("nll", "tvd")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The experiment's settings (``--set adversary.KEY=VALUE``; the originals are ``tagger``'s).
+
+  Attributes:
+    lambdas: the λ of the adversaries, one each, in one vmapped call (the rows read the last
+      as the largest).
+    epochs: the adversaries' training epochs.
+    match: the prediction fit: ``nll`` of the original's argmax tags or ``tvd`` of the outputs.
+    seed: the original (a seed of ``tagger``) the adversaries start from and are compared with.
+    probe_lambdas: the adversaries whose attention a probing classifier reads (nearest λ).
+    probe_epochs: the probing classifiers' training epochs.
+    probe_seed: the seed of the probing classifiers' initialisation.
+    paper_f1: Table 1's adversary F1 by λ (the rows compared with it).
+    paper_probe_f1: Table 2's probing classifier F1 by source (``original`` or a λ).
+  """
+  lambdas: tuple[settings.Number, ...]
+  epochs: settings.Count
+  match: Literal[MATCHES]
+  seed: settings.Index
+  probe_lambdas: tuple[settings.Number, ...]
+  probe_epochs: settings.Count
+  probe_seed: settings.Index
+  paper_f1: settings.NumbersByName
+  paper_probe_f1: settings.NumbersByName
+
+
+FULL = Settings(lambdas=(0.0, 0.2, 1.0, 3.0), epochs=2, match="nll", seed=0,
+                probe_lambdas=(0.2, 3.0), probe_epochs=2, probe_seed=100,
+                paper_f1={"0.2": 0.90, "3.0": 0.75},
+                paper_probe_f1={"original": 0.90, "0.2": 0.90, "3.0": 0.89})
+QUICK = dataclasses.replace(FULL, lambdas=(0.0, 0.2, 3.0), epochs=2, probe_epochs=2)
 TABLE1 = "Yang, Sec 5, Table 1"
 SOURCES = {
     "f1_falls": rep.from_paper("Yang, Sec 5 ¶1 and Table 1", "as divergence between attentions "
@@ -85,44 +113,43 @@ def adversary_loss(cfg, lam, orig_params, match: str):
 
 def run(ctx, s) -> Outcome:
   tag_s = runner.settings_for(tagger_module, quick=ctx.quick, items=ctx.items)
+  both = {"adversary": settings.as_json(s), "tagger": settings.as_json(tag_s)}   # the sweeps'
   orig = tagger_module.train_originals(ctx, tag_s)
   data, cfg = orig["data"], orig["cfg"]
   test_b, dev_b, train_b = orig["test_buckets"], orig["dev_buckets"], orig["train_buckets"]
-  check(s["match"] in MATCHES, f"{NAME}.match", s["match"], f"one of {', '.join(MATCHES)}")
-  p0 = jax.tree.map(lambda x: x[s["seed"]], orig["params"])
+  p0 = jax.tree.map(lambda x: x[s.seed], orig["params"])
   pred_test = common.predictor(cfg, test_b)
   compare = common.comparer(cfg, cfg, test_b)
-  lams = np.asarray(s["lambdas"], np.float32)
+  lams = np.asarray(s.lambdas, np.float32)
 
   # --- adversaries: one vmapped call over λ ---
   def adv_loss(params, b, k, lam):
-    return adversary_loss(cfg, lam, p0, s["match"])(params, b, k)
+    return adversary_loss(cfg, lam, p0, s.match)(params, b, k)
 
   def adv_eval(params, lam):
     c = compare(params, p0)
     return {"test": pred_test(params), "jsd": c["jsd"], "kl_adv_orig": c["kl_ab"],
             "kl_orig_adv": c["kl_ba"], "tvd": c["tvd"], "jsd_heads": c["jsd_heads"]}
 
-  train = make_epoch_train(adv_loss, train_b, adv_eval, epochs=s["epochs"],
-                           batch_size=tag_s["batch_size"], optimizer=common.adam(tag_s["lr"]))
-  ctx.log(f"{NAME}: λ ∈ {list(s['lambdas'])} x {s['epochs']} epochs (one vmapped call)")
-  key = jax.random.PRNGKey(1000 + s["seed"])
+  train = make_epoch_train(adv_loss, train_b, adv_eval, epochs=s.epochs,
+                           batch_size=tag_s.batch_size, optimizer=common.adam(tag_s.lr))
+  ctx.log(f"{NAME}: λ ∈ {list(s.lambdas)} x {s.epochs} epochs (one vmapped call)")
+  key = jax.random.PRNGKey(1000 + s.seed)
   traj = engine.trajectory_sweep(ctx, NAME, lambda p: train(p0, key, p["lambda"]),
-                                 {"lambda": lams}, {"adversary": s, "tagger": tag_s},
-                                 what="adversaries")
+                                 {"lambda": lams}, both, what="adversaries")
   ev = common.host(traj.observables["eval"])
   f1 = common.f1_per_epoch(ev["test"], test_b, data.tags)[:, -1]            # [Λ], last epoch
   last = {k: np.asarray(ev[k])[:, -1] for k in ("jsd", "kl_adv_orig", "kl_orig_adv", "tvd")}
   matched = np.asarray([common.matched_head_jsd(h) for h in np.asarray(ev["jsd_heads"])[:, -1]])
-  orig_f1 = orig["test_scores"][s["seed"]].f1
+  orig_f1 = orig["test_scores"][s.seed].f1
   base = tagger_module.seed_baseline(orig)
   q = ctx.quick
   claims = []
-  for lam_text, paper in s["paper_f1"].items():
+  for lam_text, paper in s.paper_f1.items():
     i = int(np.argmin(np.abs(lams - float(lam_text))))
     claims.append(rep.claim(
         f"{NAME}.f1_lambda_{lam_text}", f"adversary test chunk F1 at λ = {lams[i]:g} "
-        f"(original seed {s['seed']}: {orig_f1:.3f})", paper=paper, paper_ref=TABLE1,
+        f"(original seed {s.seed}: {orig_f1:.3f})", paper=paper, paper_ref=TABLE1,
         ours=rep.mean_ci([f1[i]]),
         figure="Table 1", tolerance=rep.Tolerance("info"), quick=q,
         note=f"JSD {last['jsd'][i]:.3f}, TVD {last['tvd'][i]:.3f}, KL(adv‖orig) "
@@ -164,7 +191,7 @@ def run(ctx, s) -> Outcome:
 
   # --- probing classifiers and the uniform baseline: one vmapped call over sources ---
   names, sources = ["original"], [p0]
-  for lam in s["probe_lambdas"]:
+  for lam in s.probe_lambdas:
     i = int(np.argmin(np.abs(lams - float(lam))))
     names.append(f"adv λ={lams[i]:g}")
     sources.append(jax.tree.map(lambda x: x[i], traj.final_params))
@@ -191,15 +218,14 @@ def run(ctx, s) -> Outcome:
     return {"dev": probe_dev(params, source), "test": probe_test(params, source),
             "jsd": c["jsd"], "tvd": c["tvd"]}
 
-  probe_train = make_epoch_train(probe_loss, train_b, probe_eval, epochs=s["probe_epochs"],
-                                 batch_size=tag_s["batch_size"], optimizer=common.adam(tag_s["lr"]))
-  pkey = jax.random.PRNGKey(s["probe_seed"])
+  probe_train = make_epoch_train(probe_loss, train_b, probe_eval, epochs=s.probe_epochs,
+                                 batch_size=tag_s.batch_size, optimizer=common.adam(tag_s.lr))
+  pkey = jax.random.PRNGKey(s.probe_seed)
   params0 = tt.init(jax.random.fold_in(pkey, 1), cfg)
-  ctx.log(f"{NAME}: probes {names} x {s['probe_epochs']} epochs (one vmapped call)")
+  ctx.log(f"{NAME}: probes {names} x {s.probe_epochs} epochs (one vmapped call)")
   ptraj = engine.trajectory_sweep(ctx, f"{NAME}-probes",
                                   lambda p: probe_train(params0, pkey, (p["params"], p["uniform"])),
-                                  {"params": stacked, "uniform": uniform},
-                                  {"adversary": s, "tagger": tag_s}, what="probes")
+                                  {"params": stacked, "uniform": uniform}, both, what="probes")
   pev = common.host(ptraj.observables["eval"])
   pdev = common.f1_per_epoch(pev["dev"], dev_b, data.tags)
   ptest = common.f1_per_epoch(pev["test"], test_b, data.tags)
@@ -207,9 +233,9 @@ def run(ctx, s) -> Outcome:
   idx = np.arange(len(names))
   probe_f1 = ptest[idx, best]
   probe_jsd, probe_tvd = np.asarray(pev["jsd"])[idx, best], np.asarray(pev["tvd"])[idx, best]
-  paper_probe = {k if k == "original" else float(k): v for k, v in s["paper_probe_f1"].items()}
+  paper_probe = {k if k == "original" else float(k): v for k, v in s.paper_probe_f1.items()}
   labels = ["original"] + [f"{lams[int(np.argmin(np.abs(lams - float(l))))]:g}"
-                           for l in s["probe_lambdas"]] + ["uniform"]
+                           for l in s.probe_lambdas] + ["uniform"]
   for i, (n, label) in enumerate(zip(names, labels)):
     paper = paper_probe.get(label if label in ("original", "uniform") else float(label))
     claims.append(rep.claim(
@@ -229,9 +255,9 @@ def run(ctx, s) -> Outcome:
                                "other seeds, uniform")
   figs.adversary_lambda(adv, orig_f1, ctx.path("fig_adversary_lambda.png"),
                         title="Adversary: test F1 and attention divergence vs λ")
-  notes = [f"Adversaries start from seed {s['seed']}'s selected parameters; loss = {s['match']} "
+  notes = [f"Adversaries start from seed {s.seed}'s selected parameters; loss = {s.match} "
            "fit to the original's predictions − λ·KL(adversary ‖ original) (bounded direction); "
-           f"{s['epochs']} epochs, values after the last epoch, test set.",
+           f"{s.epochs} epochs, values after the last epoch, test set.",
            "λ: " + "; ".join(f"{l:g}: F1 {a:.3f}, JSD {b:.3f}, TVD {c:.3f}, KL(adv‖orig) {d:.3f}"
                              for l, a, b, c, d in zip(lams, f1, last["jsd"], last["tvd"],
                                                       last["kl_adv_orig"])),

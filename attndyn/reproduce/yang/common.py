@@ -3,7 +3,8 @@
 Every compiled function here works on one run; the experiments vmap them over
 seeds, λ or probe sources, so a whole sweep is one compiled call.
 """
-from typing import Callable, Dict
+import dataclasses
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -13,6 +14,7 @@ import optax
 from attndyn.analysis import divergences
 from attndyn.analysis.conlleval import conlleval_ids
 from attndyn import schema
+from attndyn import settings
 from attndyn.models import transformer_tagger as tt
 from attndyn.tasks import conll2000
 
@@ -23,9 +25,16 @@ _DATA = {}
 MAXLEN = 128   # longest sentence the host-side scorer pads to (CoNLL-2000: 78)
 
 
-def load_data(d: Dict, *, path: str = "data") -> conll2000.ConllData:
-  """CoNLL-2000 with the settings ``d`` (``limit``, ``test_limit``, ``min_count``), loaded once
-  per process; ``path``: the settings table ``d`` came from, named by a bad value's error."""
+def _table(t) -> dict:
+  """A settings table (a frozen dataclass of settings, or a mapping) as a dict."""
+  return settings.as_json(t) if dataclasses.is_dataclass(t) else dict(t)
+
+
+def load_data(d, *, path: str = "data") -> conll2000.ConllData:
+  """CoNLL-2000 with the settings ``d`` (``limit``, ``test_limit``, ``min_count``: a settings
+  table or a mapping), loaded once per process; ``path``: the settings table ``d`` came
+  from, named by a bad value's error."""
+  d = _table(d)
   key = tuple(sorted(d.items()))
   if key not in _DATA:
     with schema.at(path):
@@ -33,13 +42,14 @@ def load_data(d: Dict, *, path: str = "data") -> conll2000.ConllData:
   return _DATA[key]
 
 
-def tagger_config(data: conll2000.ConllData, model: Dict, *, path: str = "model",
+def tagger_config(data: conll2000.ConllData, model, *, path: str = "model",
                   **extra) -> tt.TaggerConfig:
-  """The tagger for ``data``'s vocabularies; ``path``: the settings table ``model`` came from,
-  named by a bad value's error."""
+  """The tagger for ``data``'s vocabularies and ``model`` (a settings table or a mapping of
+  :class:`TaggerConfig` fields); ``path``: the settings table ``model`` came from, named by a
+  bad value's error."""
   with schema.at(path):
     return tt.TaggerConfig(n_words=len(data.vocab), n_pos=len(data.pos_vocab),
-                           n_tags=len(data.tags), **{**model, **extra})
+                           n_tags=len(data.tags), **{**_table(model), **extra})
 
 
 def _chunks(batch, chunk: int):

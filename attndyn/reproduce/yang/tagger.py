@@ -11,8 +11,10 @@ The other seeds give Wiegreffe & Pinter's baseline for the adversary: how far
 apart the attention (JSD, head by head and with heads matched) and the
 predictions (TVD) of independently trained models already are.
 """
+import dataclasses
 import json
 import os
+from typing import Literal, Optional
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +24,7 @@ from attndyn.analysis import npz
 from attndyn.analysis import replication as rep
 from attndyn.analysis import yang_figures as figs
 from attndyn import atomic
+from attndyn import settings
 from attndyn.reproduce import engine
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.yang import common
@@ -29,8 +32,8 @@ from attndyn.dynamics.epochs import make_epoch_train
 from attndyn.models import transformer_tagger as tt
 from attndyn.tasks import conll2000
 
-__all__ = ["NAME", "STATE", "save_state", "load_state", "TITLE", "FULL", "QUICK", "KINDS",
-           "train_originals", "seed_baseline", "run"]
+__all__ = ["NAME", "STATE", "save_state", "load_state", "TITLE", "Data", "Model", "Settings",
+           "FULL", "QUICK", "train_originals", "seed_baseline", "run"]
 
 NAME = "tagger"
 STATE = "tagger_state.npz"   # selected parameters and curves (plain arrays), reused by a later run into DIR
@@ -62,30 +65,85 @@ def load_state(path, settings: str, template) -> "dict | None":
   return {"params": jax.tree_util.tree_unflatten(treedef, [arrays[n] for n in names]),
           **{k: arrays[k] for k in _ARRAYS}}
 TITLE = "Table 1 'original': 1-layer 4-head transformer tagger, CoNLL-2000 chunk F1, seeds"
-FULL = {"data": {"min_count": 2, "limit": None, "test_limit": None}, "buckets": 4,
-        "model": {"d_model": 128, "n_heads": 4, "d_ff": 256, "features": "words+pos",
-                  "block": "full", "dropout": 0.1},
-        "lr": 1e-3, "batch_size": 32, "epochs": 10, "seeds": 3, "min_f1": 0.88,
-        "chunk": 0}   # seeds per checkpointed call (0: all in one)
-QUICK = {**FULL, "data": {"min_count": 2, "limit": 800, "test_limit": 300}, "buckets": 1,
-         "model": {**FULL["model"], "d_model": 32, "d_ff": 64}, "epochs": 3}
-# The kind of every setting (attndyn.schema.SETTING_KINDS): `--set` is checked against it.
-KINDS = {"data.min_count": "count", "buckets": "count", "model.d_model": "count",
-         "model.n_heads": "count", "model.d_ff": "count", "model.features": "str",
-         "model.block": "str", "model.dropout": "number", "lr": "number", "batch_size": "count",
-         "epochs": "count", "seeds": "count", "min_f1": "number", "data.limit": "?index",
-         "data.test_limit": "?index", "chunk": "index"}
 
 
-def train_originals(ctx, s) -> dict:
-  """Train ``s["seeds"]`` taggers (one vmapped call), select epochs by dev F1; cached in ``ctx``."""
+@dataclasses.dataclass(frozen=True)
+class Data:
+  """CoNLL-2000 as read (:func:`tasks.conll2000.load_conll2000`).
+
+  Attributes:
+    min_count: a training word enters the vocabulary if seen this often (lowercased).
+    limit: read only the first this many sentences of train.txt (``None``: all).
+    test_limit: read only the first this many sentences of test.txt (``None``: all).
+  """
+  min_count: settings.Count
+  limit: Optional[settings.Index]
+  test_limit: Optional[settings.Index]
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+  """The tagger (:class:`models.transformer_tagger.TaggerConfig`).
+
+  Attributes:
+    d_model: the width of embeddings and attention.
+    n_heads: attention heads.
+    d_ff: the feed-forward width of the full block.
+    features: the input: words, or words and their POS tags.
+    block: ``paper`` (Yang's text) or ``full`` (Vaswani's post-LN encoder block).
+    dropout: the dropout rate while training.
+  """
+  d_model: settings.Count
+  n_heads: settings.Count
+  d_ff: settings.Count
+  features: Literal[tt.FEATURES]
+  block: Literal[tt.BLOCKS]
+  dropout: settings.Number
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The experiment's settings (``--set tagger.KEY=VALUE``).
+
+  Attributes:
+    data: the data read.
+    buckets: length buckets of the training set (one compiled step per bucket).
+    model: the tagger.
+    lr: Adam's learning rate.
+    batch_size: sentences per minibatch.
+    epochs: training epochs (the epoch is chosen per seed by dev F1).
+    seeds: taggers trained (seeds 0 … seeds − 1, one vmapped call).
+    min_f1: the test F1 row passes at or above this.
+    chunk: seeds per checkpointed call (0: all in one).
+  """
+  data: Data
+  buckets: settings.Count
+  model: Model
+  lr: settings.Number
+  batch_size: settings.Count
+  epochs: settings.Count
+  seeds: settings.Count
+  min_f1: settings.Number
+  chunk: settings.Index
+
+
+FULL = Settings(data=Data(min_count=2, limit=None, test_limit=None), buckets=4,
+                model=Model(d_model=128, n_heads=4, d_ff=256, features="words+pos", block="full",
+                            dropout=0.1),
+                lr=1e-3, batch_size=32, epochs=10, seeds=3, min_f1=0.88, chunk=0)
+QUICK = dataclasses.replace(FULL, data=Data(min_count=2, limit=800, test_limit=300), buckets=1,
+                            model=dataclasses.replace(FULL.model, d_model=32, d_ff=64), epochs=3)
+
+
+def train_originals(ctx, s: Settings) -> dict:
+  """Train ``s.seeds`` taggers (one vmapped call), select epochs by dev F1; cached in ``ctx``."""
   cache = ctx.cache.setdefault("yang.tagger", {})
-  key = json.dumps(s, sort_keys=True)
+  key = json.dumps(settings.as_json(s), sort_keys=True)
   if key in cache:
     return cache[key]
-  data = common.load_data(s["data"], path=f"{NAME}.data")
-  cfg = common.tagger_config(data, s["model"], path=f"{NAME}.model")
-  train_b = conll2000.length_buckets(data.train, s["buckets"])
+  data = common.load_data(s.data, path=f"{NAME}.data")
+  cfg = common.tagger_config(data, s.model, path=f"{NAME}.model")
+  train_b = conll2000.length_buckets(data.train, s.buckets)
   dev_b = conll2000.length_buckets(data.dev, 2)
   test_b = conll2000.length_buckets(data.test, 3)
   buckets = {"data": data, "cfg": cfg, "test_buckets": test_b, "dev_buckets": dev_b,
@@ -110,24 +168,24 @@ def train_originals(ctx, s) -> dict:
   def evaluate(params, aux):
     return {"dev": pred_dev(params), "test": pred_test(params)}
 
-  train = make_epoch_train(loss_fn, train_b, evaluate, epochs=s["epochs"],
-                           batch_size=s["batch_size"], optimizer=common.adam(s["lr"]),
+  train = make_epoch_train(loss_fn, train_b, evaluate, epochs=s.epochs,
+                           batch_size=s.batch_size, optimizer=common.adam(s.lr),
                            record_params=True)
 
   def one(seed):
     k = jax.random.PRNGKey(seed)
     return train(tt.init(jax.random.fold_in(k, 1), cfg), k)
 
-  ctx.log(f"{NAME}: {s['seeds']} seeds x {s['epochs']} epochs, {data.sizes}, "
+  ctx.log(f"{NAME}: {s.seeds} seeds x {s.epochs} epochs, {data.sizes}, "
           f"{cfg.features}, block {cfg.block}, d_model {cfg.d_model}")
   traj = engine.trajectory_sweep(ctx, NAME, lambda p: one(p["seed"]),
-                                 {"seed": common.seeds(s["seeds"])}, s,
-                                 chunk_size=s["chunk"] or None, what="seeds")
+                                 {"seed": common.seeds(s.seeds)}, settings.as_json(s),
+                                 chunk_size=s.chunk or None, what="seeds")
   obs = common.host(traj.observables)
   dev_f1 = common.f1_per_epoch(obs["eval"]["dev"], dev_b, data.tags)       # [S, E]
   test_f1 = common.f1_per_epoch(obs["eval"]["test"], test_b, data.tags)
   best = common.select_epoch(dev_f1)
-  idx = np.arange(s["seeds"])
+  idx = np.arange(s.seeds)
   params = jax.tree.map(lambda x: x[idx, best], traj.params)                # selected epoch per seed
   test_scores = [common.scores(common.take(obs["eval"]["test"], i, best[i]), test_b, data.tags)
                  for i in idx]
@@ -166,10 +224,10 @@ def run(ctx, s) -> Outcome:
       rep.claim(f"{NAME}.test_f1", f"test chunk-level F1 (conlleval) of the 4-head tagger, {feat}, "
                 "epoch chosen by dev F1", paper=0.90, paper_ref="Yang, Sec 5, Table 1 (original)",
                 ours=rep.mean_ci(f1), figure="Table 1",
-                tolerance=rep.Tolerance("at_least", s["min_f1"], f"≥ {s['min_f1']:g}", source=rep.ours(
+                tolerance=rep.Tolerance("at_least", s.min_f1, f"≥ {s.min_f1:g}", source=rep.ours(
                     "Table 1 prints one run's 0.90 to two digits and states neither the input "
                     "features nor the F1 level; 0.02 below it for that and for seeds")), quick=q,
-                comparable=full_data and s["epochs"] >= 5,
+                comparable=full_data and s.epochs >= 5,
                 note="Yang states neither input features nor F1 level; ours: "
                      f"{orig['cfg'].features}, chunk-level"),
       rep.claim(f"{NAME}.test_token_acc", "test token accuracy (conlleval)", paper="not reported",
@@ -190,11 +248,11 @@ def run(ctx, s) -> Outcome:
   figs.f1_curves(orig["dev_f1"], orig["test_f1"], ctx.path("fig_tagger_f1.png"),
                  title=f"4-head tagger ({feat}): chunk F1 per epoch, {len(f1)} seeds")
   notes = [f"CoNLL-2000 {data.sizes} sentences; vocabulary {len(data.vocab)} (lowercased train "
-           f"words seen ≥ {s['data']['min_count']} times + <pad>, <unk>), test <unk> rate "
+           f"words seen ≥ {s.data.min_count} times + <pad>, <unk>), test <unk> rate "
            f"{data.unk_rate('test'):.3f}; {len(data.pos_vocab)} POS ids, {len(data.tags)} tags.",
            f"d_model {orig['cfg'].d_model}, 4 heads, d_ff {orig['cfg'].d_ff}, dropout "
-           f"{orig['cfg'].dropout}, Adam {s['lr']:g}, batch {s['batch_size']}, {s['epochs']} epochs, "
-           f"{s['buckets']} length buckets; seeds 0..{len(f1) - 1} vmapped in one call.",
+           f"{orig['cfg'].dropout}, Adam {s.lr:g}, batch {s.batch_size}, {s.epochs} epochs, "
+           f"{s.buckets} length buckets; seeds 0..{len(f1) - 1} vmapped in one call.",
            "per-seed test F1 " + ", ".join(f"{v:.4f}" for v in f1) + "; selected epochs "
            + ", ".join(str(int(e) + 1) for e in orig["best_epoch"]) + "."]
   details = {"notes": notes, "test_f1_per_epoch": orig["test_f1"].tolist(),
