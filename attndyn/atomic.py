@@ -77,7 +77,7 @@ def open_own(path, flags: int = os.O_RDWR | os.O_CREAT, mode: int = 0o644) -> in
 
 def make_dirs(path) -> Path:
   """``path.mkdir(parents=True, exist_ok=True)`` for a folder attndyn makes inside a directory
-  it was given (``checkpoints/gd``, ``runs/NAME``): a symbolic link at ``path`` is refused."""
+  it was given (``checkpoints``, ``runs/NAME``): a symbolic link at ``path`` is refused."""
   path = Path(path)
   refuse_link(path)
   path.mkdir(parents=True, exist_ok=True)

@@ -1,41 +1,41 @@
 """Checkpoints of a sweep, so that ``attndyn run ... --resume`` continues after a kill.
 
-Layout under ``DIR/checkpoints/``: ``manifest.json`` (the config, its hash, the
-chunk size and the machine, written before anything runs) and, per stage
-(``gd``, ``reduced``, ``gradient_flow``), ``<stage>/chunk_<i>.npz``: the outputs
-of chunk ``i`` of the sweep (:func:`dynamics.sweep.chunk_bounds`), one array per
-pytree leaf under a stable name (``observables/loss``,
-``final_params/classifier/U``, ...), plain arrays only, no pickle. Every file is
-written atomically, so a kill loses at most the chunks not yet written
-(``sweep.checkpoint_every`` of them). A resumed run reads the finished chunks
-back and runs the rest with the same chunk size, which makes its results
-bit-identical to an uninterrupted run's on the same machine. The manifest and
-every chunk (in its zip comment) carry the run's id (:func:`run_id`), so a
-chunk another run wrote into the same directory is refused by name.
+``DIR/checkpoints/`` holds ``manifest.json`` (the config, its hash, the chunk size and
+the machine, written before anything runs) beside a :class:`attndyn.jobs.Store` of the
+finished chunks. Chunk ``i`` of a stage (``gd``, ``reduced``, ``gradient_flow``) is the
+entry whose key digests the run's id (:func:`run_id`: its config, backend and device
+count), the stage and the chunk's sweep points (:func:`dynamics.sweep.chunk_bounds`); it
+holds one array per pytree leaf under a stable name (``observables/loss``, ...) and the
+seconds the chunk took. The key leaves out the code's revision, so a run resumes across
+an upgrade, as it always could: a chunk whose arrays are not the ones this code computes
+is computed again. Every entry is written atomically and checked on reading (the store's
+digest), so a kill loses at most the chunks not yet written (``sweep.checkpoint_every``
+of them), and a damaged entry, or one another run wrote (its key is another), is never
+read back. A resumed run reads the finished chunks back and runs the rest with the same
+chunk size, which makes its results bit-identical to an uninterrupted run's on the same
+machine.
 """
 import json
 import sys
 import time
-import zipfile
 from pathlib import Path
-from typing import Callable, Optional, Tuple
+from typing import Callable, Optional
 
 import jax
 import numpy as np
 
-from attndyn.analysis import npz, results
-from attndyn import atomic, schema
+from attndyn.analysis import results
+from attndyn import atomic, jobs, schema
 from attndyn.tasks.errors import ConfigError, digits_error, too_many_digits
 
 __all__ = ["FORMAT", "IGNORED", "flatten", "config_hash", "differences", "leaf_name", "run_id",
            "Checkpoints", "Saver"]
 
 DIRNAME, MANIFEST = "checkpoints", "manifest.json"
-FORMAT = 1
+FORMAT = 2      # 2: the chunks are store entries (1: chunk files, which are not read)
 # Config fields that do not change the results (they may differ on --resume), the flat
 # config and its digest: analysis.results's, which readers check summary.json against.
 IGNORED, flatten, config_hash = results.IGNORED, results.flatten, results.config_hash
-_BOUNDS = "_chunk/bounds"
 
 
 def differences(old: dict, new: dict) -> list:
@@ -63,7 +63,7 @@ def leaf_name(path) -> str:
 
 def run_id(config: dict) -> str:
   """The id written into every file of a run (summary.json, trajectories.npz, run_info.json,
-  the manifest, each chunk), so that readers refuse a directory mixing two runs' files.
+  the manifest; each chunk's key), so that readers refuse a directory mixing two runs' files.
 
   It is a digest of what determines the results (the config less :data:`IGNORED`, the backend
   and device count), not a random uuid: two runs of one config on one kind of machine write
@@ -91,28 +91,6 @@ def _read_json(path: Path, what: str) -> dict:
     raise
 
 
-def _verify(root: Path, run: Optional[str]) -> None:
-  """Check every chunk file's zip structure and CRCs, and that it is of run ``run`` (the
-  manifest's; ``None``: not checked), up front, before anything is computed."""
-  for path in sorted(root.glob("*/chunk_*.npz")):
-    what = f"checkpoint {str(path)!r}"
-    try:
-      with zipfile.ZipFile(path) as zf:
-        bad = zf.testzip()
-    except (zipfile.BadZipFile, OSError, EOFError) as err:
-      raise ConfigError(f"{what} is not a readable .npz file (truncated or corrupt: {err}). "
-                        f"Delete it to recompute that chunk.") from None
-    if bad is not None:
-      raise ConfigError(f"{what} is not a readable .npz file (truncated or corrupt: a CRC error "
-                        f"in {bad}). Delete it to recompute that chunk.")
-    chunk_run = npz.run_id(path)
-    if run is not None and chunk_run is not None and chunk_run != run:
-      raise ConfigError(f"{what} is from run {chunk_run}, but {str(root / MANIFEST)!r} is from "
-                        f"run {run}: two runs wrote into this directory. Start afresh "
-                        f"(--force without --resume), or delete {str(path.parent)!r} to "
-                        f"recompute that stage.")
-
-
 class Checkpoints:
   """The checkpoints of one output directory; see the module docstring.
 
@@ -121,19 +99,20 @@ class Checkpoints:
 
   Attributes:
     root: ``DIR/checkpoints``.
+    store: the :class:`attndyn.jobs.Store` of the finished chunks there.
     manifest: the manifest dict.
     every: write after every this many chunks.
     writer: whether this process writes (process 0).
     loaded: stage -> chunks read back from disk.
     loaded_seconds: stage -> the computing seconds of those chunks, as the processes that
-      computed them recorded (``None`` when a chunk has no record: an older attndyn's).
+      computed them recorded (``None`` when a chunk has no record).
     computed: stage -> chunks computed by this process.
   """
 
   def __init__(self, root: Path, manifest: dict, *, every: int, writer: bool = True):
     self.root, self.manifest, self.every, self.writer = Path(root), manifest, every, writer
+    self.store = jobs.Store(self.root)
     self.loaded, self.computed, self.loaded_seconds = {}, {}, {}
-    self.write_errors = {}   # stage -> indices of chunks whose checkpoint write failed
 
   @property
   def run_id(self) -> str:
@@ -148,15 +127,16 @@ class Checkpoints:
 
   @classmethod
   def create(cls, out, config: dict, chunk_size: Optional[int], *, every: int,
-             writer: bool = True) -> "Checkpoints":
-    """Start afresh in ``out``: remove attndyn's old checkpoints there, write the manifest."""
+             writer: bool = True, keep: bool = False) -> "Checkpoints":
+    """Start afresh in ``out``: write the manifest, and remove the chunks stored there
+    unless ``keep`` (they are another config's: their keys are not this run's)."""
     root = Path(out) / DIRNAME
     manifest = {"format": FORMAT, "config_hash": config_hash(config), "chunk_size": chunk_size,
                 **_environment(), "run_id": run_id(config), "config": config}
     if writer:
       atomic.make_dirs(root)
-      for old in sorted(root.glob("*/chunk_*.npz")) + sorted(root.glob("*/.chunk_*.tmp")):
-        old.unlink()
+      if not keep:
+        jobs.Store(root).discard([Path(MANIFEST).stem])
       atomic.write_json(root / MANIFEST, manifest)
     return cls(root, manifest, every=every, writer=writer)
 
@@ -197,30 +177,11 @@ class Checkpoints:
         config_hash(manifest["config"]) != manifest["config_hash"]:
       raise ConfigError(f"{what}: its config does not match its config_hash: the file was "
                         f"edited or is damaged.")
-    if writer:  # temporary files of writes a kill interrupted
-      for tmp in sorted((out / DIRNAME).glob("*/.chunk_*.tmp")):
-        tmp.unlink()
     run = manifest.get("run_id")
     if run is not None and not isinstance(run, str):
       raise ConfigError(f"{what} has run_id = {run!r}; attndyn writes a string there: the file "
                         f"is damaged.")
-    _verify(out / DIRNAME, run)
     return cls(out / DIRNAME, manifest, every=1, writer=writer)
-
-  def _resume_mismatch(self, config: dict, started: Optional[dict]) -> Optional[Tuple[str, str]]:
-    """``(why, what attndyn run allows)``, or ``None`` when the checkpoints can be resumed."""
-    diff = differences(self.manifest["config"] if started is None else started, config)
-    if diff:
-      return (f"the config differs from the one {str(self.root.parent)!r} was started with: "
-              f"{'; '.join(diff)}",
-              "Resume with the same config (`attndyn run --out DIR --resume` alone reuses it)")
-    env = _environment()
-    for key, value in env.items():
-      if self.manifest[key] != value:
-        return (f"the checkpoints were written with {key} = {self.manifest[key]!r}, this "
-                f"process has {value!r}: the chunks and their numbers would differ",
-                "Resume on the same kind of machine")
-    return None
 
   def mismatch(self, config: dict, started: Optional[dict] = None) -> Optional[str]:
     """Why these checkpoints cannot be resumed with ``config`` here, or ``None`` if they can.
@@ -235,8 +196,15 @@ class Checkpoints:
       ``None``, or one sentence naming every differing field, or the backend or device
       count that differs (the chunks and their numbers would differ).
     """
-    found = self._resume_mismatch(config, started)
-    return None if found is None else found[0]
+    diff = differences(self.manifest["config"] if started is None else started, config)
+    if diff:
+      return (f"the config differs from the one {str(self.root.parent)!r} was started with: "
+              f"{'; '.join(diff)}")
+    for key, value in _environment().items():
+      if self.manifest[key] != value:
+        return (f"the checkpoints were written with {key} = {self.manifest[key]!r}, this "
+                f"process has {value!r}: the chunks and their numbers would differ")
+    return None
 
   def check(self, config: dict, every: int, started: Optional[dict] = None) -> None:
     """Refuse to resume with another config or on another kind of machine (``attndyn run``).
@@ -249,18 +217,22 @@ class Checkpoints:
     Raises:
       ConfigError: :meth:`mismatch`'s reason, with what ``attndyn run`` allows.
     """
-    found = self._resume_mismatch(config, started)
-    if found is not None:
-      why, allowed = found
+    why = self.mismatch(config, started)
+    if why is not None:
+      allowed = ("Resume with the same config (`attndyn run --out DIR --resume` alone reuses "
+                 "it)" if why.startswith("the config") else "Resume on the same kind of machine")
       raise ConfigError(f"--resume: {why}. {allowed}, or start afresh in another --out.")
     self.every = every
 
-  def _path(self, stage: str, index: int) -> Path:
-    return self.root / stage / f"chunk_{index:05d}.npz"
+  def entry(self, stage: str, index: int, bounds) -> jobs.Job:
+    """The store entry of chunk ``index`` (sweep points ``bounds``) of ``stage``."""
+    start, stop = (int(b) for b in bounds)
+    return jobs.Job(f"{stage}-chunk-{index:05d}", None, (),
+                    jobs.key_of("chunk", self.run_id, stage, start, stop, code=False))
 
   def completed(self, stage: str, bounds: list, like: Callable[[], object],
                 times: Optional[np.ndarray] = None) -> list:
-    """The outputs of the leading chunks of ``stage`` already on disk, read back.
+    """The outputs of the leading chunks of ``stage`` in the store, read back.
 
     Args:
       stage: ``gd``, ``reduced`` or ``gradient_flow``.
@@ -268,49 +240,44 @@ class Checkpoints:
       like: returns the output structure of a chunk (``jax.eval_shape`` of it);
         called only when there is a chunk to read.
       times: the recorded times every point's ``t`` must hold (and that bound
-        its ``failed_at``), so a damaged chunk is named before anything runs,
-        not by a comparison after every stage.
+        its ``failed_at``).
 
     Returns:
-      A list of pytrees of NumPy arrays, one per finished chunk, in order.
-
-    Raises:
-      ConfigError: a chunk file is unreadable or does not match this run.
+      A list of pytrees of NumPy arrays, one per finished chunk, in order. Reading stops
+      at the first chunk not stored, damaged (said by the store) or not of this code's
+      arrays and times (said here): it and the rest are computed again.
     """
-    done = []
-    if not self._path(stage, 0).is_file():
-      self.loaded[stage] = 0
-      return done
-    paths, treedef = jax.tree_util.tree_flatten_with_path(like())
-    names = [leaf_name(p) for p, _ in paths]
+    done, seconds = [], []
     for index, (start, stop) in enumerate(bounds):
-      path = self._path(stage, index)
-      if not path.is_file():
+      job = self.entry(stage, index, (start, stop))
+      got = self.store.get(job) if job.key in self.store else None
+      if got is None:
         break
-      arrays = npz.read(path, what=f"checkpoint {str(path)!r}")
-      problem = (self._mismatch(arrays, names, [leaf for _, leaf in paths], start, stop)
+      if not done:
+        paths, treedef = jax.tree_util.tree_flatten_with_path(like())
+        names = [leaf_name(p) for p, _ in paths]
+      arrays = got["arrays"]
+      problem = (self._mismatch(arrays, names, [leaf for _, leaf in paths], stop - start)
                  or self._wrong_times(arrays, times))
       if problem:
-        raise ConfigError(f"checkpoint {str(path)!r} does not match this run ({problem}). "
-                          f"Delete {str(self.root / stage)!r} to recompute that stage, or start "
-                          f"afresh in another --out.")
+        print(f"attndyn: checkpoint {stage} chunk {index} ({self.root / job.key}.json) does "
+              f"not fit this run ({problem}): it and the chunks after it are computed again",
+              file=sys.stderr, flush=True)
+        break
       done.append(jax.tree_util.tree_unflatten(treedef, [arrays[n] for n in names]))
+      seconds.append(got["seconds"])
     self.loaded[stage] = len(done)
-    seconds = [npz.comment(self._path(stage, i)).get("seconds") for i in range(len(done))]
-    self.loaded_seconds[stage] = (float(sum(seconds)) if all(
-        isinstance(x, (int, float)) for x in seconds) else None)
+    if done:
+      self.loaded_seconds[stage] = (float(sum(seconds)) if all(
+          isinstance(x, (int, float)) for x in seconds) else None)
     return done
 
   @staticmethod
-  def _mismatch(arrays: dict, names: list, leaves: list, start: int, stop: int) -> str:
-    bounds = arrays.get(_BOUNDS)
-    if bounds is None or bounds.tolist() != [start, stop]:
-      return f"it holds sweep points {None if bounds is None else bounds.tolist()}, " \
-             f"expected [{start}, {stop}]"
-    if set(arrays) - {_BOUNDS} != set(names):
-      return f"its arrays are {sorted(set(arrays) - {_BOUNDS})}, expected {sorted(names)}"
+  def _mismatch(arrays: dict, names: list, leaves: list, size: int) -> str:
+    if set(arrays) != set(names):
+      return f"its arrays are {sorted(arrays)}, expected {sorted(names)}"
     for name, leaf in zip(names, leaves):
-      want = ((stop - start,) + tuple(leaf.shape[1:]), np.dtype(leaf.dtype))
+      want = ((size,) + tuple(leaf.shape[1:]), np.dtype(leaf.dtype))
       have = (arrays[name].shape, arrays[name].dtype)
       if have != want:
         return f"{name} has shape {have[0]} and dtype {have[1]}, expected {want[0]} {want[1]}"
@@ -337,18 +304,13 @@ class Checkpoints:
 
   def write(self, stage: str, index: int, bounds: tuple, out,
             seconds: Optional[float] = None) -> None:
-    """Write chunk ``index`` (points ``bounds``) of ``stage`` atomically (writer only);
-    ``seconds``, the time the chunk took to compute, goes in the file's zip comment, so a
-    resumed run can report the computing time of the chunks it reads back."""
-    if not self.writer:
-      return
-    paths, _ = jax.tree_util.tree_flatten_with_path(out)
-    arrays = {leaf_name(p): np.asarray(leaf) for p, leaf in paths}
-    arrays[_BOUNDS] = np.asarray(bounds, np.int64)
-    path = self._path(stage, index)
-    atomic.make_dirs(path.parent)
-    meta = {} if seconds is None else {"seconds": float(seconds)}
-    atomic.write(path, lambda tmp: npz.write(tmp, arrays, run_id=self.run_id, meta=meta))
+    """Store chunk ``index`` (points ``bounds``) of ``stage`` (writer only) with ``seconds``,
+    the time it took to compute, so a resumed run can report the computing time of the
+    chunks it reads back."""
+    if self.writer:
+      paths, _ = jax.tree_util.tree_flatten_with_path(out)
+      arrays = {leaf_name(p): np.asarray(leaf) for p, leaf in paths}
+      self.store.put(self.entry(stage, index, bounds), {"arrays": arrays, "seconds": seconds})
 
 
 class Saver:
@@ -390,8 +352,6 @@ class Saver:
       try:
         self.store.write(self.stage, index, self.bounds[index], out, seconds=seconds)
       except OSError as err:
-        message = f"{err.strerror or err}"
-        self.store.write_errors.setdefault(self.stage, []).append(index)
         print(f"attndyn: warning: checkpoint {self.stage} chunk {index} could not be written "
-              f"({message}); the run goes on and its results reach the final files, but a "
-              f"kill before then loses this chunk.", file=sys.stderr, flush=True)
+              f"({err.strerror or err}); the run goes on and its results reach the final "
+              f"files, but a kill before then loses this chunk.", file=sys.stderr, flush=True)

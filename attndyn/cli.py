@@ -38,7 +38,7 @@ _RUN_EPILOG = """examples:
   attndyn run --preset lu2021-text-tc --out results/big --chunk-size 2   # checkpoint every chunk
   attndyn run --out results/big --resume          # after a kill: continue, same config
 
---resume continues a killed run from DIR/checkpoints (one file per finished
+--resume continues a killed run from DIR/checkpoints (one entry per finished
 chunk, written every --checkpoint-every chunks) with the config it was
 started with; the final outputs are bit-identical to an uninterrupted run's.
 Give CONFIG.toml/--preset/--set too and attndyn checks they match.
@@ -556,7 +556,7 @@ def _kept(args) -> str:
   from pathlib import Path
   out = getattr(args, "out", None)
   if args.command == "run" and out:
-    chunks = list(Path(out).glob("checkpoints/*/chunk_*.npz"))
+    chunks = list(Path(out).glob("checkpoints/*.npz"))   # one per stored chunk
     if (Path(out) / "checkpoints" / "manifest.json").is_file() and chunks:
       return (f"; kept: {len(chunks)} finished chunk(s) in {str(Path(out) / 'checkpoints')!r} "
               f"(every file in --out is whole, old or new): make room or fix the permissions, "

@@ -92,15 +92,19 @@ def precision() -> str:
   return "float64" if jax.config.jax_enable_x64 else "float32"
 
 
-def key_of(*parts: Any) -> str:
+def key_of(*parts: Any, code: bool = True) -> str:
   """A digest of ``parts`` (JSON values), this code's revision (its git commit, and whether
-  tracked files differ from it; outside git, the installed version) and the precision."""
-  from importlib import metadata
-  try:
-    version = metadata.version("attndyn")
-  except metadata.PackageNotFoundError:
-    version = None
-  doc = {"parts": parts, "revision": revision(), "version": version, "precision": precision()}
+  tracked files differ from it; outside git, the installed version) and the precision.
+  ``code=False`` leaves the revision out: the chunks of ``attndyn run --resume``, which an
+  upgrade has never invalidated."""
+  doc = {"parts": parts, "precision": precision()}
+  if code:
+    from importlib import metadata
+    try:
+      version = metadata.version("attndyn")
+    except metadata.PackageNotFoundError:
+      version = None
+    doc.update(revision=revision(), version=version)
   text = json.dumps(_encode(doc, {}), sort_keys=True, allow_nan=False)
   return hashlib.sha256(text.encode()).hexdigest()[:32]
 

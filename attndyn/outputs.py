@@ -101,11 +101,8 @@ def _check_own_entries(out: Path) -> None:
   files = [out / name for name in (SUMMARY, TRAJECTORIES, CONFIG, RUN_INFO, *FIGURES)]
   root = out / checkpoint.DIRNAME
   dirs = [root]
-  if root.is_dir() and not root.is_symlink():
-    files.append(root / checkpoint.MANIFEST)
-    dirs += [root / stage for stage in LABELS]
-    files += [p for stage in LABELS for p in (root / stage).glob("chunk_*.npz")
-              if (root / stage).is_dir()]
+  if root.is_dir() and not root.is_symlink():   # the manifest and every stored chunk
+    files += sorted(root.glob("*.json")) + sorted(root.glob("*.npz"))
   for path in files + dirs:   # before anything is computed, not when the results are written
     atomic.refuse_link(path)
   for path in files:

@@ -387,7 +387,7 @@ def run(cfg: RunConfig, *, progress: bool = True, devices=None, checkpoints=None
       try:
         odes[kind] = (_solved_over_lrs(cfg, inputs, make, stage) if how.lrs_together
                       else stage(make(), inputs))
-      except ConfigError:  # a damaged checkpoint: bad input, not a failed stage
+      except ConfigError:  # bad input, not a failed stage
         raise
       except Exception as err:  # keep what is computed; report the stage that failed
         errors[kind] = f"{type(err).__name__}: {err}"

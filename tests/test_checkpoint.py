@@ -1,5 +1,5 @@
-"""Checkpoints per chunk: run_sweep skips the chunks given as done, a stage reads back what is on
-disk and saves the rest, and a damaged or foreign chunk file is refused."""
+"""Checkpoints per chunk: run_sweep skips the chunks given as done, a stage reads back what is in
+its store and saves the rest, and a damaged, foreign or unfitting chunk is computed again."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -39,15 +39,23 @@ def test_run_sweep_with_done_chunks_runs_only_the_rest_and_matches():
     dynamics.run_sweep(_fn, xs, chunk_size=3, done=[first])
 
 
+def _entries(root, store, stage, bounds):
+  """The files of ``stage``'s chunks in the store ``root``, in chunk order."""
+  keys = [store.entry(stage, i, b).key for i, b in enumerate(bounds)]
+  return [(root / f"{k}.json", root / f"{k}.npz") for k in keys]
+
+
 @pytest.mark.parametrize("stage", ["gd", "reduced", "gradient_flow"])
-def test_a_stage_resumes_from_its_chunk_files(stage, tmp_path):
+def test_a_stage_resumes_from_its_stored_chunks(stage, tmp_path):
   cfg = _cfg()
   inputs = pipeline.sweep_inputs(cfg)
   store = checkpoint.Checkpoints.create(tmp_path, cfg.to_dict(), 2, every=2)
   whole = pipeline._stage(stage, _fn, inputs, cfg, 2, False, None, store)
-  files = sorted(p.name for p in (tmp_path / "checkpoints" / stage).iterdir())
-  assert files == ["chunk_00000.npz", "chunk_00001.npz", "chunk_00002.npz"]
-  (tmp_path / "checkpoints" / stage / "chunk_00002.npz").unlink()     # killed before chunk 2
+  root = tmp_path / "checkpoints"
+  chunks = _entries(root, store, stage, dynamics.chunk_bounds(5, 2))
+  assert sorted(root.iterdir()) == sorted([root / "manifest.json", *(p for c in chunks for p in c)])
+  for path in chunks[2]:                     # killed before chunk 2 was written
+    path.unlink()
   resumed = checkpoint.Checkpoints.resume(tmp_path)
   resumed.check(cfg.to_dict(), every=1)
   again = pipeline._stage(stage, _fn, inputs, cfg, resumed.chunk_size, False, None, resumed)
@@ -57,19 +65,32 @@ def test_a_stage_resumes_from_its_chunk_files(stage, tmp_path):
   np.testing.assert_array_equal(again.observables["b"]["c"], whole.observables["b"]["c"])
 
 
-def test_a_chunk_file_that_does_not_fit_the_run_is_refused(tmp_path):
+def _recomputed(tmp_path, cfg, whole):
+  """Resume the gd stage of ``tmp_path``: the chunks it computed again, and its outputs equal
+  ``whole``'s."""
+  resumed = checkpoint.Checkpoints.resume(tmp_path)
+  again = pipeline._stage("gd", _fn, pipeline.sweep_inputs(cfg), cfg, 2, False, None, resumed)
+  np.testing.assert_array_equal(again.observables["a"], whole.observables["a"])
+  return resumed.computed.get("gd", 0)
+
+
+def test_chunks_of_other_bounds_or_outputs_are_not_read_but_computed_again(tmp_path, capsys):
   cfg = _cfg()
   store = checkpoint.Checkpoints.create(tmp_path, cfg.to_dict(), 2, every=1)
-  pipeline._stage("gd", _fn, pipeline.sweep_inputs(cfg), cfg, 2, False, None, store)
+  whole = pipeline._stage("gd", _fn, pipeline.sweep_inputs(cfg), cfg, 2, False, None, store)
   one = {"seed": jnp.zeros((1,), jnp.uint32)}
   resumed = checkpoint.Checkpoints.resume(tmp_path)
-  with pytest.raises(ConfigError, match=r"chunk_00000.npz' does not match this run \(it holds "
-                                        r"sweep points \[0, 2\], expected \[0, 3\]\)"):
-    resumed.completed("gd", dynamics.chunk_bounds(5, 3), lambda: jax.eval_shape(
-        jax.vmap(_fn), one))
-  other = jax.vmap(lambda inp: {"x": _fn(inp), "y": inp["seed"]})
-  with pytest.raises(ConfigError, match="its arrays are"):
-    resumed.completed("gd", dynamics.chunk_bounds(5, 2), lambda: jax.eval_shape(other, one))
+  like = lambda: jax.eval_shape(jax.vmap(_fn), one)
+  assert resumed.completed("gd", dynamics.chunk_bounds(5, 3), like) == []    # other keys
+  assert len(resumed.completed("gd", dynamics.chunk_bounds(5, 2), like)) == 3
+  capsys.readouterr()
+  other = jax.vmap(lambda inp: {"x": _fn(inp), "y": inp["seed"]})   # another code's outputs
+  assert resumed.completed("gd", dynamics.chunk_bounds(5, 2),
+                           lambda: jax.eval_shape(other, one)) == []
+  err = capsys.readouterr().err
+  assert "checkpoint gd chunk 0 (" in err and "does not fit this run (its arrays are" in err
+  assert "it and the chunks after it are computed again" in err
+  assert _recomputed(tmp_path, cfg, whole) == 0
 
 
 @pytest.mark.parametrize("name, damage, message", [
@@ -77,21 +98,45 @@ def test_a_chunk_file_that_does_not_fit_the_run_is_refused(tmp_path):
     ("failed_at", lambda f: f - 7, r"its failed_at holds \[-8\.0, -8\.0\]; -1 \(no failure\) or a "
                                    r"step in 0\.\.10 is expected"),
 ])
-def test_a_chunk_file_with_damaged_times_is_refused_before_anything_runs(tmp_path, name, damage,
-                                                                        message):
-  """Right shapes, wrong values: named on reading the chunk (it used to surface only after every
-  stage, as GD and the ODE "not recorded at the same times")."""
+def test_a_stored_chunk_with_other_times_is_computed_again(tmp_path, capsys, name, damage,
+                                                           message):
+  """Right shapes, wrong values (an entry another attndyn wrote under this run's key): named on
+  reading the chunk, which is computed again with every chunk after it."""
+  import re
   cfg = _cfg()
   store = checkpoint.Checkpoints.create(tmp_path, cfg.to_dict(), 2, every=1)
-  pipeline._stage("gd", _fn, pipeline.sweep_inputs(cfg), cfg, 2, False, None, store)
-  path = tmp_path / "checkpoints" / "gd" / "chunk_00000.npz"
-  arrays = dict(np.load(path))
-  arrays[name] = damage(arrays[name])
-  np.savez(path, **arrays)
-  resumed = checkpoint.Checkpoints.resume(tmp_path)
-  with pytest.raises(ConfigError, match=r"chunk_00000.npz' does not match this run \(" + message):
-    pipeline._stage("gd", _fn, pipeline.sweep_inputs(cfg), cfg, 2, False, None, resumed)
-  assert resumed.computed == {}
+  whole = pipeline._stage("gd", _fn, pipeline.sweep_inputs(cfg), cfg, 2, False, None, store)
+  job = store.entry("gd", 0, (0, 2))
+  got = store.store.get(job)
+  got["arrays"][name] = damage(got["arrays"][name])
+  store.store.put(job, got)
+  assert _recomputed(tmp_path, cfg, whole) == 3
+  assert re.search(r"chunk 0 \(.*\) does not fit this run \(" + message, capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "edited", "another entry's"])
+def test_a_damaged_or_foreign_chunk_is_computed_again(damage, tmp_path, capsys):
+  """A chunk's file cut short by hand, edited, or holding another chunk's entry: the store's
+  digest and key refuse it; that chunk and the ones after it are computed again, and the
+  result is the uninterrupted one."""
+  cfg = _cfg()
+  store = checkpoint.Checkpoints.create(tmp_path, cfg.to_dict(), 2, every=1)
+  whole = pipeline._stage("gd", _fn, pipeline.sweep_inputs(cfg), cfg, 2, False, None, store)
+  chunks = _entries(tmp_path / "checkpoints", store, "gd", dynamics.chunk_bounds(5, 2))
+  doc, arrays = chunks[1]
+  if damage == "truncated":
+    arrays.write_bytes(arrays.read_bytes()[:200])
+  elif damage == "edited":
+    data = bytearray(arrays.read_bytes())
+    data[-100] ^= 1
+    arrays.write_bytes(bytes(data))
+  else:
+    for mine, other in zip(chunks[1], chunks[2]):
+      mine.write_bytes(other.read_bytes())
+  assert _recomputed(tmp_path, cfg, whole) == 2
+  err = capsys.readouterr().err
+  assert f"{doc} does not verify" in err, err
+  assert "job gd-chunk-00001 is computed again" in err
 
 
 def test_a_resumed_run_on_another_machine_kind_is_refused(tmp_path):

@@ -210,7 +210,7 @@ def test_out_of_memory_is_one_line_with_both_remedies(tmp_path, capsys):
     ("summary.json/", "not a file"), ("trajectories.npz/", "not a file"),
     ("run_info.json/", "not a file"), ("config.toml/", "not a file"),
     ("checkpoints", "not a directory"), ("checkpoints/manifest.json/", "not a file"),
-    ("checkpoints/gd", "not a directory"), ("checkpoints/reduced", "not a directory"),
+    ("checkpoints/0123abcd.npz/", "not a file"), ("checkpoints/0123abcd.json/", "not a file"),
 ])
 def test_force_refuses_own_output_names_of_the_wrong_kind_before_running(entry, kind, tmp_path,
                                                                          capsys):

@@ -73,12 +73,13 @@ def test_a_link_at_the_lock_is_refused_and_its_target_untouched(
 
 @pytest.mark.parametrize("name", ["summary.json", "trajectories.npz", "config.toml",
                                   "run_info.json", "sen.png", "checkpoints",
-                                  "checkpoints/manifest.json", "checkpoints/gd",
-                                  "checkpoints/gd/chunk_00000.npz"])
+                                  "checkpoints/manifest.json", "checkpoints/CHUNK.json",
+                                  "checkpoints/CHUNK.npz"])
 def test_a_link_where_a_run_writes_is_refused_before_anything_runs(
     name, results_dir, tmp_path, victim, capsys):
   out = _copy(results_dir, tmp_path)
-  target = out / name
+  chunk = min(p.stem for p in (out / "checkpoints").glob("*.npz"))   # a stored chunk's key
+  target = out / name.replace("CHUNK", chunk)
   if target.is_dir():
     shutil.rmtree(target)
     os.mkdir(tmp_path / "elsewhere")

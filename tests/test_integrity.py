@@ -100,8 +100,11 @@ def test_every_file_of_a_run_carries_its_run_id(results_dir):
   assert json.loads((out / "run_info.json").read_text())["run_id"] == run
   assert json.loads((out / "checkpoints" / "manifest.json").read_text())["run_id"] == run
   assert npz.run_id(out / "trajectories.npz") == run
-  chunks = sorted((out / "checkpoints").glob("*/chunk_*.npz"))
-  assert chunks and {npz.run_id(c) for c in chunks} == {run}
+  # each stored chunk's key digests the run id (with the stage and the chunk's points)
+  store = checkpoint.Checkpoints.resume(out)
+  with pipeline.precision_scope(store.manifest["config"]["precision"]):
+    keys = {store.entry("gd", i, b).key for i, b in enumerate([(0, 3), (3, 4)])}
+  assert {p.stem for p in (out / "checkpoints").glob("*.npz")} == keys
 
 
 FOREIGN = {
@@ -141,21 +144,9 @@ def test_files_without_run_ids_from_an_older_attndyn_still_load(results_dir, tmp
   assert analysis.load(copy).n_runs == 4
 
 
-def test_a_chunk_of_another_run_is_refused_on_resume(results_dir, tmp_path, capsys):
-  copy = _copy(results_dir, tmp_path)
-  chunk = sorted((copy / "checkpoints" / "gd").glob("chunk_*.npz"))[-1]
-  _rewrite_npz(chunk, run_id="f" * 32)  # as if a second run into this --out had written it
-  code = cli.main(["run", "--out", str(copy), "--resume", "--no-progress"])
-  err = _one_line(capsys)
-  assert code == 2 and f"{chunk.name}' is from run {'f' * 32}" in err
-  assert "manifest.json' is from run" in err and "two runs wrote into this directory" in err
-
-
 def test_resume_keeps_the_manifests_run_id(results_dir, tmp_path):
   copy = _copy(results_dir, tmp_path)
   _edit_json(copy / "checkpoints" / "manifest.json", run_id="e" * 32)
-  for chunk in (copy / "checkpoints").glob("*/chunk_*.npz"):
-    _rewrite_npz(chunk, run_id="e" * 32)
   store = checkpoint.Checkpoints.resume(copy)
   assert store.run_id == "e" * 32 and outputs.run_id(None, store) == "e" * 32
   legacy = json.loads((copy / "checkpoints" / "manifest.json").read_text())
@@ -366,8 +357,7 @@ def test_a_failed_write_is_one_line_naming_the_file_and_what_was_kept(
   code = getattr(errno, code_name)
 
   def finished_run(*args, **kwargs):  # every chunk computed and checkpointed
-    chunk = out / "checkpoints" / "gd" / "chunk_00000.npz"
-    chunk.parent.mkdir(parents=True)
+    chunk = out / "checkpoints" / "0123abcd.npz"   # a stored chunk's arrays
     chunk.write_bytes(b"")
     return mock.sentinel.result
 
@@ -476,8 +466,8 @@ def test_a_bug_without_an_out_directory_logs_to_a_temporary_file(capsys):
 # --- 6. leftovers of killed writes are removed by the next command there; bench's --out -------
 
 LEFTOVERS = [".summary.json.k2j3h4k5.tmp", ".trajectories.npz.a1b2c3d4.tmp",
-             "checkpoints/.manifest.json.zz99zz99.tmp", "checkpoints/gd/.chunk_00001.npz.q_w_e_r_.tmp"]
-NOT_OURS = [".notes.txt.k2j3h4k5.tmp", "mine.tmp", "checkpoints/gd/.x.npz.tmp"]
+             "checkpoints/.manifest.json.zz99zz99.tmp", "checkpoints/.0123abcd.npz.q_w_e_r_.tmp"]
+NOT_OURS = [".notes.txt.k2j3h4k5.tmp", "mine.tmp", "checkpoints/.x.npz.tmp"]
 
 
 def _plant(out, names):
@@ -504,7 +494,7 @@ def test_reproduce_removes_leftovers_in_its_experiments_and_each_run(tmp_path):
   from attndyn.reproduce import cli as reproduce_cli
   _plant(tmp_path, [".replication.md.abcdefgh.tmp", "experiments/.sst.json.abcdefgh.tmp",
                     "runs/a/.summary.json.abcdefgh.tmp",
-                    "runs/a/checkpoints/gd/.chunk_00000.npz.abcdefgh.tmp", "runs/a/keep.txt"])
+                    "runs/a/checkpoints/.0123abcd.npz.abcdefgh.tmp", "runs/a/keep.txt"])
   reproduce_cli._remove_leftovers(tmp_path)
   assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")
                 if p.is_file()) == ["runs/a/keep.txt"]

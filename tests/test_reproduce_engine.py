@@ -46,8 +46,11 @@ def test_synthetic_runs_on_the_engine_judges_the_odes_and_resumes(tmp_path, caps
   # Killed midway through the reduced-ODE stage, before the experiment was written: --resume
   # reads back the chunks left behind, computes only the missing one, and gives the same
   # claims and values as the uninterrupted run.
-  chunks = sorted((out / engine.RUNS_DIR / "synthetic-tc" / "checkpoints" / "reduced").glob("*.npz"))
-  chunks[-1].unlink()
+  store = out / engine.RUNS_DIR / "synthetic-tc" / "checkpoints"
+  (last,) = [p for p in store.glob("*.json") if p.name != "manifest.json"
+             and json.loads(p.read_text())["name"] == "reduced-chunk-00001"]
+  last.unlink()
+  last.with_suffix(".npz").unlink()
   (out / runner.EXPERIMENTS_DIR / "synthetic.json").unlink()
   for stored in (out / runner.STORE).iterdir():   # the job had not finished: not in the store
     stored.unlink()
@@ -140,33 +143,40 @@ def test_a_plain_sweep_is_checkpointed_per_chunk_and_resumes_to_the_same_outputs
 
   inputs = {"a": np.arange(1.0, 6.0)}
   ctx = runner.Context(out=tmp_path, quick=True, verbose=False, experiment="demo")
-  folder = engine.run_dir(ctx, "demo-sweep") / "checkpoints" / "sweep"
+  folder = engine.run_dir(ctx, "demo-sweep") / "checkpoints"      # the store of its chunks
   stamps = lambda: {p.name: p.stat().st_mtime_ns for p in sorted(folder.glob("*.npz"))}
   first = engine.sweep(ctx, "demo-sweep", fn, inputs, {"k": 1}, chunk_size=2)
   np.testing.assert_array_equal(first["z"], inputs["a"] ** 2)
   before = stamps()
   assert len(before) == 3
-  (folder / "chunk_00002.npz").unlink()    # killed before the last chunk was written
+  names = {json.loads(p.read_text())["name"]: p for p in folder.glob("*.json")
+           if p.name != "manifest.json"}
+  last = names.pop("sweep-chunk-00002")
+  last.unlink()                            # killed before the last chunk was written
+  last.with_suffix(".npz").unlink()
   resumed = runner.Context(out=tmp_path, quick=True, verbose=True, experiment="demo",
                            resume=True)
   again = engine.sweep(resumed, "demo-sweep", fn, inputs, {"k": 1}, chunk_size=2)
   for k in first:
     np.testing.assert_array_equal(again[k], first[k])
   after = stamps()                         # chunks 0 and 1 read back, only chunk 2 computed
-  assert [after[n] == before[n] for n in sorted(before)] == [True, True, False]
+  assert [after[p.with_suffix(".npz").name] == before[p.with_suffix(".npz").name]
+          for _, p in sorted(names.items())] == [True, True]
+  assert set(after) == set(before)
   # Other inputs (or settings): the old chunks are not used; every chunk is computed afresh,
-  # and the old checkpoints are set aside, not deleted.
+  # and the old chunks stay in the store, untouched (their keys are the old inputs').
   other = engine.sweep(resumed, "demo-sweep", fn, {"a": inputs["a"] + 1}, {"k": 1}, chunk_size=2)
   np.testing.assert_array_equal(other["z"], (inputs["a"] + 1) ** 2)
-  assert all(stamps()[n] != after[n] for n in after)
-  kept = sorted(folder.parent.parent.glob("checkpoints-superseded-*"))
-  assert len(kept) == 1
+  now = stamps()
+  assert len(now) == 6 and {n: now[n] for n in after} == after
   # The log names what differs, and gives no `attndyn run` advice (the reproduction itself
   # decided to start afresh).
   logged = [line for line in capsys.readouterr().err.splitlines() if "not resuming" in line]
   assert len(logged) == 1 and "the config differs" in logged[0], logged
   assert "attndyn run" not in logged[0] and "Resume with" not in logged[0], logged
-  assert {p.name: p.stat().st_mtime_ns for p in sorted((kept[0] / "sweep").glob("*.npz"))} == after
+  # Back to the first inputs: their chunks are read back, not computed
+  engine.sweep(resumed, "demo-sweep", fn, inputs, {"k": 1}, chunk_size=2)
+  assert stamps() == now
 
 
 def test_a_trajectory_sweep_equals_the_vmapped_trainer_and_resumes_from_its_checkpoints(tmp_path):

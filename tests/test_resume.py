@@ -2,6 +2,7 @@
 uninterrupted one; a resume with another config, or without checkpoints, is refused."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -75,8 +76,8 @@ def runs(tmp_path_factory):
 
 def test_a_killed_run_leaves_only_whole_checkpoints(runs):
   _, _, state, _ = runs
-  assert "checkpoints/gd/chunk_00000.npz" in state
-  assert "checkpoints/gd/chunk_00001.npz" not in state
+  (chunk,) = [name for name in state if name.startswith("checkpoints/") and name.endswith(".npz")]
+  assert chunk[:-len(".npz")] + ".json" in state           # the store's entry of gd's chunk 0
   assert "summary.json" not in state and "trajectories.npz" not in state
   assert not [name for name in state if name.endswith(".tmp")]
 
@@ -163,18 +164,19 @@ def test_a_damaged_chunk_size_in_the_manifest_is_named_on_resume(size, runs, tmp
   assert f"has chunk_size = {size!r}" in err and "manifest.json" in err, err
 
 
-def test_a_damaged_checkpoint_is_named_on_resume(runs, tmp_path, capsys):
+def test_a_damaged_checkpoint_is_named_on_resume_and_computed_again(runs, tmp_path, capsys):
   _, killed, _, _ = runs
-  copy = tmp_path / "copy"
-  (copy / "checkpoints" / "gd").mkdir(parents=True)
-  for name in ("checkpoints/manifest.json", "checkpoints/gd/chunk_00000.npz"):
-    (copy / name).write_bytes((killed / name).read_bytes())
-  chunk = copy / "checkpoints" / "gd" / "chunk_00000.npz"
-  chunk.write_bytes(chunk.read_bytes()[:200])          # truncated
-  code = cli.main(["run", "--out", str(copy), "--resume", "--no-progress"])
+  copy = tmp_path / "copy" / "checkpoints"
+  shutil.copytree(killed / "checkpoints", copy)
+  store = checkpoint.Checkpoints.resume(copy.parent)
+  with pipeline.precision_scope(store.manifest["config"]["precision"]):
+    chunk = copy / f"{store.entry('gd', 0, (0, 1)).key}.npz"
+    chunk.write_bytes(chunk.read_bytes()[:200])          # truncated
+    done = store.completed("gd", [(0, 1), (1, 2), (2, 3)], like=lambda: pytest.fail("read"))
   err = capsys.readouterr().err
-  assert code == 2 and err.count("\n") == 1
-  assert "chunk_00000.npz" in err and "truncated or corrupt" in err
+  assert done == [] and err.count("\n") == 1
+  assert f"{chunk.with_suffix('.json')} does not verify" in err
+  assert "job gd-chunk-00000 is computed again" in err
 
 
 def test_a_resumed_progress_bar_logs_what_it_read_back_once():

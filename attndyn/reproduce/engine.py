@@ -16,7 +16,8 @@ the exact fast path where it applies, the reduced ODE and the gradient flow
 from the same initial parameters, chunking, sharding over devices, progress
 bars, and checkpoints under ``DIR/runs/NAME/checkpoints``. With ``--resume``
 (``ctx.resume``), a run whose checkpoints hold the same config continues from
-its last finished chunk; any other run starts afresh.
+its last finished chunk; any other run starts afresh, and the chunks of the config
+it was started with stay stored under their own keys.
 
 A finished run with gradient descent is also written as an ``attndyn run``
 output directory (``summary.json``, ``trajectories.npz``, ``config.toml``,
@@ -33,11 +34,10 @@ import jax
 import numpy as np
 
 from attndyn import dynamics
-from attndyn.analysis import npz
-from attndyn import atomic, checkpoint, chunking, config, lock, outputs, pipeline
+from attndyn import atomic, checkpoint, chunking, config, jobs, lock, outputs, pipeline
 from attndyn.tasks.errors import ConfigError
 
-__all__ = ["RUNS_DIR", "deep_update", "validate", "run", "sweep", "trajectory_sweep", "SEGMENTS",
+__all__ = ["RUNS_DIR", "deep_update", "validate", "run", "sweep", "trajectory_sweep",
            "segment_checkpoint", "run_dir", "figure_path", "stage_error"]
 
 RUNS_DIR = "runs"
@@ -67,36 +67,20 @@ def validate(raw: dict, where: str) -> config.RunConfig:
 def _store(ctx, out: Path, cfg: dict, chunk_size: Optional[int], every: int = 1):
   """``(checkpoints, resumed)``: the ones in ``out`` when resuming the same ``cfg`` (a plain
   dict: a run's ``RunConfig.to_dict()`` or a sweep's settings), else fresh ones."""
-  manifest = out / checkpoint.DIRNAME / checkpoint.MANIFEST
   writer = outputs.is_writer()
-  if ctx.resume and manifest.is_file():
+  if ctx.resume and (out / checkpoint.DIRNAME / checkpoint.MANIFEST).is_file():
     store = checkpoint.Checkpoints.resume(out, writer=writer)
     why = store.mismatch(cfg)
     if why is None:
       store.check(cfg, every)
       return store, True
-    # Another config (or backend): start afresh, keeping the old ones. The reproduction
-    # decides this itself, so the reason is logged without `attndyn run`'s --resume advice.
-    kept = _set_aside(out / checkpoint.DIRNAME, store.manifest.get("run_id", "")) \
-        if writer else None
-    ctx.log(f"{out.name}: not resuming its checkpoints ({why}); starting afresh"
-            + (f" (the old ones are kept in {kept})" if kept else ""))
-  return checkpoint.Checkpoints.create(out, cfg, chunk_size, every=every, writer=writer), False
-
-
-def _set_aside(folder: Path, run: str) -> Path:
-  """Rename ``folder`` to ``folder-superseded-RUN[-N]`` (a free name); return the new path.
-
-  ``--resume`` with other settings, inputs or backend recomputes a sweep; what the
-  earlier one computed is not deleted, so nothing already computed is lost.
-  """
-  stem = f"{folder.name}-superseded-{run or 'unknown'}"
-  target, n = folder.with_name(stem), 1
-  while target.exists():
-    n += 1
-    target = folder.with_name(f"{stem}-{n}")
-  folder.rename(target)
-  return target
+    # Another config (or backend): a new manifest; the old chunks stay (their keys are not
+    # this config's). The reproduction decides this itself, so the reason is logged without
+    # `attndyn run`'s --resume advice.
+    ctx.log(f"{out.name}: not resuming its checkpoints ({why}); computing this config's "
+            f"chunks (those stored before are read back; the others stay in {store.root})")
+  return checkpoint.Checkpoints.create(out, cfg, chunk_size, every=every, writer=writer,
+                                       keep=ctx.resume), False
 
 
 def run(ctx, name: str, raw: dict, *, gd: bool = True, figures: bool = True,
@@ -232,19 +216,16 @@ def trajectory_sweep(ctx, name: str, fn: Callable, inputs: Any, settings: dict, 
   return dynamics.Trajectory(**{k: None if unset else out[k] for k, unset in fields.items()})
 
 
-SEGMENTS = "segments.npz"
-
-
 @contextlib.contextmanager
 def segment_checkpoint(ctx, name: str, settings: dict, params0):
   """``(start, on_state)`` for :func:`dynamics.segmented.run_segments`, kept in ``DIR/runs/NAME``.
 
   For experiments trained in segments from the host (SST's early stopping): after
-  every segment ``on_state`` writes the :class:`dynamics.segmented.SegmentState`
-  to ``DIR/runs/NAME/segments.npz`` (atomically); with ``--resume`` and the same
-  ``settings``, ``start`` is the state written last, so the sweep continues after
-  its last finished segment and ends as an uninterrupted one would. Holds the
-  directory's lock while the caller trains.
+  every segment ``on_state`` keeps the :class:`dynamics.segmented.SegmentState` in
+  the store ``DIR/runs/NAME/checkpoints`` (atomically), keyed by ``settings``; with
+  ``--resume``, ``start`` is the state kept last under the same ``settings``, so the
+  sweep continues after its last finished segment and ends as an uninterrupted one
+  would. Holds the directory's lock while the caller trains.
 
   Args:
     ctx: the reproduction's context.
@@ -254,40 +235,38 @@ def segment_checkpoint(ctx, name: str, settings: dict, params0):
   """
   out = run_dir(ctx, name)
   atomic.make_dirs(out)
-  path = out / SEGMENTS
-  digest = checkpoint.config_hash({"experiment": ctx.experiment or "", "sweep": name,
-                                   "settings": json.loads(json.dumps(settings, default=str))})
-  flat, treedef = jax.tree_util.tree_flatten_with_path(params0)
-  names = [checkpoint.leaf_name(p) for p, _ in flat]
+  store = jobs.Store(out / checkpoint.DIRNAME)
+  job = jobs.Job("segments", None, (), jobs.key_of(
+      "segments", ctx.experiment or "", name, json.loads(json.dumps(settings, default=str)),
+      code=False))
+  treedef = jax.tree.structure(params0)
   with lock.hold(out):
-    start = None
-    if ctx.resume and path.is_file():
-      arrays = npz.read(path, what=f"segment checkpoint {str(path)!r}")
-      if str(arrays.get("settings_hash", "")) != digest:
-        ctx.log(f"{name}: not resuming its segments (other settings); starting afresh")
-      else:
-        params = lambda group: jax.tree_util.tree_unflatten(
-            treedef, [arrays[f"{group}/{n}"] for n in names])
-        start = dynamics.SegmentState(
-            int(arrays["segments"]), params("params"), params("best_params"),
-            arrays["best_value"], arrays["best_step"], arrays["stopped_at"],
-            {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("observables/")})
-        ctx.log(f"{name}: continuing after segment {start.segments} (from {SEGMENTS})")
+    start = got = None
+    if not ctx.resume:
+      if outputs.is_writer():
+        store.discard([])
+    elif job.key in store:
+      got = store.get(job)      # None (said by the store) when it does not verify
+    elif store.keys():
+      ctx.log(f"{name}: not resuming its segments (other settings); starting afresh")
+    if got is not None:
+      params = lambda group: jax.tree.unflatten(treedef, got[group])
+      start = dynamics.SegmentState(got["segments"], params("params"), params("best_params"),
+                                    got["best_value"], got["best_step"], got["stopped_at"],
+                                    got["observables"])
+      ctx.log(f"{name}: continuing after segment {start.segments} (from {store.root})")
 
     def on_state(state) -> None:
       if not outputs.is_writer():
         return
-      arrays = {"settings_hash": np.asarray(digest), "segments": np.asarray(state.segments),
-                "best_value": state.best_value, "best_step": state.best_step,
-                "stopped_at": state.stopped_at}
-      for group in ("params", "best_params"):
-        for n, leaf in zip(names, jax.tree.leaves(getattr(state, group))):
-          arrays[f"{group}/{n}"] = np.asarray(leaf)
       if not isinstance(state.observables, dict):
         raise TypeError("segment_checkpoint keeps a flat dict of observables")
-      arrays.update({f"observables/{k}": np.asarray(v) for k, v in state.observables.items()})
       try:
-        atomic.write(path, lambda tmp: npz.write(tmp, arrays))
+        store.put(job, {
+            "segments": int(state.segments), "params": jax.tree.leaves(state.params),
+            "best_params": jax.tree.leaves(state.best_params), "best_value": state.best_value,
+            "best_step": state.best_step, "stopped_at": state.stopped_at,
+            "observables": dict(state.observables)})
       except OSError as err:   # a side write: the training goes on (as a chunk's checkpoint)
         ctx.log(f"{name}: warning: its segment checkpoint could not be written ({err}); the "
                 "sweep goes on, but a kill now loses its segments")
