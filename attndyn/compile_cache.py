@@ -226,7 +226,7 @@ def enabled_here() -> bool:
 
 def enable_in_worker() -> None:
   """In a worker process whose JAX settings were copied from a parent where :func:`enable`
-  turned the cache on (:func:`attndyn.processes.configure_jax`): the same healing cache and
+  turned the cache on (the Dask worker plugin of :mod:`attndyn.jobs`): the same healing cache and
   silenced JAX warnings, so a damaged entry is one warning here too, not JAX's on every read."""
   warnings.filterwarnings("ignore", message="Error (reading|writing) persistent compilation "
                           "cache entry")

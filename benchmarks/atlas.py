@@ -134,11 +134,16 @@ COMPARED = ("sen_error", "q_drift", "assumption1_ratio", "ode_rel_dev", "test_ac
 
 
 def _atlas_rows(directory: Path) -> dict:
-  """``(bucket, σ, lr, seed) -> row`` of ``directory/atlas.csv``, flagged with today's
-  tolerances."""
+  """``(bucket, σ, lr, seed) -> row`` of ``directory/atlas.csv`` (or, for the atlases kept in
+  docs/atlas without it, of their per-bucket ``buckets/bucket-NNNN.csv``), flagged with
+  today's tolerances."""
   from attndyn import atlas
   from attndyn.analysis import atlas as measures
-  rows = measures.with_flags(atlas.read_table(directory / "atlas.csv"), atlas.TOLERANCES)
+  table = directory / "atlas.csv"
+  kept = sorted((directory / "buckets").glob("bucket-*.csv"))
+  rows = atlas.read_table(table) if table.is_file() or not kept else [
+      r for path in kept for r in atlas.read_table(path)]
+  rows = measures.with_flags(rows, atlas.TOLERANCES)
   return {(r["bucket"], r["sigma"], r["lr"], r["seed"]): r for r in rows}
 
 
@@ -148,7 +153,13 @@ def _bucket_seconds(directory: Path) -> dict:
   try:
     doc = json.loads((directory / "atlas.json").read_text(encoding="utf-8"))
   except (OSError, ValueError):
-    return {}
+    doc = {"seconds": {}}
+  for meta in sorted((directory / "buckets").glob("bucket-*.json")):   # kept per-bucket files
+    try:
+      seconds = json.loads(meta.read_text(encoding="utf-8")).get("seconds") or []
+      doc["seconds"].setdefault(meta.stem, sum(seconds) if None not in seconds else None)
+    except (OSError, ValueError, TypeError, AttributeError):
+      pass
   partial = set(doc.get("buckets_with_partial_times") or ())
   return {k: float(v) for k, v in (doc.get("seconds") or {}).items()
           if k.startswith("bucket-") and k not in partial and isinstance(v, (int, float))
@@ -294,10 +305,12 @@ def main(argv=None) -> int:
   if argv is None:
     argv = sys.argv[1:]
   if argv[:1] == ["--compare"]:
-    missing = [d for d in argv[1:] if not (Path(d) / "atlas.csv").is_file()]
+    missing = [d for d in argv[1:] if not (Path(d) / "atlas.csv").is_file()
+               and not any((Path(d) / "buckets").glob("bucket-*.csv"))]
     if len(argv) != 3 or missing:
       print("python -m benchmarks.atlas: --compare takes two finished atlases' directories "
-            "(each with its atlas.csv)" + (f"; {missing[0]!r} has none" if missing else ""),
+            "(each with its atlas.csv, or kept buckets/*.csv)"
+            + (f"; {missing[0]!r} has neither" if missing else ""),
             file=sys.stderr)
       return 2
     compare(Path(argv[1]), Path(argv[2]))
