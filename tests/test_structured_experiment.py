@@ -150,7 +150,7 @@ def test_copying_rows_and_learning_speed():
     ("structured_copying.distribution=uniform", "structured_copying.distribution = 'uniform' is "
      "not allowed: one of 'permutation', 'iid', 'subset'"),
     ('sparse_sen.normalisers=["crf"]', "sparse_sen.normalisers = ['crf'] is not allowed: a list "
-     "of one of 'softmax', 'sparsemax', 'entmax15'"),
+     "drawn from 'softmax', 'sparsemax', 'entmax15'"),
     ('jain_wallace.normalisers=["entmax"]', "jain_wallace.normalisers = ['entmax'] is not "
      "allowed"),   # entmax needs alpha: only the normalisers named alone
 ])
