@@ -31,7 +31,7 @@ References:
 """
 import dataclasses
 import time
-from typing import Literal, Optional
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -44,6 +44,7 @@ from attndyn.analysis import structured_attention as sa
 from attndyn.reproduce import engine
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.yang import common
+from attndyn.reproduce.yang.common import Data, Tagger
 from attndyn.dynamics.epochs import make_epoch_train
 from attndyn.models import transformer_tagger as tt
 from attndyn.tasks import conll2000
@@ -56,40 +57,6 @@ __all__ = ["NAME", "TITLE", "NORMALISERS", "Data", "Tagger", "Settings", "FULL",
 NAME = "structured"
 TITLE = "Structured attention (lecture): softmax / sparsemax / fusedmax / CRF / SparseMAP on CoNLL-2000"
 NORMALISERS = ("softmax", "sparsemax", "fusedmax", "crf", "sparsemap")
-
-
-@dataclasses.dataclass(frozen=True)
-class Data:
-  """Which CoNLL-2000 sentences are read (:func:`attndyn.tasks.conll2000.load_conll2000`).
-
-  Attributes:
-    min_count: a word seen fewer times in training is unknown.
-    limit: the training sentences read (none: all).
-    test_limit: the test sentences read (none: all).
-  """
-  min_count: settings.Count
-  limit: Optional[settings.Index]
-  test_limit: Optional[settings.Index]
-
-
-@dataclasses.dataclass(frozen=True)
-class Tagger:
-  """The transformer tagger (:class:`attndyn.models.transformer_tagger.TaggerConfig`).
-
-  Attributes:
-    d_model: the model width.
-    n_heads: attention heads.
-    d_ff: the feed-forward width.
-    features: the inputs (words, or words and POS tags).
-    block: ``paper`` (tags read from the attention output alone) or ``full`` (a transformer block).
-    dropout: the dropout rate.
-  """
-  d_model: settings.Count
-  n_heads: settings.Count
-  d_ff: settings.Count
-  features: Literal[tt.FEATURES]
-  block: Literal[tt.BLOCKS]
-  dropout: settings.Number
 
 
 @dataclasses.dataclass(frozen=True)

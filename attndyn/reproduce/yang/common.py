@@ -4,7 +4,7 @@ Every compiled function here works on one run; the experiments vmap them over
 seeds, λ or probe sources, so a whole sweep is one compiled call.
 """
 import dataclasses
-from typing import Callable
+from typing import Callable, Literal, Optional
 
 import jax
 import jax.numpy as jnp
@@ -18,11 +18,48 @@ from attndyn import settings
 from attndyn.models import transformer_tagger as tt
 from attndyn.tasks import conll2000
 
-__all__ = ["MAXLEN", "load_data", "tagger_config", "predictor", "comparer", "matched_head_jsd",
+__all__ = ["MAXLEN", "Data", "Tagger", "load_data", "tagger_config", "predictor", "comparer", "matched_head_jsd",
            "adam", "scores", "f1_per_epoch", "take", "select_epoch", "seeds", "host"]
 
 _DATA = {}
 MAXLEN = 128   # longest sentence the host-side scorer pads to (CoNLL-2000: 78)
+
+
+@dataclasses.dataclass(frozen=True)
+class Data:
+  """Which CoNLL-2000 sentences are read (:func:`tasks.conll2000.load_conll2000`): the
+  ``data`` table of the experiments on CoNLL-2000.
+
+  Attributes:
+    min_count: a training word enters the vocabulary if seen this often (lowercased).
+    limit: read only the first this many sentences of train.txt (``None``: all).
+    test_limit: read only the first this many sentences of test.txt (``None``: all).
+  """
+  min_count: settings.Count
+  limit: Optional[settings.Index]
+  test_limit: Optional[settings.Index]
+
+
+@dataclasses.dataclass(frozen=True)
+class Tagger:
+  """The transformer tagger (:class:`models.transformer_tagger.TaggerConfig`): the ``model``
+  table of the experiments on CoNLL-2000.
+
+  Attributes:
+    d_model: the width of embeddings and attention.
+    n_heads: attention heads.
+    d_ff: the feed-forward width of the full block.
+    features: the input: words, or words and their POS tags.
+    block: ``paper`` (Yang's text: the tags are read from the attention output alone) or
+      ``full`` (Vaswani's post-LN encoder block).
+    dropout: the dropout rate while training.
+  """
+  d_model: settings.Count
+  n_heads: settings.Count
+  d_ff: settings.Count
+  features: Literal[tt.FEATURES]
+  block: Literal[tt.BLOCKS]
+  dropout: settings.Number
 
 
 def _table(t) -> dict:

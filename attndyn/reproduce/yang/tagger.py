@@ -14,7 +14,6 @@ predictions (TVD) of independently trained models already are.
 import dataclasses
 import json
 import os
-from typing import Literal, Optional
 
 import jax
 import jax.numpy as jnp
@@ -28,11 +27,12 @@ from attndyn import settings
 from attndyn.reproduce import engine
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.yang import common
+from attndyn.reproduce.yang.common import Data, Tagger
 from attndyn.dynamics.epochs import make_epoch_train
 from attndyn.models import transformer_tagger as tt
 from attndyn.tasks import conll2000
 
-__all__ = ["NAME", "STATE", "save_state", "load_state", "TITLE", "Data", "Model", "Settings",
+__all__ = ["NAME", "STATE", "save_state", "load_state", "TITLE", "Data", "Tagger", "Settings",
            "FULL", "QUICK", "train_originals", "seed_baseline", "run"]
 
 NAME = "tagger"
@@ -68,40 +68,6 @@ TITLE = "Table 1 'original': 1-layer 4-head transformer tagger, CoNLL-2000 chunk
 
 
 @dataclasses.dataclass(frozen=True)
-class Data:
-  """CoNLL-2000 as read (:func:`tasks.conll2000.load_conll2000`).
-
-  Attributes:
-    min_count: a training word enters the vocabulary if seen this often (lowercased).
-    limit: read only the first this many sentences of train.txt (``None``: all).
-    test_limit: read only the first this many sentences of test.txt (``None``: all).
-  """
-  min_count: settings.Count
-  limit: Optional[settings.Index]
-  test_limit: Optional[settings.Index]
-
-
-@dataclasses.dataclass(frozen=True)
-class Model:
-  """The tagger (:class:`models.transformer_tagger.TaggerConfig`).
-
-  Attributes:
-    d_model: the width of embeddings and attention.
-    n_heads: attention heads.
-    d_ff: the feed-forward width of the full block.
-    features: the input: words, or words and their POS tags.
-    block: ``paper`` (Yang's text) or ``full`` (Vaswani's post-LN encoder block).
-    dropout: the dropout rate while training.
-  """
-  d_model: settings.Count
-  n_heads: settings.Count
-  d_ff: settings.Count
-  features: Literal[tt.FEATURES]
-  block: Literal[tt.BLOCKS]
-  dropout: settings.Number
-
-
-@dataclasses.dataclass(frozen=True)
 class Settings:
   """The experiment's settings (``--set tagger.KEY=VALUE``).
 
@@ -118,7 +84,7 @@ class Settings:
   """
   data: Data
   buckets: settings.Count
-  model: Model
+  model: Tagger
   lr: settings.Number
   batch_size: settings.Count
   epochs: settings.Count
@@ -128,8 +94,8 @@ class Settings:
 
 
 FULL = Settings(data=Data(min_count=2, limit=None, test_limit=None), buckets=4,
-                model=Model(d_model=128, n_heads=4, d_ff=256, features="words+pos", block="full",
-                            dropout=0.1),
+                model=Tagger(d_model=128, n_heads=4, d_ff=256, features="words+pos", block="full",
+                             dropout=0.1),
                 lr=1e-3, batch_size=32, epochs=10, seeds=3, min_f1=0.88, chunk=0)
 QUICK = dataclasses.replace(FULL, data=Data(min_count=2, limit=800, test_limit=300), buckets=1,
                             model=dataclasses.replace(FULL.model, d_model=32, d_ff=64), epochs=3)
