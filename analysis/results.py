@@ -29,7 +29,7 @@ from attndyn.dynamics.trajectory import Trajectory
 from attndyn.tasks.errors import ConfigError, digits_error, too_many_digits
 
 __all__ = ["SCHEMA_VERSION", "READABLE_VERSIONS", "KINDS", "Named", "dims_of", "Results",
-           "read_summary", "check_one_run", "expected_kinds", "load", "from_arrays"]
+           "read_json", "read_summary", "check_one_run", "expected_kinds", "load", "from_arrays"]
 
 # The layout of summary.json: 2 moved the run-dependent `created`, `command` and
 # `seconds` to run_info.json and added `diverged` per run and `n_diverged`.
@@ -237,6 +237,29 @@ def _line_of(data: bytes, offset: int) -> int:
   return data[:offset].count(b"\n") + 1
 
 
+def read_json(path, what: str, *, then: str = "") -> Any:
+  """The JSON document in the file ``path`` (every JSON file attndyn reads back).
+
+  Raises:
+    ConfigError: one line naming ``what``: not UTF-8 text (with the line), not valid JSON
+      (with the line and column), each followed by ``then`` (what to do about it); or an
+      integer longer than Python reads.
+  """
+  data = Path(path).read_bytes()
+  try:
+    return json.loads(data.decode("utf-8"))
+  except UnicodeDecodeError as err:
+    raise ConfigError(f"{what} line {_line_of(data, err.start)} is not UTF-8 text "
+                      f"({err.reason}){then}.") from None
+  except json.JSONDecodeError as err:
+    raise ConfigError(f"{what} line {err.lineno} column {err.colno} is not valid JSON "
+                      f"({err.msg}){then}.") from None
+  except ValueError as err:   # an integer of more digits than Python reads
+    if too_many_digits(err):
+      raise digits_error(what) from None
+    raise
+
+
 def read_summary(path) -> dict:
   """summary.json, with its schema version checked.
 
@@ -249,19 +272,7 @@ def read_summary(path) -> dict:
   if not path.is_file():
     raise ConfigError(f"{what} is missing: not an attndyn results directory, or its run did not "
                       f"finish (`attndyn run ... --out DIR --resume` completes it).")
-  data = path.read_bytes()
-  try:
-    doc = json.loads(data.decode("utf-8"))
-  except UnicodeDecodeError as err:
-    raise ConfigError(f"{what} line {_line_of(data, err.start)} is not UTF-8 text "
-                      f"({err.reason}).") from None
-  except json.JSONDecodeError as err:
-    raise ConfigError(f"{what} line {err.lineno} column {err.colno} is not valid JSON "
-                      f"({err.msg}): the file is truncated or was edited.") from None
-  except ValueError as err:
-    if too_many_digits(err):
-      raise digits_error(what) from None
-    raise
+  doc = read_json(path, what, then=": the file is truncated or was edited")
   if not isinstance(doc, dict) or "schema_version" not in doc:
     raise ConfigError(f"{what} has no schema_version: it was not written by attndyn.")
   version = doc["schema_version"]

@@ -15,7 +15,6 @@ read back. A resumed run reads the finished chunks back and runs the rest with t
 chunk size, which makes its results bit-identical to an uninterrupted run's on the same
 machine.
 """
-import json
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ import numpy as np
 
 from attndyn.analysis import results
 from attndyn import atomic, jobs, schema
-from attndyn.tasks.errors import ConfigError, digits_error, too_many_digits
+from attndyn.tasks.errors import ConfigError
 
 __all__ = ["FORMAT", "IGNORED", "flatten", "config_hash", "differences", "leaf_name", "run_id",
            "Checkpoints", "Saver"]
@@ -75,20 +74,6 @@ def run_id(config: dict) -> str:
 
 def _environment() -> dict:
   return {"backend": jax.default_backend(), "device_count": jax.device_count()}
-
-
-def _read_json(path: Path, what: str) -> dict:
-  try:
-    return json.loads(path.read_text(encoding="utf-8"))
-  except UnicodeDecodeError as err:
-    raise ConfigError(f"{what} is not UTF-8 text ({err.reason}).") from None
-  except json.JSONDecodeError as err:
-    raise ConfigError(f"{what} line {err.lineno} column {err.colno} is not valid JSON "
-                      f"({err.msg}).") from None
-  except ValueError as err:
-    if too_many_digits(err):
-      raise digits_error(what) from None
-    raise
 
 
 class Checkpoints:
@@ -160,7 +145,7 @@ class Checkpoints:
       raise ConfigError(f"--resume: {str(out)!r} has no checkpoints ({what} is missing), so "
                         f"there is nothing to resume; run without --resume (add --force if "
                         f"the directory is not empty).")
-    manifest = _read_json(path, what)
+    manifest = results.read_json(path, what)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("format"), int):
       raise ConfigError(f"{what} has no format number: it was not written by attndyn.")
     if manifest["format"] > FORMAT:

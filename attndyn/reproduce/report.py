@@ -11,13 +11,13 @@ reach the paper's regime; the verdict the numbers would get is shown next to it)
 """
 import datetime
 import importlib
-import json
 from pathlib import Path
 from typing import List, Optional, Sequence
 
 from attndyn import atomic
+from attndyn.analysis import results
 from attndyn.reproduce import PAPERS, runner
-from attndyn.tasks.errors import ConfigError, digits_error, too_many_digits
+from attndyn.tasks.errors import ConfigError
 
 __all__ = ["COLUMNS", "VERDICTS", "collect", "format_ours", "format_paper", "format_result",
            "format_source", "counts", "summary", "paper_title", "build", "markdown", "write"]
@@ -42,24 +42,17 @@ def collect(paper: str, out: Path) -> List[dict]:
   return sorted(docs, key=lambda d: order[d["name"]])
 
 
+def _rerun(path: Path) -> str:
+  return f": delete it, or rerun that experiment (--only {path.stem} --force)"
+
+
 def _damaged(path: Path, why: str) -> ConfigError:
-  return ConfigError(f"{str(path)!r} {why}: delete it, or rerun that experiment "
-                     f"(--only {path.stem} --force).")
+  return ConfigError(f"{str(path)!r} {why}{_rerun(path)}.")
 
 
 def _read(path: Path) -> dict:
   """An experiment file: a JSON object (a damaged file is one ConfigError naming it)."""
-  try:
-    doc = json.loads(path.read_text(encoding="utf-8"))
-  except UnicodeDecodeError as err:
-    raise _damaged(path, f"is not UTF-8 text ({err.reason})") from None
-  except json.JSONDecodeError as err:
-    raise _damaged(path, f"line {err.lineno} column {err.colno} is not valid JSON "
-                         f"({err.msg})") from None
-  except ValueError as err:   # an integer of more digits than Python reads
-    if too_many_digits(err):
-      raise digits_error(repr(str(path))) from None
-    raise
+  doc = results.read_json(path, repr(str(path)), then=_rerun(path))
   if not isinstance(doc, dict) or not isinstance(doc.get("name", ""), str):
     raise _damaged(path, "is not an attndyn experiment file (a JSON object with a name)")
   return doc
