@@ -191,18 +191,12 @@ def run(ctx, s) -> Outcome:
                 paper_ref=FIG3_REF,
                 ours=rep.mean_ci(t_conv), tolerance=rep.Tolerance("info"), figure="Fig 3",
                 quick=q, note=conv_note),
-      rep.claim(f"{NAME}.loss_tc_below_kf", "Attn-TC's training loss below Attn-TC-KF's at every "
-                "recorded epoch before TC converges", paper="TC fastest loss drop",
-                ours=rep.mean_ci(below_kf == 1.0),
-                tolerance=rep.Tolerance("all_true", source=SOURCES["loss"]),
-                figure="Fig 3 (3rd)", quick=q,
-                note=f"fraction of epochs {np.nanmean(below_kf):.3f}"),
-      rep.claim(f"{NAME}.loss_tc_below_ef", "Attn-TC's training loss below Attn-TC-EF's at every "
-                "recorded epoch before TC converges", paper="TC fastest loss drop",
-                ours=rep.mean_ci(below_ef == 1.0),
-                tolerance=rep.Tolerance("all_true", source=SOURCES["loss"]),
-                figure="Fig 3 (3rd)", quick=q,
-                note=f"fraction of epochs {np.nanmean(below_ef):.3f}"),
+      *[rep.claim(f"{NAME}.loss_tc_below_{tag.lower()}", f"Attn-TC's training loss below "
+                  f"Attn-TC-{tag}'s at every recorded epoch before TC converges",
+                  paper="TC fastest loss drop", ours=rep.mean_ci(below == 1.0),
+                  tolerance=rep.Tolerance("all_true", source=SOURCES["loss"]),
+                  figure="Fig 3 (3rd)", quick=q, note=f"fraction of epochs {np.nanmean(below):.3f}")
+        for tag, below in (("KF", below_kf), ("EF", below_ef))],
       *_grows_faster_rows("score", f"topic word {word}'s score", score, "TC-EF",
                           "TC's score grows faster", "Fig 3 (1st)"),
       *_grows_faster_rows("norm", f"topic word {word}'s ‖v‖", norm, "TC-KF",

@@ -230,22 +230,18 @@ def run(ctx, s) -> Outcome:
                     "at_least", s.min_test_acc, f"≥ {s.min_test_acc:g} %",
                     source=SOURCES["test_acc"]),
                 quick=q, comparable=s.steps >= 3000 and task_cfg.n_train >= 4000),
-      rep.claim(f"{NAME}.assumption1_score", "centred pair scores: mean |Δs| of non-topic pairs / "
-                "mean Δs of topic pairs", paper="nearly unchanged (Fig 8)",
-                ours=rep.mean_ci(change_ratio(nt_score, top_score)), figure="Fig 8",
-                tolerance=rep.Tolerance("at_most", bound, f"≤ {bound:g}",
-                                        source=SOURCES["assumption1_score"]), quick=q,
-                note=f"split: {split['shared']['score'].mean():.3g} over the pairs sharing a word "
-                     f"with a topic pair, {split['disjoint']['score'].mean():.3g} over the others "
-                     f"(cnn.assumption1_score_shared / _disjoint)"),
-      rep.claim(f"{NAME}.assumption1_norm", "centred pair embeddings: mean ‖q‖‖Δμ‖ of non-topic "
-                "pairs / that of topic pairs", paper="nearly unchanged (Fig 8)",
-                ours=rep.mean_ci(change_ratio(nt_norm, top_norm)), figure="Fig 8",
-                tolerance=rep.Tolerance("at_most", bound, f"≤ {bound:g}",
-                                        source=SOURCES["assumption1_norm"]), quick=q,
-                note=f"split: {split['shared']['norm'].mean():.3g} over the pairs sharing a word "
-                     f"with a topic pair, {split['disjoint']['norm'].mean():.3g} over the others "
-                     f"(cnn.assumption1_norm_shared / _disjoint)"),
+      *[rep.claim(f"{NAME}.assumption1_{key}", text, paper="nearly unchanged (Fig 8)",
+                  ours=rep.mean_ci(change_ratio(nontopic, topic)), figure="Fig 8",
+                  tolerance=rep.Tolerance("at_most", bound, f"≤ {bound:g}",
+                                          source=SOURCES[f"assumption1_{key}"]), quick=q,
+                  note=f"split: {split['shared'][key].mean():.3g} over the pairs sharing a word "
+                       f"with a topic pair, {split['disjoint'][key].mean():.3g} over the others "
+                       f"(cnn.assumption1_{key}_shared / _disjoint)")
+        for key, text, nontopic, topic in (
+            ("score", "centred pair scores: mean |Δs| of non-topic pairs / mean Δs of topic pairs",
+             nt_score, top_score),
+            ("norm", "centred pair embeddings: mean ‖q‖‖Δμ‖ of non-topic pairs / that of topic "
+             "pairs", nt_norm, top_norm))],
       *[rep.claim(f"{NAME}.assumption1_{key}_{part}",
                   f"as cnn.assumption1_{key}, over the non-topic pairs that "
                   f"{'share' if part == 'shared' else 'share no'} word with a topic pair",
