@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attndyn import settings
+from attndyn.analysis import copying_stats as cs
 from attndyn.analysis import figure_io
 from attndyn.analysis import replication as rep
 from attndyn.analysis import structured_attention as sa
@@ -127,9 +128,8 @@ def validate(s: Settings) -> None:
 
 def steps_to_level(dev_f1: np.ndarray, level: float, steps_per_epoch: int) -> np.ndarray:
   """``[S]``: the step after which dev F1 first reaches ``level`` (NaN: never within the budget)."""
-  reached = np.asarray(dev_f1) >= level
-  first = np.argmax(reached, axis=-1)
-  return np.where(reached.any(-1), (first + 1.0) * steps_per_epoch, np.nan)
+  dev_f1 = np.asarray(dev_f1)
+  return cs.first_crossing(dev_f1, steps_per_epoch * np.arange(1, dev_f1.shape[-1] + 1), level)
 
 
 def train_normaliser(ctx, s, data, train_b, dev_b, norm: str) -> dict:

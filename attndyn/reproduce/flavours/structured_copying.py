@@ -25,6 +25,7 @@ import numpy as np
 
 from attndyn import dynamics
 from attndyn import settings
+from attndyn.analysis import copying_stats as cs
 from attndyn.analysis import ktiw
 from attndyn.analysis import replication as rep
 from attndyn.analysis import structured_attention as sa
@@ -150,8 +151,7 @@ def copying_claims(res: dict, s: Settings, *, quick: bool) -> list:
   c, claims = s, []
   for norm, r in res.items():
     label = LABELS[norm]
-    reached = r["token_acc"] >= c.acc_level
-    steps = np.where(reached.any(-1), r["t"][np.argmax(reached, -1)], np.nan)
+    steps = cs.first_crossing(r["token_acc"], r["t"], c.acc_level)
     r["steps"] = steps
     claims += [
         rep.claim(f"{NAME}.{norm}.token_acc", f"copying, {label}: final token accuracy "
