@@ -99,38 +99,43 @@ def _record(n_topic: int):
   return lambda params, params0: {"score": _topic_scores(params, n_topic)}
 
 
+def _train_config(w: Workload, epochs: int):
+  return dynamics.TrainConfig(lr=w.lr, steps=epochs, record_every=min(RECORD_EVERY, epochs))
+
+
+def _seeds_impl(w: Workload, fn, compiler_options=None) -> Impl:
+  """``fn(params0, keys)`` over all of ``w``'s seeds, compiled ahead of time."""
+  compiled, seconds, mem = _aot(fn, w.params0, w.keys, compiler_options=compiler_options)
+  return Impl(lambda: jax.block_until_ready(compiled(w.params0, w.keys)), seconds, mem, w.seeds)
+
+
 def attndyn(w: Workload, epochs: int) -> Impl:
   """The fast path as ``attndyn run`` runs it: all seeds of a chunk advanced together."""
-  cfg = dynamics.TrainConfig(lr=w.lr, steps=epochs, record_every=min(RECORD_EVERY, epochs))
-  record = _record(w.task.n_topic_words)
-  train_batch = dynamics.make_fast_sweep_train(w.model_cfg, w.data.train, record, cfg,
-                                               w.model_cfg.trainable())
-  fn = lambda p, k: train_batch(p).observables["score"][:, -1]
-  compiled, seconds, mem = _aot(fn, w.params0, w.keys,
-                                compiler_options=dynamics._FAST_COMPILER_OPTIONS)
-  return Impl(lambda: jax.block_until_ready(compiled(w.params0, w.keys)), seconds, mem, w.seeds)
+  train_batch = dynamics.make_fast_sweep_train(w.model_cfg, w.data.train,
+                                               _record(w.task.n_topic_words),
+                                               _train_config(w, epochs), w.model_cfg.trainable())
+  return _seeds_impl(w, lambda p, k: train_batch(p).observables["score"][:, -1],
+                     compiler_options=dynamics._FAST_COMPILER_OPTIONS)
+
+
+def _generic_train(w: Workload, epochs: int):
+  """One seed's run on the generic autodiff path (:func:`dynamics.make_train`)."""
+  return dynamics.make_train(models.make_loss(models.lu.apply), w.data.train,
+                             _record(w.task.n_topic_words), _train_config(w, epochs),
+                             w.model_cfg.trainable())
 
 
 def attndyn_generic(w: Workload, epochs: int) -> Impl:
   """The generic autodiff path (:func:`dynamics.make_train`), ``jit(vmap(train))``."""
-  cfg = dynamics.TrainConfig(lr=w.lr, steps=epochs, record_every=min(RECORD_EVERY, epochs))
-  record = _record(w.task.n_topic_words)
-  train = dynamics.make_train(models.make_loss(models.lu.apply), w.data.train, record, cfg,
-                              w.model_cfg.trainable())
-  fn = jax.vmap(lambda p, k: train(p, k).observables["score"][-1])
-  compiled, seconds, mem = _aot(fn, w.params0, w.keys)
-  return Impl(lambda: jax.block_until_ready(compiled(w.params0, w.keys)), seconds, mem, w.seeds)
+  train = _generic_train(w, epochs)
+  return _seeds_impl(w, jax.vmap(lambda p, k: train(p, k).observables["score"][-1]))
 
 
 def attndyn_generic_serial(w: Workload, epochs: int) -> Impl:
   """The generic autodiff path (:func:`dynamics.make_train`), ``jit(lax.map(train))``."""
-  cfg = dynamics.TrainConfig(lr=w.lr, steps=epochs, record_every=min(RECORD_EVERY, epochs))
-  record = _record(w.task.n_topic_words)
-  train = dynamics.make_train(models.make_loss(models.lu.apply), w.data.train, record, cfg,
-                              w.model_cfg.trainable())
-  fn = lambda p, k: jax.lax.map(lambda a: train(*a).observables["score"][-1], (p, k))
-  compiled, seconds, mem = _aot(fn, w.params0, w.keys)
-  return Impl(lambda: jax.block_until_ready(compiled(w.params0, w.keys)), seconds, mem, w.seeds)
+  train = _generic_train(w, epochs)
+  return _seeds_impl(w, lambda p, k: jax.lax.map(lambda a: train(*a).observables["score"][-1],
+                                                 (p, k)))
 
 
 def torch_available() -> bool:
