@@ -418,7 +418,9 @@ def _bucket_key(s: Settings, b: Bucket) -> str:
   run = run_config(s, b)
   if run["ode"]["kind"] == "none":
     run["ode"] = {"kind": "none"}   # no ODE is solved: the solver's settings reach no row
-  return jobs.key_of("atlas bucket", run, continuous(s, b)[1], s.tau, s.record_every,
+  # the index too: the rows name their bucket, so a bucket renumbered by other settings is
+  # computed again (and said so), never read under another number
+  return jobs.key_of("atlas bucket", b.index, run, continuous(s, b)[1], s.tau, s.record_every,
                      SEN_START_FRACTION, LEARNED_ACC)
 
 
@@ -485,6 +487,8 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
   store = jobs.Store(out / STORE)
   if resume:
     _say_changes(out, s, work, store)
+  # the settings this atlas runs with, before any bucket: a --resume after a kill compares them
+  atomic.write_json(out / "atlas.json", {"settings": typed.as_json(s), "finished": False})
   bar = ProgressBar("atlas", sum(counts.values()), steps_per_point=None, enabled=progress,
                     unit="configurations")
   finished, running, ended = [0], {}, set()
@@ -519,8 +523,9 @@ def run_atlas(out, *, quick: bool = False, items: Sequence[str] = (), resume: bo
   for b, job in zip(todo, work):
     if job.name in done.failed:
       errors[job.name] = {"job": done.failed[job.name]}
-      failures[job.name] = {"job": f"{done.failed[job.name]} (traceback in "
-                                   f"{out / ERRORS / (job.name + '.txt')})"}
+      tb = out / ERRORS / f"{job.name}.txt"
+      failures[job.name] = {"job": done.failed[job.name]
+                            + (f" (traceback in {tb})" if tb.is_file() else "")}
       start_id += counts[job.name]
       continue
     r = done.results[job.name]

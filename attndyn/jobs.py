@@ -23,6 +23,8 @@ import json
 import math
 import os
 import sys
+import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional, Sequence
@@ -172,6 +174,15 @@ class Store:
   def __contains__(self, key: str) -> bool:
     return self._paths(key)[0].is_file()
 
+  def check(self, job: Job) -> None:
+    """``job``'s files, where they exist, are regular files and no links (else one line)."""
+    atomic.refuse_link(self.root)
+    for path in self._paths(job.key):
+      atomic.refuse_link(path)
+      if os.path.lexists(path) and not path.is_file():
+        raise ConfigError(f"{str(path)!r} is not a regular file, and the store keeps job "
+                          f"{job.name} there: remove it, or pick another output directory.")
+
   def put(self, job: Job, result: Mapping) -> None:
     """Keep ``result`` as ``job``'s, atomically (a rerun job replaces its earlier copy)."""
     arrays = {}
@@ -207,7 +218,9 @@ class Store:
             arrays = {k: z[k] for k in z.files}
       if ok:
         return _decode(doc["result"], arrays)
-    except (OSError, ValueError, KeyError, TypeError, atomic.LinkRefused):
+    except atomic.LinkRefused:
+      raise
+    except (OSError, ValueError, KeyError, TypeError):
       pass
     if warn:
       print(f"attndyn: {doc_path} does not verify (cut short, edited or another job's): "
@@ -287,78 +300,93 @@ class _Setup(distributed.WorkerPlugin):
     pass
 
 
+def _check_address(address: str) -> None:
+  """A scheduler address is ``PROTOCOL://HOST:PORT`` (one line before any connection)."""
+  from distributed.comm import get_address_host_port, parse_address
+  try:
+    protocol, _ = parse_address(address, strict=True)
+    get_address_host_port(address)
+  except (ValueError, TypeError) as err:
+    raise ConfigError(f"--scheduler {address!r} is not allowed ({err}): the address a running "
+                      f"`dask scheduler` prints, e.g. tcp://10.0.0.5:8786.") from None
+
+
 @contextlib.contextmanager
-def cluster(*, workers: int = 1, scheduler: Optional[str] = None, client=None) -> Iterator:
-  """A :class:`distributed.Client` to run jobs on.
+def cluster(*, workers: int = 2, scheduler: Optional[str] = None, client=None) -> Iterator:
+  """A :class:`distributed.Client` to run jobs on (:func:`execute` runs ``workers = 1`` in
+  this process, without one).
 
   Args:
-    workers: with neither ``scheduler`` nor ``client``: 1 runs the jobs in this process
-      (one worker thread); more starts a local cluster of that many worker processes.
+    workers: with neither ``scheduler`` nor ``client``, a local cluster of that many worker
+      processes (each held to its core when they are one per usable core).
     scheduler: the address of a running Dask scheduler (``tcp://HOST:PORT``).
     client: a client the caller made (used as it is, not closed).
 
   Raises:
-    ConfigError: the scheduler cannot be reached, or ``workers`` is not a positive integer.
+    ConfigError: the scheduler cannot be reached.
   """
   import logging
 
   from attndyn import compile_cache
+  setup = lambda cores: _Setup(_jax_settings(), revision(), compile_cache.enabled_here(), cores)
   if client is not None:
-    client.register_plugin(_Setup(_jax_settings(), revision(), compile_cache.enabled_here(),
-                                  None), name=_Setup.name)
+    client.register_plugin(setup(None), name=_Setup.name)
     yield client
     return
-  if not (isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1):
-    raise ConfigError(f"workers = {workers!r} is not allowed: a positive integer (processes "
-                      f"computing side by side).")
-  logging.getLogger("distributed").setLevel(logging.CRITICAL)
-  with contextlib.ExitStack() as stack:
-    if scheduler is not None:
-      try:
-        made = stack.enter_context(distributed.Client(scheduler, timeout=30,
-                                                      set_as_default=False))
-      except (OSError, TimeoutError, ValueError) as err:
-        raise ConfigError(f"--scheduler {scheduler!r}: no Dask scheduler answers there "
-                          f"({type(err).__name__}: {err}); allowed: the address a running "
-                          f"`dask scheduler` prints, e.g. tcp://10.0.0.5:8786.") from None
+  logger = logging.getLogger("distributed")
+  level = logger.level
+  logger.setLevel(logging.CRITICAL)   # a job's failure is the command's line, not Dask's log
+  try:
+    with contextlib.ExitStack() as stack:
       cores = None
-    elif workers == 1:
-      local = stack.enter_context(distributed.LocalCluster(
-          n_workers=1, threads_per_worker=1, processes=False, dashboard_address=_LOCAL))
-      made = stack.enter_context(distributed.Client(local, set_as_default=False))
+      if scheduler is not None:
+        _check_address(scheduler)
+        try:
+          made = stack.enter_context(distributed.Client(scheduler, timeout=30,
+                                                        set_as_default=False))
+        except Exception as err:   # refused, timed out, not a Dask scheduler at all
+          raise ConfigError(f"--scheduler {scheduler!r}: no Dask scheduler answers there "
+                            f"({type(err).__name__}: {' '.join(str(err).split())[:200]}); "
+                            f"start one with `dask scheduler` (docs/cluster.md).") from None
+      else:
+        local = stack.enter_context(distributed.LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=_LOCAL,
+            worker_dashboard_address=_LOCAL))
+        made = stack.enter_context(distributed.Client(local, set_as_default=False))
+        cores = usable_cores() if workers == len(usable_cores()) else None
+      made.register_plugin(setup(cores), name=_Setup.name)
       yield made
-      return
-    else:
-      cores = usable_cores()
-      local = stack.enter_context(distributed.LocalCluster(
-          n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=_LOCAL,
-          worker_dashboard_address=_LOCAL))
-      made = stack.enter_context(distributed.Client(local, set_as_default=False))
-      cores = cores if workers == len(cores) else None
-    made.register_plugin(_Setup(_jax_settings(), revision(), compile_cache.enabled_here(),
-                                cores), name=_Setup.name)
-    yield made
+  finally:
+    logger.setLevel(level)
+
+
+_local = threading.local()   # the job running in this thread: its name, topic and report hook
 
 
 def report(value) -> None:
   """From inside a job: send ``value`` (JSON) to the command's ``on_report`` (a chunk done)."""
+  hook = getattr(_local, "hook", None)
+  if hook is not None:     # the job runs in the command's own process
+    hook(_local.name, value)
+    return
+  topic = getattr(_local, "topic", None)
+  if topic is None:
+    return
   try:
     from distributed import get_worker
-    get_worker().log_event(PROGRESS_TOPIC, {"job": _current.get("name"), "value": value})
-  except (ImportError, ValueError):
+    get_worker().log_event(topic, {"job": _local.name, "value": value})
+  except ValueError:   # not on a worker
     pass
 
 
-_current = {}
-
-
-def _call(name: str, fn: Callable, args: tuple):
-  """Run ``fn(*args)`` on a worker (its name is what :func:`report` tells the client)."""
-  _current["name"] = name
+def _call(name: str, topic: Optional[str], fn: Callable, args: tuple, hook=None):
+  """Run ``fn(*args)`` as job ``name`` (what :func:`report` tells the command, on ``topic``
+  or through ``hook``)."""
+  _local.name, _local.topic, _local.hook = name, topic, hook
   try:
     return fn(*args)
   finally:
-    _current.pop("name", None)
+    _local.name = _local.topic = _local.hook = None
 
 
 class Executed(NamedTuple):
@@ -382,71 +410,124 @@ def execute(jobs: Sequence[Job], store: Store, *, workers: int = 1,
             on_done: Optional[Callable[[Job, Any, bool], None]] = None,
             on_report: Optional[Callable[[str, Any], None]] = None,
             keep: Callable[[Any], bool] = lambda result: True) -> Executed:
-  """Run ``jobs`` on a Dask cluster, keeping each result in ``store``.
+  """Run ``jobs`` on Dask, keeping each result in ``store``.
+
+  With ``workers = 1`` (and no ``scheduler`` or ``client``) the jobs run one after another in
+  this process's main thread, by Dask's synchronous scheduler: Ctrl-C stops the running job
+  at once. Otherwise on :func:`cluster`'s client, started only when a job is left to run.
 
   Args:
     jobs: the study's jobs (names unique).
     store: where finished jobs are kept (by key).
-    workers, scheduler, client: the cluster (:func:`cluster`), started only when a job is
-      left to run.
+    workers, scheduler, client: where they run (:func:`cluster`).
     resume: read every job whose key is in ``store`` instead of running it.
     errors: the folder where a failed job's traceback goes (``NAME.txt``).
-    on_done: ``on_done(job, result, reused)`` in this process as each job finishes.
-    on_report: ``on_report(job_name, value)`` for each :func:`report` a job makes.
+    on_done: ``on_done(job, result, reused)`` in this thread as each job finishes.
+    on_report: ``on_report(job_name, value)`` in this thread for each :func:`report` a job
+      makes.
     keep: whether a result is kept in ``store`` (a result that records its own failure is
       returned but not kept, so ``resume`` runs its job again).
 
   Returns:
     An :class:`Executed`. A job that raised is in ``failed``; the others still ran.
+
+  Raises:
+    ConfigError: a store file that is a link or not a regular file (before anything runs).
   """
-  results, reused, failed, exceptions, pending = {}, [], {}, {}, []
+  if not (isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1):
+    raise ConfigError(f"workers = {workers!r} is not allowed: a positive integer (processes "
+                      f"computing side by side).")
+  for job in jobs:   # a planted link or folder: refused now, not after computing the job
+    store.check(job)
+  done = Executed({}, [], {}, {})
+  pending = []
   for job in jobs:
     got = store.get(job) if resume and job.key in store else None
     if got is not None:
-      results[job.name] = got
-      reused.append(job.name)
+      done.results[job.name] = got
+      done.reused.append(job.name)
       if on_done is not None:
         on_done(job, got, True)
     else:
       pending.append(job)
+
+  def finish(job, result=None, err=None, tb=None):
+    if err is not None:
+      done.exceptions[job.name] = err
+      done.failed[job.name] = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+      if errors is not None and not isinstance(err, ConfigError):   # bad input: its line says all
+        atomic.make_dirs(errors)
+        atomic.write_text(errors / f"{job.name}.txt",
+                          "".join(traceback.format_exception(type(err), err, tb)))
+      return
+    done.results[job.name] = result
+    if keep(result):
+      try:
+        store.put(job, result)
+      except (OSError, TypeError, ValueError) as why:   # computed all the same: returned, said
+        print(f"attndyn: job {job.name} could not be stored ({why}); its result is used but "
+              f"--resume computes it again", file=sys.stderr)
+    if on_done is not None:
+      on_done(job, result, False)
+
   if not pending:
-    return Executed(results, reused, failed, exceptions)
+    return done
+  if workers == 1 and scheduler is None and client is None:
+    import dask
+    for job in pending:
+      task = dask.delayed(_call, pure=False)(job.name, None, job.fn, job.args, on_report)
+      try:
+        (result,) = dask.compute(task, scheduler="synchronous")
+      except Exception as err:   # the job's failure; KeyboardInterrupt stops the study
+        finish(job, err=err, tb=err.__traceback__)
+      else:
+        finish(job, result)
+    return done
   with cluster(workers=workers, scheduler=scheduler, client=client) as dask_client:
-    _run(pending, store, dask_client, errors, on_done, on_report, keep, results, failed,
-         exceptions)
-  return Executed(results, reused, failed, exceptions)
+    _run(pending, dask_client, on_report, finish)
+  return done
 
 
-def _run(pending, store, client, errors, on_done, on_report, keep, results, failed,
-         exceptions) -> None:
+def _run(pending, client, on_report, finish) -> None:
+  """The jobs on ``client``; the reports of this study's jobs (its own topic) are queued by
+  Dask's event thread and handed to ``on_report`` here, between results."""
+  import queue
+  import uuid
+  topic = f"{PROGRESS_TOPIC}-{uuid.uuid4().hex}"
+  reports = queue.SimpleQueue()
   if on_report is not None:
-    client.subscribe_topic(PROGRESS_TOPIC, lambda event: on_report(event[1]["job"],
-                                                                   event[1]["value"]))
+    client.subscribe_topic(topic, lambda event: reports.put(event[1]))
   by_future = {}
+
+  def drain():
+    while not reports.empty():
+      got = reports.get()
+      if got["job"] in names_running:
+        on_report(got["job"], got["value"])
+
+  names_running = {job.name for job in pending}
   try:
     for job in pending:
-      future = client.submit(_call, job.name, job.fn, job.args, key=f"{job.name}-{job.key}",
-                             priority=job.priority, pure=False)
+      future = client.submit(_call, job.name, topic, job.fn, job.args,
+                             key=f"{job.name}-{job.key}", priority=job.priority, pure=False)
       by_future[future] = job
-    for future in distributed.as_completed(list(by_future), loop=client.loop):
-      job = by_future.pop(future)
-      if future.status == "error":
-        err = exceptions[job.name] = future.exception()
-        failed[job.name] = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
-        if errors is not None and not isinstance(err, ConfigError):   # bad input: its line says all
-          atomic.make_dirs(errors)
-          tb = "".join(traceback.format_exception(type(err), err, future.traceback()))
-          atomic.write_text(errors / f"{job.name}.txt", tb)
+    finished = distributed.as_completed(list(by_future), loop=client.loop)
+    while not finished.is_empty():
+      batch = finished.next_batch(block=False)
+      drain()
+      if not batch:
+        time.sleep(0.05)
         continue
-      result = future.result()
-      if keep(result):
-        store.put(job, result)
-      results[job.name] = result
-      if on_done is not None:
-        on_done(job, result, False)
+      for future in batch:
+        job = by_future.pop(future)
+        names_running.discard(job.name)
+        if future.status == "error":
+          finish(job, err=future.exception(), tb=future.traceback())
+        else:
+          finish(job, future.result())
   finally:
     if by_future:   # interrupted: nothing more is started; what finished is in the store
       client.cancel(list(by_future), force=True)
     if on_report is not None:
       with contextlib.suppress(Exception):
-        client.unsubscribe_topic(PROGRESS_TOPIC)
+        client.unsubscribe_topic(topic)

@@ -223,12 +223,16 @@ STORE = "jobs"    # DIR/jobs: the finished experiments' documents (:class:`attnd
 _CACHES = {}      # output directory -> Context.cache, shared by the experiments run in a process
 
 
-def experiment_key(module, quick: bool, settings) -> str:
-  """The key of an experiment's job: what decides its document (name, mode, settings; the
-  code revision and precision are added by :func:`attndyn.jobs.key_of`)."""
+def experiment_key(module, quick: bool, settings, items: Sequence[str] = ()) -> str:
+  """The key of an experiment's job: what decides its document (name, mode, settings, and the
+  settings of the experiments whose runs it reuses, its ``USES``; the code revision and
+  precision are added by :func:`attndyn.jobs.key_of`)."""
   from attndyn import jobs
+  paper = module.__name__.rsplit(".", 2)[-2]
+  used = [study_settings.as_json(settings_for(m, quick=quick, items=items))
+          for m in select(paper, list(getattr(module, "USES", ())))]
   return jobs.key_of("experiment", module.NAME, "quick" if quick else "full",
-                     study_settings.as_json(settings))
+                     study_settings.as_json(settings), used)
 
 
 def experiment_job(module_name: str, out: str, quick: bool, items: list, command,
@@ -269,10 +273,10 @@ def run(paper: str, out: Path, *, quick: bool, only: Optional[Sequence[str]] = N
   from attndyn import jobs
   check_items(paper, items, quick=quick)
   modules = select(paper, only)
-  out = Path(out)
+  out = Path(out).resolve()   # the workers of a cluster see the same absolute path
   work = [jobs.Job(m.NAME, experiment_job,
                    (m.__name__, str(out), quick, list(items), command, resume, verbose),
-                   experiment_key(m, quick, settings_for(m, quick=quick, items=items)),
+                   experiment_key(m, quick, settings_for(m, quick=quick, items=items), items),
                    priority=-i)     # the paper's order: an experiment may reuse another's runs
           for i, m in enumerate(modules)]
   store = jobs.Store(out / STORE)
@@ -285,9 +289,12 @@ def run(paper: str, out: Path, *, quick: bool, only: Optional[Sequence[str]] = N
         print(f"[reproduce {time.strftime('%H:%M:%S')}] {job.name}: finished before, kept "
               f"({STORE}/{job.key}.json)", file=sys.stderr, flush=True)
 
-  done = jobs.execute(work, store, workers=workers, scheduler=scheduler, client=client,
-                      resume=resume, errors=out / EXPERIMENTS_DIR, on_done=on_done,
-                      keep=lambda doc: not doc.get("error") and not doc.get("partial"))
+  try:
+    done = jobs.execute(work, store, workers=workers, scheduler=scheduler, client=client,
+                        resume=resume, errors=out / EXPERIMENTS_DIR, on_done=on_done,
+                        keep=lambda doc: not doc.get("error") and not doc.get("partial"))
+  finally:
+    _CACHES.pop(str(out), None)   # the runs experiments share live as long as the command
   for err in done.exceptions.values():   # bad input found by an experiment: one line, exit 2
     if isinstance(err, ConfigError):
       raise ConfigError(str(err)) from None

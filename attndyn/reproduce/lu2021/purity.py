@@ -24,10 +24,11 @@ from attndyn.reproduce.lu2021 import sst
 from attndyn.reproduce.runner import Outcome
 from attndyn.tasks.sst import word_class_counts
 
-__all__ = ["NAME", "TITLE", "Settings", "PaperCounts", "FULL", "QUICK", "PAIR_REF", "TREND_REF", "SOURCES",
+__all__ = ["NAME", "USES", "TITLE", "Settings", "PaperCounts", "FULL", "QUICK", "PAIR_REF", "TREND_REF", "SOURCES",
            "purity_curves", "run"]
 
 NAME = "purity"
+USES = ("sst",)   # the experiments whose runs it reuses: their settings key its job too
 TITLE = "Section 5.2: topic purity; best vs powerful (Fig 5); purity of attended words (Figs 6-7)"
 
 

@@ -40,10 +40,11 @@ from attndyn.reproduce.yang import tagger as tagger_module
 from attndyn.dynamics.epochs import make_epoch_train
 from attndyn.models import transformer_tagger as tt
 
-__all__ = ["NAME", "TITLE", "MATCHES", "Settings", "FULL", "QUICK", "TABLE1", "SOURCES",
+__all__ = ["NAME", "USES", "TITLE", "MATCHES", "Settings", "FULL", "QUICK", "TABLE1", "SOURCES",
            "adversary_loss", "run"]
 
 NAME = "adversary"
+USES = ("tagger",)   # the experiments whose runs it reuses: their settings key its job too
 TITLE = "Tables 1-2: global adversarial attention (λ sweep), probing classifiers, baselines"
 MATCHES = ("nll", "tvd")
 
