@@ -17,7 +17,7 @@ import pytest
 
 from attndyn import analysis
 from attndyn.analysis import atlas as measures
-from attndyn import atlas, cli, jobs, pipeline
+from attndyn import atlas, atomic, cli, jobs, pipeline
 from attndyn.reproduce import engine
 from attndyn.tasks.errors import ConfigError
 
@@ -243,7 +243,8 @@ def test_a_damaged_foreign_or_linked_store_file_is_not_trusted(tiny_atlas, tmp_p
     shutil.copy(linked, copy)
     linked.unlink()
     linked.symlink_to(copy)
-    assert store.get(job, warn=False) is None
+    with pytest.raises(atomic.LinkRefused):   # refused outright, not read nor recomputed
+      store.get(job, warn=False)
     linked.unlink()
     shutil.copy(copy, linked)
   assert store.get(job, warn=False) is not None
@@ -265,8 +266,8 @@ def test_a_store_file_that_does_not_verify_is_computed_again(tiny_atlas, tmp_pat
 
 def test_a_linked_store_file_is_neither_read_nor_written_through(tiny_atlas, tmp_path, capsys):
   """A store file replaced by a link (to a whole copy of itself): the bucket is not read
-  through it but computed, and its result is not written through it either: one line names
-  the link (exit 2), and the link's target is left as it was."""
+  through it, nor computed only to be refused: one line names the link before anything runs
+  (exit 2), and the link's target is left as it was."""
   out = _copy(tiny_atlas, tmp_path, "linked")
   (path, _), = _stored(out)
   target = tmp_path / "elsewhere.json"
@@ -276,8 +277,7 @@ def test_a_linked_store_file_is_neither_read_nor_written_through(tiny_atlas, tmp
   path.symlink_to(target)
   code = cli.main(["atlas", "--out", str(out), "--resume", "--no-progress", "--workers", "1",
                    *_sets(TINY)])
-  warned, refused = capsys.readouterr().err.splitlines()
-  assert "bucket-0000 is computed again" in warned
+  refused, = capsys.readouterr().err.splitlines()   # before anything is computed
   assert code == 2 and refused.startswith(f"attndyn: error: {str(path)!r} is a symbolic link")
   assert path.is_symlink() and target.read_text() == before
 
