@@ -288,9 +288,15 @@ class _Setup(distributed.WorkerPlugin):
       for tid in os.listdir("/proc/self/task"):
         with contextlib.suppress(OSError):
           os.sched_setaffinity(int(tid), core)
+    import importlib
+
     import jax
     for k, v in self.jax_settings.items():
       jax.config.update(k, v)
+    # what every job imports, now, before the first job's clock starts (and while the
+    # checkout is the command's)
+    for module in ("attndyn.pipeline", "attndyn.analysis.atlas", "attndyn.reproduce.engine"):
+      importlib.import_module(module)
     if self.cache:
       from attndyn import compile_cache
       compile_cache.enable_in_worker()
@@ -333,11 +339,16 @@ def cluster(*, workers: int = 2, scheduler: Optional[str] = None, client=None) -
     client.register_plugin(setup(None), name=_Setup.name)
     yield client
     return
+  import dask
   logger = logging.getLogger("distributed")
   level = logger.level
   logger.setLevel(logging.CRITICAL)   # a job's failure is the command's line, not Dask's log
   try:
     with contextlib.ExitStack() as stack:
+      # A job holds its core for minutes: the workers' sampling profiler (every 10 ms) and
+      # system monitor would take their share of it, and nothing here reads them.
+      stack.enter_context(dask.config.set({"distributed.worker.profile.enabled": False,
+                                           "distributed.admin.system-monitor.interval": "5s"}))
       cores = None
       if scheduler is not None:
         _check_address(scheduler)
