@@ -7,11 +7,12 @@ precision). A :class:`Store` keeps every finished job under its key, written
 atomically; ``--resume`` skips every job whose key is in the store, so a command
 killed at any point (``kill -9`` included) loses only the jobs that were running.
 
-:func:`execute` sends the jobs to a Dask cluster (:func:`cluster`): an in-process
-one-thread worker (the command's own process; nothing is gained from more for a
-study of a few jobs), a :class:`distributed.LocalCluster` of one process per
-worker, or a running cluster named by its scheduler's address (``dask scheduler``
-and ``dask worker`` on other machines, docs/cluster.md). The scheduler reruns the
+:func:`execute` runs the jobs with Dask: one after another in the command's own
+thread by Dask's synchronous scheduler (``workers = 1``: nothing is gained from more
+for a study of a few jobs, and Ctrl-C stops the running job at once), or on a
+:func:`cluster`: a :class:`distributed.LocalCluster` of one process per worker, or a
+running cluster named by its scheduler's address (``dask scheduler`` and ``dask
+worker`` on other machines, docs/cluster.md). The scheduler reruns the
 job of a worker that dies; a job that raises is recorded with its traceback and
 the others go on. Results travel back to this process, which alone writes the store.
 """
