@@ -83,6 +83,9 @@ def revision() -> Optional[dict]:
       _REVISION["value"] = {"commit": run("rev-parse", "HEAD").strip(),
                             "dirty": bool(run("status", "--porcelain",
                                               "--untracked-files=no").strip())}
+      # the uncommitted changes themselves key the jobs (two different edits are two codes)
+      _REVISION["changes"] = hashlib.sha256(run("diff", "HEAD").encode()).hexdigest() \
+          if _REVISION["value"]["dirty"] else None
     except (OSError, ValueError, Exception):   # no git, not a checkout, a timeout
       _REVISION["value"] = None
   value = _REVISION["value"]
@@ -96,8 +99,9 @@ def precision() -> str:
 
 
 def key_of(*parts: Any, code: bool = True) -> str:
-  """A digest of ``parts`` (JSON values), this code's revision (its git commit, and whether
-  tracked files differ from it; outside git, the installed version) and the precision.
+  """A digest of ``parts`` (JSON values), this code's revision (its git commit and a digest of
+  the uncommitted changes to tracked files; outside git, the installed version) and the
+  precision.
   ``code=False`` leaves the revision out: the chunks of ``attndyn run --resume``, which an
   upgrade has never invalidated."""
   doc = {"parts": parts, "precision": precision()}
@@ -107,7 +111,7 @@ def key_of(*parts: Any, code: bool = True) -> str:
       version = metadata.version("attndyn")
     except metadata.PackageNotFoundError:
       version = None
-    doc.update(revision=revision(), version=version)
+    doc.update(revision=revision(), changes=_REVISION.get("changes"), version=version)
   text = json.dumps(_encode(doc, {}), sort_keys=True, allow_nan=False)
   return hashlib.sha256(text.encode()).hexdigest()[:32]
 
