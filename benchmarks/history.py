@@ -84,9 +84,9 @@ def load() -> Optional[float]:
 
 def commit() -> str:
   """The commit of the checkout measured (``+dirty`` when its tracked files differ), or
-  ``unknown`` outside a git checkout (:func:`attndyn.reproduce.runner.revision`)."""
-  from attndyn.reproduce import runner
-  rev = runner.revision()
+  ``unknown`` outside a git checkout (:func:`attndyn.jobs.revision`)."""
+  from attndyn import jobs
+  rev = jobs.revision()
   return "unknown" if rev is None else rev["commit"][:12] + ("+dirty" if rev["dirty"] else "")
 
 

@@ -108,7 +108,7 @@ def main(args) -> int:
     docs = []
   else:
     from attndyn import jobs
-    runner.revision()   # the code this process runs: read before the first experiment starts
+    jobs.revision()   # the code this process runs: read before the first experiment starts
     workers = jobs.parse_workers(args.workers)
     runner.check_items(args.paper, args.overrides, quick=args.quick)
     runner.select(args.paper, only)

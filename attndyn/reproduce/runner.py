@@ -28,7 +28,7 @@ from attndyn.tasks.errors import ConfigError, check, is_environment_failure
 
 __all__ = ["EXPERIMENTS_DIR", "STORE", "Outcome", "Context", "paper_module", "experiment_modules",
            "settings_for", "describe_settings", "check_items",
-           "select", "write_json", "revision", "machine", "run_experiment",
+           "select", "write_json", "machine", "run_experiment",
            "experiment_key", "experiment_job", "run"]
 
 EXPERIMENTS_DIR = "experiments"
@@ -148,12 +148,6 @@ def write_json(path: Path, doc: Any) -> Path:
   return atomic.write_json(path, doc)
 
 
-def revision() -> Optional[dict]:
-  """The git commit of the code this process runs (:func:`attndyn.jobs.revision`)."""
-  from attndyn import jobs
-  return jobs.revision()
-
-
 def machine() -> dict:
   """CPU cores and memory of the machine (wall times mean little without them)."""
   import os
@@ -171,6 +165,7 @@ def run_experiment(module, ctx: Context, settings: dict) -> dict:
   Returns:
     The experiment's JSON document (also written to ``DIR/experiments/NAME.json``).
   """
+  from attndyn import jobs
   from attndyn.analysis.summary import json_ready
   ctx.log(f"{module.NAME}: start ({'quick' if ctx.quick else 'full'})")
   start = time.perf_counter()
@@ -178,7 +173,7 @@ def run_experiment(module, ctx: Context, settings: dict) -> dict:
          "settings": study_settings.as_json(settings), "partial": False,
          "command": list(ctx.command) if ctx.command else None,
          "finished": None, "seconds": None, "error": None, "claims": [], "figures": [],
-         "details": {}, "revision": revision(), "machine": machine()}
+         "details": {}, "revision": jobs.revision(), "machine": machine()}
   path = ctx.out / EXPERIMENTS_DIR / f"{module.NAME}.json"
 
   def save_partial(outcome: Outcome) -> None:
