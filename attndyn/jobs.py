@@ -99,7 +99,7 @@ def precision() -> str:
 
 
 def key_of(*parts: Any, code: bool = True) -> str:
-  """A digest of ``parts`` (JSON values), this code's revision (its git commit and a digest of
+  """A digest of ``parts`` (JSON values and numeric arrays, by their values), this code's revision (its git commit and a digest of
   the uncommitted changes to tracked files; outside git, the installed version) and the
   precision.
   ``code=False`` leaves the revision out: the chunks of ``attndyn run --resume``, which an
@@ -112,8 +112,14 @@ def key_of(*parts: Any, code: bool = True) -> str:
     except metadata.PackageNotFoundError:
       version = None
     doc.update(revision=revision(), changes=_REVISION.get("changes"), version=version)
-  text = json.dumps(_encode(doc, {}), sort_keys=True, allow_nan=False)
-  return hashlib.sha256(text.encode()).hexdigest()[:32]
+  arrays = {}
+  text = json.dumps(_encode(doc, arrays), sort_keys=True, allow_nan=False)
+  digest = hashlib.sha256(text.encode())
+  for name in sorted(arrays):   # an array part counts by its dtype, shape and values
+    a = np.ascontiguousarray(arrays[name])
+    digest.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
+    digest.update(a.tobytes())
+  return digest.hexdigest()[:32]
 
 
 def _encode(value, arrays: dict):

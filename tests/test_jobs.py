@@ -1,0 +1,33 @@
+"""A job's key (attndyn.jobs.key_of): what decides a result decides its key."""
+import numpy as np
+import pytest
+
+from attndyn import jobs
+
+
+def test_equal_parts_give_equal_keys_and_any_change_a_new_one():
+  parts = ({"lr": 0.1, "seeds": 3}, "bucket-0", [1, 2.5, None])
+  assert jobs.key_of(*parts) == jobs.key_of(*parts)
+  assert jobs.key_of(*parts) != jobs.key_of({"lr": 0.2, "seeds": 3}, "bucket-0", [1, 2.5, None])
+  assert jobs.key_of(*parts) != jobs.key_of(*parts[:2])
+
+
+@pytest.mark.parametrize("other", [
+    np.array([0.0, 1.0, 2.5]),                       # one value differs
+    np.array([0.0, 1.0, 2.0], dtype=np.float32),     # same values, another dtype
+    np.array([[0.0, 1.0, 2.0]]),                     # same values, another shape
+])
+def test_an_array_part_counts_by_its_values_dtype_and_shape(other):
+  # An array among the parts must not collapse to a placeholder: two different arrays
+  # sharing a key would let --resume hand back the result of other inputs.
+  a = np.array([0.0, 1.0, 2.0])
+  assert jobs.key_of({"x": a}) == jobs.key_of({"x": a.copy()})
+  assert jobs.key_of({"x": a}) != jobs.key_of({"x": other})
+
+
+def test_code_false_leaves_the_revision_out(monkeypatch):
+  with_code, without = jobs.key_of("p"), jobs.key_of("p", code=False)
+  monkeypatch.setitem(jobs._REVISION, "value", {"commit": "0" * 40, "dirty": False})
+  monkeypatch.setitem(jobs._REVISION, "changes", "another edit")
+  assert jobs.key_of("p", code=False) == without
+  assert jobs.key_of("p") != with_code
