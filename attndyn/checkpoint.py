@@ -15,6 +15,7 @@ read back. A resumed run reads the finished chunks back and runs the rest with t
 chunk size, which makes its results bit-identical to an uninterrupted run's on the same
 machine.
 """
+import functools
 import sys
 import time
 from pathlib import Path
@@ -27,14 +28,17 @@ from attndyn.analysis import results
 from attndyn import atomic, jobs, schema
 from attndyn.tasks.errors import ConfigError
 
-__all__ = ["FORMAT", "IGNORED", "flatten", "config_hash", "differences", "leaf_name", "run_id",
-           "Checkpoints", "Saver"]
+__all__ = ["FORMAT", "IGNORED", "flatten", "config_hash", "differences", "run_id", "Checkpoints",
+           "Saver"]
 
 DIRNAME, MANIFEST = "checkpoints", "manifest.json"
 FORMAT = 2      # 2: the chunks are store entries (1: chunk files, which are not read)
 # Config fields that do not change the results (they may differ on --resume), the flat
 # config and its digest: analysis.results's, which readers check summary.json against.
 IGNORED, flatten, config_hash = results.IGNORED, results.flatten, results.config_hash
+# A chunk's array names: each leaf's pytree path as ``a/b/c`` (dict keys, attribute names,
+# sequence indices).
+_leaf_name = functools.partial(jax.tree_util.keystr, simple=True, separator="/")
 
 
 def differences(old: dict, new: dict) -> list:
@@ -45,19 +49,6 @@ def differences(old: dict, new: dict) -> list:
     if key not in IGNORED and a.get(key) != b.get(key):
       out.append(f"{key} = {a.get(key)!r} in the checkpoints, {b.get(key)!r} now")
   return out
-
-
-def leaf_name(path) -> str:
-  """A pytree path as ``a/b/c`` (dict keys, attribute names, sequence indices)."""
-  parts = []
-  for key in path:
-    for attr in ("key", "name", "idx"):
-      if hasattr(key, attr):
-        parts.append(str(getattr(key, attr)))
-        break
-    else:
-      parts.append(str(key))
-  return "/".join(parts)
 
 
 def run_id(config: dict) -> str:
@@ -240,7 +231,7 @@ class Checkpoints:
         break
       if not done:
         paths, treedef = jax.tree_util.tree_flatten_with_path(like())
-        names = [leaf_name(p) for p, _ in paths]
+        names = [_leaf_name(p) for p, _ in paths]
       arrays = got["arrays"]
       problem = (self._mismatch(arrays, names, [leaf for _, leaf in paths], stop - start)
                  or self._wrong_times(arrays, times))
@@ -294,7 +285,7 @@ class Checkpoints:
     chunks it reads back."""
     if self.writer:
       paths, _ = jax.tree_util.tree_flatten_with_path(out)
-      arrays = {leaf_name(p): np.asarray(leaf) for p, leaf in paths}
+      arrays = {_leaf_name(p): np.asarray(leaf) for p, leaf in paths}
       self.store.put(self.entry(stage, index, bounds), {"arrays": arrays, "seconds": seconds})
 
 
