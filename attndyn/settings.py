@@ -25,7 +25,7 @@ settings there are, with a did-you-mean).
 import dataclasses
 import types
 import typing
-from typing import Annotated, Any, Literal, Mapping, Optional, Sequence, Union
+from typing import Annotated, Any, Literal, Mapping, Sequence, Union
 
 from attndyn import overrides, schema
 from attndyn.tasks.errors import ConfigError, check
