@@ -22,6 +22,7 @@ from attndyn.dynamics.optimizers import optimizer_name
 from attndyn.dynamics.reduced_ode import FORMS, check_reduced_config
 from attndyn.dynamics.train import TrainConfig
 from attndyn.models.lu import LuModelConfig
+from attndyn.settings import as_json
 from attndyn.tasks.errors import ConfigError, check, digits_error, too_many_digits
 from attndyn.tasks.topic import TopicTaskConfig
 
@@ -78,9 +79,8 @@ class SweepConfig:
     check(grid == self.grid, "sweep.grid", self.grid,
           "a tuple of (field name, tuple of floats) pairs")
     if self.chunk_size is not None:
-      check(isinstance(self.chunk_size, int) and not isinstance(self.chunk_size, bool)
-            and self.chunk_size >= 1, "sweep.chunk_size", self.chunk_size,
-            "a positive integer, or unset for automatic chunking")
+      check(schema.is_int(self.chunk_size) and self.chunk_size >= 1, "sweep.chunk_size",
+            self.chunk_size, "a positive integer, or unset for automatic chunking")
     check(schema.is_int(self.checkpoint_every) and self.checkpoint_every >= 0,
           "sweep.checkpoint_every", self.checkpoint_every,
           "an integer >= 0: checkpoint after every N chunks, 0 for never")
@@ -276,21 +276,12 @@ class RunConfig:
 
   def to_dict(self) -> dict:
     """The TOML-shaped dict (lists for tuples, ``None`` for unset); JSON-serialisable."""
-    model = dataclasses.asdict(self.model)
-    del model["n_words"], model["n_classes"]
-    model["freeze"] = list(self.model.freeze)
-    return {
-        "precision": self.precision,
-        "gd_path": self.gd_path,
-        "task": {"kind": "topic", **dataclasses.asdict(self.task)},
-        "model": model,
-        "train": dataclasses.asdict(self.train),
-        "sweep": {"seeds": list(self.sweep.seeds), "data_seeds": list(self.sweep.data_seeds),
-                  "grid": {name: list(values) for name, values in self.sweep.grid},
-                  "chunk_size": self.sweep.chunk_size,
-                  "checkpoint_every": self.sweep.checkpoint_every},
-        "ode": dataclasses.asdict(self.ode),
-    }
+    doc = as_json(self)
+    del doc["model"]["n_words"], doc["model"]["n_classes"]
+    doc["sweep"]["grid"] = dict(doc["sweep"]["grid"])    # the TOML form: a table
+    return {"precision": self.precision, "gd_path": self.gd_path,
+            "task": {"kind": "topic", **doc["task"]},
+            **{section: doc[section] for section in ("model", "train", "sweep", "ode")}}
 
   @classmethod
   def from_dict(cls, raw: dict) -> "RunConfig":
@@ -315,8 +306,8 @@ class RunConfig:
                            for k, v in table.items()}
     kind = sections["task"].pop("kind", "topic")
     check(kind in TASK_KINDS, "task.kind", kind, f"one of {', '.join(TASK_KINDS)}")
-    precision = schema.coerce("precision", raw.get("precision", "float32"), "str")
-    gd_path = schema.coerce("gd_path", raw.get("gd_path", "auto"), "str")
+    top = {key: schema.coerce(key, raw[key], kind) for key, kind in schema.TOP_LEVEL.items()
+           if key in raw}   # a key left out takes RunConfig's default
     with schema.at("task"):
       task = TopicTaskConfig(**sections["task"])
     with schema.at("model"):
@@ -324,7 +315,7 @@ class RunConfig:
     with schema.at("train"):
       train = TrainConfig(**sections["train"])
     return cls(task=task, model=model, train=train, sweep=SweepConfig(**sections["sweep"]),
-               ode=ODEConfig(**sections["ode"]), precision=precision, gd_path=gd_path)
+               ode=ODEConfig(**sections["ode"]), **top)
 
 
 def read_toml(path) -> dict:

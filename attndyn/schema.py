@@ -1,19 +1,25 @@
-"""The TOML schema of a run: every section, key and value type, checked before anything runs.
+"""The one config schema: every kind of value a config holds, each checked by one :func:`typed`.
 
-Values are checked for their *type* here (an integer, a number, true/false, a
-string, a list); the dataclasses' ``__post_init__`` then check their *range*.
-Every failure is one :class:`tasks.ConfigError` naming the field, the value and
-what is allowed; an unknown key gets a "did you mean" suggestion.
+Two tables use it: the TOML schema of a run (:data:`SECTIONS`: every section,
+key and value kind, checked before anything runs) and the studies' typed
+settings (:mod:`attndyn.settings` reads their kinds from the annotations). Values
+are checked for their *kind* here (an integer, a number, true/false, a string, a
+list, ...); the dataclasses' ``__post_init__`` then check their *range*. Every
+failure is one :class:`tasks.ConfigError` naming the field, the value and what
+is allowed; an unknown key gets a "did you mean" suggestion (:func:`suggest`).
 """
 import contextlib
+import dataclasses
 import difflib
 import math
 from typing import Any, Mapping
 
 from attndyn.tasks.errors import ConfigError, check, renamed
+from attndyn.tasks.errors import is_concrete_number as is_number
 
-__all__ = ["SECTIONS", "TOP_LEVEL", "MAX_SEED", "MAX_INT", "DERIVED", "at", "suggest",
-           "unknown_key", "is_int", "is_number", "coerce", "check_section"]
+__all__ = ["SECTIONS", "TOP_LEVEL", "MAX_SEED", "MAX_INT", "DERIVED", "TEXT", "at", "suggest",
+           "unknown_key", "is_int", "is_number", "kind_text", "fits", "typed", "coerce",
+           "check_section"]
 
 # Section -> key -> kind. Kinds: int, float, bool, str, ?int / ?float (may be
 # unset), strs (list of strings), seeds (an int n for 0..n-1, or a list of
@@ -42,13 +48,19 @@ DERIVED = {
     "model.n_classes": "it is derived from the task (n_topics)",
 }
 
-_KIND_TEXT = {
+# Kind -> what it allows, in words: the run schema's kinds (above; the studies have bool and
+# str too), then the studies' (attndyn.settings: Count, Index, Number, NumbersByName,
+# RunTable). Composite kinds are tuples: ("literal", values), ("tuple", element kind),
+# ("section", name): a table of the keys of one section above.
+TEXT = {
     "int": "an integer (at most 2**31-1)", "float": "a number", "bool": "true or false",
-    "str": "a string", "?int": "an integer (at most 2**31-1), or \"none\" (unset)",
-    "?float": "a number, or \"none\" (unset)",
+    "str": "a string",
     "strs": "a list of strings, e.g. [\"keys\"]",
     "seeds": "an integer n >= 1 (seeds 0..n-1) or a list of distinct integers in 0..2**32-1",
     "grid": "a table of field name -> list of numbers, e.g. {\"train.lr\" = [0.05, 0.1]}",
+    "count": "an integer >= 1", "index": "an integer >= 0",
+    "number": "a finite number >= 0", "numbers_by_name": "a table of name = finite number >= 0",
+    "run": "a table of run settings",
 }
 
 
@@ -70,10 +82,13 @@ def at(path: str):
     raise new from None
 
 
-def suggest(name: str, allowed) -> str:
-  """`` did you mean "x"?`` for the closest allowed name, or ``""``."""
+def suggest(name: str, allowed, *, as_repr: bool = False) -> str:
+  """`` Did you mean "x"?`` for the closest allowed name, or ``""``; ``as_repr``: the name as
+  Python writes it (`` Did you mean 'x'?``), as the studies' and experiments' errors do."""
   close = difflib.get_close_matches(name, list(allowed), n=1, cutoff=0.6)
-  return f' Did you mean "{close[0]}"?' if close else ""
+  if not close:
+    return ""
+  return f" Did you mean {close[0]!r}?" if as_repr else f' Did you mean "{close[0]}"?'
 
 
 def unknown_key(field: str, allowed) -> ConfigError:
@@ -90,17 +105,64 @@ def is_int(x) -> bool:
   return isinstance(x, int) and not isinstance(x, bool)
 
 
-def is_number(x) -> bool:
-  return isinstance(x, (int, float)) and not isinstance(x, bool)
+def kind_text(kind, optional: bool = False) -> str:
+  """What a value of ``kind`` allows, in words."""
+  if isinstance(kind, tuple) and kind[0] == "literal":
+    text = "one of " + ", ".join(repr(v) for v in kind[1])
+  elif isinstance(kind, tuple) and kind[0] == "tuple" and isinstance(kind[1], tuple) \
+      and kind[1][0] == "literal":
+    text = "a list drawn from " + ", ".join(repr(v) for v in kind[1][1])
+  elif isinstance(kind, tuple) and kind[0] == "tuple":
+    text = "a list of " + kind_text(kind[1]).replace("an integer", "integers").replace(
+        "a finite number", "finite numbers").replace("a string", "strings").replace(
+        "true or false", "true/false values")
+  elif isinstance(kind, tuple) and kind[0] == "section":
+    text = f"a table of [{kind[1]}] run settings"
+  elif dataclasses.is_dataclass(kind):
+    text = "a table of " + ", ".join(f.name for f in dataclasses.fields(kind))
+  else:
+    text = TEXT[kind]
+  return text + (', or "none" (unset)' if optional else "")
+
+
+def fits(value, kind) -> bool:
+  """Whether ``value`` is of ``kind`` (a key of :data:`TEXT` but seeds and grid, or a tuple)."""
+  if kind == "int":
+    return is_int(value) and abs(value) <= MAX_INT
+  if kind == "float":
+    return is_number(value)
+  if kind == "count":
+    return is_int(value) and 1 <= value <= MAX_INT
+  if kind == "index":
+    return is_int(value) and 0 <= value <= MAX_INT
+  if kind == "number":
+    return is_number(value) and math.isfinite(value) and value >= 0
+  if kind == "bool":
+    return isinstance(value, bool)
+  if kind == "str":
+    return isinstance(value, str)
+  if kind == "strs":
+    return fits(value, ("tuple", "str"))
+  if kind == "numbers_by_name":
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and fits(v, "number") for k, v in value.items())
+  if kind == "run" or kind[0] == "section":
+    return isinstance(value, Mapping)
+  if kind[0] == "literal":
+    return isinstance(value, (str, int, float)) and value in kind[1] \
+        and type(value) is not bool
+  if kind[0] == "tuple":
+    return isinstance(value, (list, tuple)) and all(fits(v, kind[1]) for v in value)
+  raise AssertionError(kind)
 
 
 def _seeds(field: str, value) -> tuple:
   if is_int(value):
-    check(1 <= value <= MAX_SEED, field, value, _KIND_TEXT["seeds"])
+    check(1 <= value <= MAX_SEED, field, value, TEXT["seeds"])
     return tuple(range(value))
   check(isinstance(value, (list, tuple)) and len(value) >= 1
         and all(is_int(v) and 0 <= v <= MAX_SEED for v in value), field, value,
-        _KIND_TEXT["seeds"])
+        TEXT["seeds"])
   check(len(set(value)) == len(value), field, value, "a list of distinct integers (no repeats)")
   return tuple(value)
 
@@ -121,7 +183,7 @@ def _grid(field: str, value, allowed_fields) -> tuple:
   if isinstance(value, (list, tuple)) and all(isinstance(p, (list, tuple)) and len(p) == 2
                                               for p in value):
     value = dict(value)  # the dataclass form: ((name, values), ...)
-  check(isinstance(value, Mapping), field, value, _KIND_TEXT["grid"])
+  check(isinstance(value, Mapping), field, value, TEXT["grid"])
   pairs = []
   for name, values in _flatten(value).items():
     if name not in allowed_fields:
@@ -136,12 +198,40 @@ def _grid(field: str, value, allowed_fields) -> tuple:
   return tuple(pairs)
 
 
-def coerce(field: str, value: Any, kind: str, grid_fields=()) -> Any:
-  """Check ``value`` has the type ``kind`` wants and return it canonicalised.
+def typed(field: str, value: Any, kind, optional: bool = False, grid_fields=()) -> Any:
+  """``value`` checked to be of ``kind`` and in its stored form: ``None`` or ``"none"`` unsets
+  an ``optional`` value (TOML has no null); lists become tuples, tables dicts, a ``float``
+  a float; a seed count ``n`` becomes ``(0, ..., n-1)``, a grid table ``((field, values),
+  ...)`` of ``grid_fields``; a ``("section", name)`` table has its keys checked by ``[name]``.
 
-  Ints given for numbers become floats, lists become tuples, ``"none"`` (or
-  ``None``) unsets an optional key (TOML has no null), an int seed count
-  ``n`` becomes ``(0, ..., n-1)``, a grid table becomes ``((field, values), ...)``.
+  Raises:
+    ConfigError: naming ``field``, ``value`` and what ``kind`` allows.
+  """
+  if optional and (value is None or value == "none"):
+    return None
+  if kind == "seeds":
+    return _seeds(field, value)
+  if kind == "grid":
+    return _grid(field, value, grid_fields)
+  check(fits(value, kind), field, value, kind_text(kind, optional))
+  if isinstance(kind, tuple) and kind[0] == "section":
+    check_section(kind[1], value)
+    for key, v in value.items():
+      coerce(f"{field}.{key}", v, SECTIONS[kind[1]][key])
+  if kind == "float":
+    return float(value)
+  if kind == "number":
+    return float(value) if not isinstance(value, int) else value
+  if kind == "strs" or (isinstance(kind, tuple) and kind[0] == "tuple"):
+    return tuple(value)
+  if kind in ("run", "numbers_by_name") or (isinstance(kind, tuple) and kind[0] == "section"):
+    return dict(value)
+  return value
+
+
+def coerce(field: str, value: Any, kind: str, grid_fields=()) -> Any:
+  """A value of the run schema (:data:`SECTIONS`) checked by :func:`typed`: ``kind`` has
+  ``?`` in front for a key that may be unset (``"none"`` in any case unsets it).
 
   Raises:
     ConfigError: naming ``field``, ``value`` and the allowed type.
@@ -149,34 +239,10 @@ def coerce(field: str, value: Any, kind: str, grid_fields=()) -> Any:
   if hasattr(value, "dtype") and hasattr(value, "tolist") and not isinstance(value, str):
     # NumPy / JAX numbers and arrays from Python (np.int64(3), jnp.arange(4)): as TOML's
     value = value.tolist()
-  if kind.startswith("?"):
-    if value is None or (isinstance(value, str) and value.lower() == "none"):
-      return None
-    kind_ = kind[1:]
-  else:
-    kind_ = kind
-  allowed = _KIND_TEXT[kind]
-  if kind_ == "int":
-    check(is_int(value) and abs(value) <= MAX_INT, field, value, allowed)
-    return value
-  if kind_ == "float":
-    check(is_number(value), field, value, allowed)
-    return float(value)
-  if kind_ == "bool":
-    check(isinstance(value, bool), field, value, allowed)
-    return value
-  if kind_ == "str":
-    check(isinstance(value, str), field, value, allowed)
-    return value
-  if kind_ == "strs":
-    check(isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value),
-          field, value, allowed)
-    return tuple(value)
-  if kind_ == "seeds":
-    return _seeds(field, value)
-  if kind_ == "grid":
-    return _grid(field, value, grid_fields)
-  raise AssertionError(kind)
+  optional = kind.startswith("?")
+  if optional and isinstance(value, str) and value.lower() == "none":
+    return None
+  return typed(field, value, kind.removeprefix("?"), optional, grid_fields)
 
 
 def check_section(section: str, table: Any) -> None:

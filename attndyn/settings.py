@@ -17,22 +17,21 @@ is a typed :func:`replace` with the kind read from the annotation, and
   (any key may be set; the study's ``validate`` checks it with the run schema),
   and :func:`section` for a table of keys of one run-schema section.
 
-Every failure is one :class:`ConfigError` line naming the setting, its value and
-what is allowed (or the settings there are, with a did-you-mean).
+Every value is checked by the run config's own checker, :func:`attndyn.schema.typed`
+(one schema, the kinds' words in :data:`attndyn.schema.TEXT`): every failure is one
+:class:`ConfigError` line naming the setting, its value and what is allowed (or the
+settings there are, with a did-you-mean).
 """
 import dataclasses
-import difflib
-import math
 import types
 import typing
-from typing import Annotated, Any, Literal, Mapping, Optional, Sequence, Union
+from typing import Annotated, Any, Literal, Mapping, Sequence, Union
 
 from attndyn import overrides, schema
 from attndyn.tasks.errors import ConfigError, check
 
 __all__ = ["Count", "Index", "Number", "NumbersByName", "RunTable", "section", "Table",
-           "check_fields", "replace", "resolve", "leaves", "as_json", "from_json", "kind_text",
-           "describe"]
+           "check_fields", "replace", "resolve", "leaves", "as_json", "from_json", "describe"]
 
 Count = Annotated[int, "count"]
 Index = Annotated[int, "index"]
@@ -55,14 +54,10 @@ class Table:
     return getattr(self, name)
 
 
-_TEXT = {"count": "an integer >= 1", "index": "an integer >= 0",
-         "number": "a finite number >= 0", "numbers_by_name": "a table of name = finite number >= 0",
-         "run": "a table of run settings", bool: "true or false", str: "a string"}
-
-
 def _kind(tp):
-  """``(kind, optional)``: kind is a string of :data:`_TEXT`, ``bool``/``str``, ``("section",
-  name)``, ``("literal", values)``, ``("tuple", element kind)`` or a dataclass."""
+  """``(kind, optional)``: kind is a kind of :data:`attndyn.schema.TEXT` (``"count"``,
+  ``"bool"``, ...), ``("section", name)``, ``("literal", values)``, ``("tuple", element
+  kind)`` or a dataclass."""
   optional = False
   origin = typing.get_origin(tp)
   if origin in (Union, types.UnionType):
@@ -75,78 +70,24 @@ def _kind(tp):
     return ("literal", typing.get_args(tp)), optional
   if origin is tuple:
     return ("tuple", _kind(typing.get_args(tp)[0])[0]), optional
-  if tp in (bool, str) or dataclasses.is_dataclass(tp):
+  if tp in (bool, str):
+    return tp.__name__, optional
+  if dataclasses.is_dataclass(tp):
     return tp, optional
   raise TypeError(f"settings of type {tp!r} have no kind: use Count, Index, Number, bool, str, "
                   f"Literal, tuple, NumbersByName, RunTable, section(...) or a dataclass")
 
 
-def kind_text(kind, optional: bool = False) -> str:
-  """What a setting of ``kind`` allows, in words."""
-  if isinstance(kind, tuple) and kind[0] == "literal":
-    text = "one of " + ", ".join(repr(v) for v in kind[1])
-  elif isinstance(kind, tuple) and kind[0] == "tuple" and isinstance(kind[1], tuple) \
-      and kind[1][0] == "literal":
-    text = "a list drawn from " + ", ".join(repr(v) for v in kind[1][1])
-  elif isinstance(kind, tuple) and kind[0] == "tuple":
-    text = "a list of " + kind_text(kind[1]).replace("an integer", "integers").replace(
-        "a finite number", "finite numbers").replace("a string", "strings").replace(
-        "true or false", "true/false values")
-  elif isinstance(kind, tuple) and kind[0] == "section":
-    text = f"a table of [{kind[1]}] run settings"
-  elif dataclasses.is_dataclass(kind):
-    text = "a table of " + ", ".join(f.name for f in dataclasses.fields(kind))
-  else:
-    text = _TEXT[kind]
-  return text + (', or "none" (unset)' if optional else "")
-
-
-def _fits(value, kind) -> bool:
-  if kind == "count":
-    return schema.is_int(value) and 1 <= value <= schema.MAX_INT
-  if kind == "index":
-    return schema.is_int(value) and 0 <= value <= schema.MAX_INT
-  if kind == "number":
-    return schema.is_number(value) and math.isfinite(value) and value >= 0
-  if kind is bool:
-    return isinstance(value, bool)
-  if kind is str:
-    return isinstance(value, str)
-  if kind == "numbers_by_name":
-    return isinstance(value, Mapping) and all(
-        isinstance(k, str) and _fits(v, "number") for k, v in value.items())
-  if kind == "run" or (isinstance(kind, tuple) and kind[0] == "section"):
-    return isinstance(value, Mapping)
-  if kind[0] == "literal":
-    return isinstance(value, (str, int, float)) and value in kind[1] \
-        and type(value) is not bool
-  if kind[0] == "tuple":
-    return isinstance(value, (list, tuple)) and all(_fits(v, kind[1]) for v in value)
-  raise AssertionError(kind)
-
-
 def _coerce(value, kind, optional: bool, field: str):
-  """``value`` checked against ``kind`` and in its stored form (lists -> tuples)."""
-  if optional and (value is None or value == "none"):
-    return None
-  if dataclasses.is_dataclass(kind):
-    if isinstance(value, kind):
-      check_fields(value, field)
-      return value
-    check(isinstance(value, Mapping), field, value, kind_text(kind))
-    return from_json(kind, value, field)
-  check(_fits(value, kind), field, value, kind_text(kind, optional))
-  if isinstance(kind, tuple) and kind[0] == "section":
-    schema.check_section(kind[1], value)
-    for key, v in value.items():
-      schema.coerce(f"{field}.{key}", v, schema.SECTIONS[kind[1]][key])
-  if isinstance(kind, tuple) and kind[0] == "tuple":
-    return tuple(value)
-  if kind in ("run", "numbers_by_name") or (isinstance(kind, tuple) and kind[0] == "section"):
-    return dict(value)
-  if kind == "number":
-    return float(value) if not isinstance(value, int) else value
-  return value
+  """``value`` checked against ``kind`` and in its stored form (lists -> tuples): a nested
+  table by its own settings, every other kind by :func:`attndyn.schema.typed`."""
+  if not dataclasses.is_dataclass(kind) or (optional and (value is None or value == "none")):
+    return schema.typed(field, value, kind, optional)
+  if isinstance(value, kind):
+    check_fields(value, field)
+    return value
+  check(isinstance(value, Mapping), field, value, schema.kind_text(kind))
+  return from_json(kind, value, field)
 
 
 def _hints(cls) -> dict:
@@ -198,9 +139,8 @@ def as_json(obj) -> Any:
 
 
 def _unknown(name: str, key: str, known: Sequence[str]) -> ConfigError:
-  close = difflib.get_close_matches(key, list(known), n=1)
-  hint = f" Did you mean {close[0]!r}?" if close else ""
-  return ConfigError(f"{name} has no setting {key!r}.{hint} Known: {', '.join(known)}.")
+  return ConfigError(f"{name} has no setting {key!r}.{schema.suggest(key, known, as_repr=True)} "
+                     f"Known: {', '.join(known)}.")
 
 
 def _set(obj, path: Sequence[str], value, name: str, where: str):
@@ -292,7 +232,7 @@ def leaves(obj, prefix: str = "") -> dict:
     if dataclasses.is_dataclass(kind) and value is not None:
       out.update(leaves(value, f"{prefix}{f.name}."))
     else:
-      out[f"{prefix}{f.name}"] = (kind_text(kind, optional), as_json(value))
+      out[f"{prefix}{f.name}"] = (schema.kind_text(kind, optional), as_json(value))
   return out
 
 

@@ -11,7 +11,6 @@ into one table.
 """
 import dataclasses
 import datetime
-import difflib
 import importlib
 import json
 import sys
@@ -24,6 +23,7 @@ from attndyn import atomic
 from attndyn import overrides as override_parser
 from attndyn import settings as study_settings
 from attndyn.reproduce import PAPERS
+from attndyn.schema import suggest
 from attndyn.tasks.errors import ConfigError, check, is_environment_failure
 
 __all__ = ["EXPERIMENTS_DIR", "STORE", "Outcome", "Context", "paper_module", "experiment_modules",
@@ -88,9 +88,8 @@ class Context:
 def paper_module(paper: str):
   """The package of ``paper`` (e.g. ``lu2021``)."""
   if paper not in PAPERS:
-    close = difflib.get_close_matches(paper, PAPERS, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ConfigError(f"paper {paper!r} is not allowed.{hint} Allowed: {', '.join(sorted(PAPERS))}.")
+    raise ConfigError(f"paper {paper!r} is not allowed.{suggest(paper, PAPERS, as_repr=True)} "
+                      f"Allowed: {', '.join(sorted(PAPERS))}.")
   return importlib.import_module(PAPERS[paper])
 
 
@@ -118,10 +117,8 @@ def check_items(paper: str, items: Sequence[str], *, quick: bool = False) -> Non
   for item in items:
     path, _ = override_parser.parse(item)
     if path[0] not in names:
-      close = difflib.get_close_matches(path[0], names, n=1)
-      hint = f" Did you mean {close[0]!r}?" if close else ""
-      raise ConfigError(f"--set {item!r}: no experiment {path[0]!r}.{hint} "
-                        f"Experiments: {', '.join(names)}.")
+      raise ConfigError(f"--set {item!r}: no experiment {path[0]!r}."
+                        f"{suggest(path[0], names, as_repr=True)} Experiments: {', '.join(names)}.")
   for module in modules:
     settings_for(module, quick=quick, items=items)
 
@@ -135,9 +132,8 @@ def select(paper: str, only: Optional[Sequence[str]]) -> list:
   chosen = []
   for name in only:
     if name not in by_name:
-      close = difflib.get_close_matches(name, by_name, n=1)
-      hint = f" Did you mean {close[0]!r}?" if close else ""
-      raise ConfigError(f"--only {name!r} is not allowed.{hint} Experiments: {', '.join(by_name)}.")
+      raise ConfigError(f"--only {name!r} is not allowed.{suggest(name, by_name, as_repr=True)} "
+                        f"Experiments: {', '.join(by_name)}.")
     chosen.append(by_name[name])
   return chosen
 
