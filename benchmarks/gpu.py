@@ -103,11 +103,13 @@ def _step_device(args) -> dict:
   if memory is None and d.platform == "cpu":
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")   # the host's
   import jaxlib
+  # no accelerator where one is expected: the run stops, so its memory is not swept
+  refused = d.platform == "cpu" and args.mode == "full" and not args.allow_cpu
   return {"platform": d.platform, "backend": jax.default_backend(), "device_kind": d.device_kind,
           "devices": [str(x) for x in devices], "device_count": len(devices),
           "memory_bytes": memory, "jax": jax.__version__,
           "jaxlib": getattr(jaxlib, "__version__", None),
-          "bandwidth": device_bandwidth(**BANDWIDTH[args.mode])}
+          "bandwidth": None if refused else device_bandwidth(**BANDWIDTH[args.mode])}
 
 
 def _step_bench(args) -> list:
@@ -175,6 +177,7 @@ def _child(argv) -> int:
   ap.add_argument("--mode", choices=list(SEEDS), required=True)
   ap.add_argument("--atlas-dir")
   ap.add_argument("--quick", action="store_true")
+  ap.add_argument("--allow-cpu", action="store_true")
   ap.add_argument("--set", action="append")
   args = ap.parse_args(argv)
   _write_result(args.result, STEPS[args.step](args))
@@ -239,11 +242,13 @@ class Run:
            "--mode", self.mode]
     for key, value in options.items():
       flag = "--" + key.replace("_", "-")
+      if value is None or value is False:
+        continue
       if value is True:
         cmd.append(flag)
       elif isinstance(value, list):
         cmd += [a for v in value for a in (flag, v)]
-      elif value is not None:
+      else:
         cmd += [flag, str(value)]
     return self.step(name, cmd, limit, result=result)
 
@@ -330,7 +335,7 @@ def run(args, out: Path, work: Path) -> int:
   r = Run(out, work, args.budget, mode, ["python -m benchmarks.gpu", *(args.argv or [])])
   r.save()
 
-  _, device = r.child("device", "device", LIMITS["device"])
+  _, device = r.child("device", "device", LIMITS["device"], allow_cpu=args.allow_cpu)
   r.doc["device"] = device
   if device is None:   # JAX could not start here: every other step would fail the same way
     return _end(r, 1, f"the device step failed (JAX_PLATFORMS = "
@@ -425,12 +430,14 @@ def _num(x, fmt=",.0f") -> str:
 def table(doc: dict) -> str:
   """``gpu.json`` as the markdown that docs/usage.md's Speed section shows."""
   device = doc.get("device")
-  if device:
+  if device and device["bandwidth"]:
     memory = device.get("memory_bytes")
     about = (f"{device['device_kind']} ({device['platform']}, {device['device_count']} "
              f"device(s)" + (f", {memory / 2**30:.0f} GiB" if memory else "")
              + f"; jax {device['jax']}), measured triad bandwidth "
              f"{device['bandwidth']['triad_gbs']:,.0f} GB/s")
+  elif device:
+    about = f"{device['device_kind']} ({device['platform']}): no accelerator, nothing measured"
   else:
     about = "not measured (the device step failed)"
   lines = [f"Device: {about}{' (--tiny sizes)' if doc['mode'] == 'tiny' else ''}; "

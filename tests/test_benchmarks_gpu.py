@@ -173,4 +173,33 @@ def test_a_platform_jax_cannot_start_ends_the_run_after_the_device_step(tmp_path
   doc = json.loads((out / gpu.RESULTS).read_text(encoding="utf-8"))
   assert [(s["name"], s["status"]) for s in doc["steps"]] == [("device", "failed")]
   assert doc["environment"]["JAX_PLATFORMS"] == "cuda" and doc["device"] is None
-  assert "Unknown backend" in doc["steps"][0]["tail"] or "cuda" in doc["steps"][0]["tail"]
+  assert doc["steps"][0]["rc"] not in (0, None) and "Error" in doc["steps"][0]["tail"]
+
+
+def test_without_an_accelerator_the_full_size_run_stops_after_naming_the_device(tmp_path, capsys):
+  out = tmp_path / "out"
+  assert gpu.main(["--out", str(out)]) == 2
+  assert "JAX found no accelerator (platform cpu)" in capsys.readouterr().err
+  doc = json.loads((out / gpu.RESULTS).read_text(encoding="utf-8"))
+  assert [(s["name"], s["status"]) for s in doc["steps"]] == [("device", "ok")]
+  assert doc["device"]["platform"] == "cpu" and doc["device"]["bandwidth"] is None
+  assert doc["bench"] == [] and doc["atlas_full"] is None
+  assert "| 1,024 | not measured |" in (out / gpu.TABLE).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--budget", "0"], "--budget 0 is not allowed"),
+    (["--atlas-from", "no/such/dir"], "--atlas-from 'no/such/dir' is not a directory"),
+    (["--out", "FULL"], "is not a new or empty directory"),
+])
+def test_bad_input_is_one_line(tmp_path, capsys, argv, said):
+  full = tmp_path / "full"
+  full.mkdir()
+  (full / "x").write_text("")
+  args = ["--out", str(tmp_path / "new"), "--tiny"] + [str(full) if a == "FULL" else a
+                                                      for a in argv]
+  with pytest.raises(SystemExit) as exit_:
+    gpu.main(args)
+  err = capsys.readouterr().err
+  assert exit_.value.code == 2 and said in err and len(err.strip().splitlines()) == 1
+  assert not (tmp_path / "new").exists() or argv[0] == "--out"
