@@ -1,12 +1,13 @@
 """Every GPU measurement of the fast path and the atlas in one budgeted run: ``python -m benchmarks.gpu``.
 
 ``python -m benchmarks.gpu --out DIR [--work DIR2] [--budget SECONDS] [--tiny]
-[--atlas-from DIR3] [--allow-cpu]``
+[--atlas-from DIR3] [--allow-cpu] [--skip bench|atlas-quick|atlas-full ...]``
 
 Each step runs in its own process under a time limit taken from the budget (default 480 s),
 and ``DIR/gpu.json`` (every number, each step's status, limit and wall time, in the order
 run) and ``DIR/gpu-table.md`` (the rows for docs/usage.md) are rewritten after every step, so
-a run stopped at any point keeps what it had measured. The steps, in order:
+a run stopped at any point keeps what it had measured. The steps, in order (``--skip`` leaves
+one out, e.g. to give the full atlas the whole budget):
 
 1. ``device``: the devices JAX chose (platform, kind, count, memory) and the device's own
    memory bandwidth (:func:`benchmarks.stream.device_bandwidth`: a triad, a scale and a sum
@@ -85,6 +86,7 @@ TINY_ATLAS = ['classifiers=["tc"]', "crosses=[]", "seeds=2", "sigma=[0.001, 0.1]
               "base={n_nontopic=3, vocab_size=20, n_topics=2, words_per_topic=2, embed_dim=4, "
               "n_train=16, n_test=8, normaliser=\"softmax\", train_query=false}"]
 TINY_SETS = {"quick": TINY_ATLAS + ["axes={}"], "full": TINY_ATLAS + ["axes={n_nontopic=[4]}"]}
+SKIPPABLE = ("bench", "atlas-quick", "atlas-full")
 GOALS = {"seed_epochs_per_s_at_4096": 1e6, "full_atlas_s": 300.0}
 
 
@@ -235,6 +237,12 @@ class Run:
     self.save()
     return entry, value
 
+  def skip(self, name: str) -> tuple:
+    """Record ``name`` as left out by ``--skip``."""
+    self.doc["steps"].append({"name": name, "status": "skipped", "why": "--skip"})
+    self.save()
+    return self.doc["steps"][-1], None
+
   def child(self, name: str, step: str, limit: float, **options) -> tuple:
     """One of :data:`STEPS` in a child process: ``(entry, value)`` as :meth:`step`."""
     result = self.work / "steps" / f"{len(self.doc['steps']) + 1:02d}-{name}.json"
@@ -345,7 +353,8 @@ def run(args, out: Path, work: Path) -> int:
                       "or pass --allow-cpu (or --tiny) to measure the CPU")
   bandwidth = device["bandwidth"]["triad_gbs"]
 
-  _, rows = r.child("bench", "bench", LIMITS["bench"])
+  _, rows = r.child("bench", "bench", LIMITS["bench"]) if "bench" not in args.skip \
+      else r.skip("bench")
   for row in rows or []:
     row["bandwidth_gbs"] = bandwidth
     row["bandwidth_share"] = (row["model_bytes_per_seed_epoch"] * row["seed_epochs_per_s"]
@@ -356,14 +365,29 @@ def run(args, out: Path, work: Path) -> int:
   sets = {k: [a for item in v for a in ("--set", item)] for k, v in TINY_SETS.items()} \
       if args.tiny else {"quick": [], "full": []}
   atlas = [sys.executable, "-m", "attndyn.cli", "atlas", "--no-progress", "--workers", "1"]
-  quick_dir = work / "atlas-quick"
+  if "atlas-quick" not in args.skip:
+    _quick_atlas(r, args, atlas, sets)
+  else:
+    r.skip("atlas-quick")
+  if "atlas-full" not in args.skip:
+    _full_atlas(r, args, atlas, sets)
+  else:
+    r.skip("atlas-full")
+  r.doc["finished"] = True
+  return _end(r, 0, None)
+
+
+def _quick_atlas(r: Run, args, atlas: list, sets: dict) -> None:
+  quick_dir = r.work / "atlas-quick"
   entry, _ = r.step("atlas-quick", atlas + ["--quick", "--out", str(quick_dir)] + sets["quick"],
                     LIMITS["atlas-quick"], grace=GRACE if not args.tiny else 5)
   r.doc["atlas_quick"] = {"dir": str(quick_dir), "status": entry["status"],
                           "wall_s": entry.get("wall_s"), **_atlas_summary(quick_dir)}
   r.save()
 
-  full_dir = work / "atlas-full"
+
+def _full_atlas(r: Run, args, atlas: list, sets: dict) -> None:
+  full_dir = r.work / "atlas-full"
   source = Path(args.atlas_from)
   shutil.copytree(source, full_dir, symlinks=False)
   store_sets = TINY_SETS["full"] if args.tiny else []
@@ -392,8 +416,6 @@ def run(args, out: Path, work: Path) -> int:
       full["estimated_left_s"] = counts.get("estimated_left_s")
     # the buckets' own computing seconds (done) + the estimate (left): no start-up, no writing
     full["estimated_total_s"] = counts["computing_s_done"] + (counts.get("estimated_left_s") or 0)
-  r.doc["finished"] = True
-  return _end(r, 0, None)
 
 
 def _resume_note(source: Path, resume: bool, before) -> str:
@@ -497,6 +519,8 @@ def main(argv=None) -> int:
                        "docs/atlas/h100/full)")
   ap.add_argument("--allow-cpu", action="store_true",
                   help="measure at full size even where JAX found no accelerator")
+  ap.add_argument("--skip", action="append", default=[], choices=SKIPPABLE,
+                  help="leave out a step (repeatable), e.g. to give the full atlas the budget")
   args = ap.parse_args(argv)
   args.argv = argv
   if not args.budget > 0:

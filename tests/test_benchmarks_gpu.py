@@ -203,3 +203,15 @@ def test_bad_input_is_one_line(tmp_path, capsys, argv, said):
   err = capsys.readouterr().err
   assert exit_.value.code == 2 and said in err and len(err.strip().splitlines()) == 1
   assert not (tmp_path / "new").exists() or argv[0] == "--out"
+
+
+def test_skipped_steps_are_recorded_in_their_place(tmp_path):
+  out = tmp_path / "out"
+  argv = ["--out", str(out), "--tiny", "--skip", "bench", "--skip", "atlas-quick",
+          "--skip", "atlas-full"]
+  assert gpu.main(argv) == 0
+  doc = json.loads((out / gpu.RESULTS).read_text(encoding="utf-8"))
+  assert [(s["name"], s["status"]) for s in doc["steps"]] == [
+      ("device", "ok"), ("bench", "skipped"), ("atlas-quick", "skipped"),
+      ("atlas-full", "skipped")]
+  assert doc["finished"] and doc["bench"] == [] and doc["atlas_full"] is None
