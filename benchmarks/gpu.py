@@ -37,7 +37,7 @@ and ``--no-progress``; their folders, each step's log and attndyn's compile cach
 (``ATTNDYN_COMPILE_CACHE``, unless it is set: empty at the start, so the quick atlas
 compiles cold and the full atlas loads the programs they share) go in ``--work`` (default
 ``DIR/work``). ``--tiny`` runs the same steps on tiny sizes (8, 16 and 32 seeds, a few epochs,
-a one- and a two-bucket atlas on a tiny task), in under a minute on a CPU:
+a one- and a two-bucket atlas on a tiny task), small enough for a CPU:
 tests/test_benchmarks_gpu.py runs it.
 
 JAX chooses the platform: ``JAX_PLATFORMS`` is passed on to every step as it is set (unset,
@@ -279,9 +279,11 @@ def _environment() -> dict:
 
 def _limited(cmd: list, limit: float, grace: float, log: Path) -> dict:
   """Run ``cmd`` in its own process group with its output in ``log``; after ``limit`` seconds
-  (``grace`` of them after a SIGTERM) the group is killed. Returns status, rc, wall_s, tail."""
+  (``grace`` of them after a SIGTERM) the group is killed, and so it is when this process is
+  interrupted. The group stays in this process's session, so whatever ends the session ends
+  it too. Returns status, rc, wall_s, tail."""
   atomic.make_dirs(log.parent)
-  env = {"ATTNDYN_COMPILE_CACHE": str(log.parent.parent / "xla-cache"),
+  env = {"ATTNDYN_COMPILE_CACHE": str(log.parent.parent / "xla-cache"),   # in the work folder
          **os.environ, "PYTHONUNBUFFERED": "1",
          "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
   t0 = time.monotonic()
@@ -291,10 +293,14 @@ def _limited(cmd: list, limit: float, grace: float, log: Path) -> dict:
     f.write("$ " + " ".join(cmd) + "\n")
     f.flush()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            process_group=0)
     try:
       proc.wait(timeout=max(limit - grace, 0.1))
-    except subprocess.TimeoutExpired:
+    except BaseException as err:   # the limit, or this run stopped (Ctrl-C, SIGTERM)
+      if not isinstance(err, subprocess.TimeoutExpired):
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
       status = "timeout"
       if grace > 0:
         os.killpg(proc.pid, signal.SIGTERM)   # the group this run started
@@ -342,7 +348,13 @@ def run(args, out: Path, work: Path) -> int:
   mode = "tiny" if args.tiny else "full"
   r = Run(out, work, args.budget, mode, ["python -m benchmarks.gpu", *(args.argv or [])])
   r.save()
+  try:
+    return _steps(r, args, mode)
+  except KeyboardInterrupt:   # Ctrl-C or SIGTERM: the running step's group was killed
+    return _end(r, 130, "interrupted: gpu.json holds the steps finished before")
 
+
+def _steps(r: Run, args, mode: str) -> int:
   _, device = r.child("device", "device", LIMITS["device"], allow_cpu=args.allow_cpu)
   r.doc["device"] = device
   if device is None:   # JAX could not start here: every other step would fail the same way
@@ -534,8 +546,16 @@ def main(argv=None) -> int:
       ap.error(f"{flag} {str(d)!r} is not a new or empty directory: pick another")
   atomic.make_dirs(out)
   atomic.make_dirs(work)
-  with lock.hold(out):
-    return run(args, out, work)
+
+  def on_sigterm(signum, frame):   # a SIGTERM stops the run as Ctrl-C does
+    raise KeyboardInterrupt
+
+  previous = signal.signal(signal.SIGTERM, on_sigterm)
+  try:
+    with lock.hold(out):
+      return run(args, out, work)
+  finally:
+    signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

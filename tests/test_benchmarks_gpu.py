@@ -215,3 +215,28 @@ def test_skipped_steps_are_recorded_in_their_place(tmp_path):
       ("device", "ok"), ("bench", "skipped"), ("atlas-quick", "skipped"),
       ("atlas-full", "skipped")]
   assert doc["finished"] and doc["bench"] == [] and doc["atlas_full"] is None
+
+
+def test_a_run_stopped_by_sigterm_kills_its_step_and_keeps_the_file(tmp_path):
+  """SIGTERM to the run while its first step (JAX starting in a child) runs: exit 130, the
+  file says so, and the child's process group is gone."""
+  import os
+  import signal
+  import subprocess
+  out = tmp_path / "out"
+  proc = subprocess.Popen([sys.executable, "-m", "benchmarks.gpu", "--out", str(out), "--tiny"],
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          stderr=subprocess.PIPE, text=True)
+  logs = out / "work" / "logs"
+  deadline = time.monotonic() + 60
+  while not any(logs.glob("*.log")) and time.monotonic() < deadline:
+    time.sleep(0.1)
+  proc.send_signal(signal.SIGTERM)
+  assert proc.wait(timeout=60) == 130
+  assert "interrupted" in proc.stderr.read()
+  doc = json.loads((out / gpu.RESULTS).read_text(encoding="utf-8"))
+  assert doc["exit"]["code"] == 130 and not doc["finished"]
+  # the step's command line names its result file under out/work/steps: no process left has it
+  left = subprocess.run(["pgrep", "-f", str(out / "work" / "steps")], capture_output=True,
+                        text=True)
+  assert left.returncode == 1 and not left.stdout, left.stdout
