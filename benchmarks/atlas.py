@@ -61,6 +61,22 @@ def _kind(s, bucket) -> str:
   return f"{bucket.values['classifier']}/{path}"
 
 
+def estimate_seconds(s, timed, among) -> tuple:
+  """What the buckets ``among`` would take: each costs the mean seconds of the ``timed``
+  ``(bucket, seconds)`` of its kind (:func:`_kind`), a kind none of them has the mean of all.
+
+  Returns:
+    ``(seconds, kinds)``: the sum, and the kinds costed at the mean of all (sorted).
+  """
+  by_kind = {}
+  for bucket, seconds in timed:
+    by_kind.setdefault(_kind(s, bucket), []).append(seconds)
+  mean = {k: sum(v) / len(v) for k, v in by_kind.items()}
+  fallback = sum(seconds for _, seconds in timed) / len(timed)
+  kinds = [_kind(s, b) for b in among]
+  return sum(mean.get(k, fallback) for k in kinds), sorted(set(kinds) - set(mean))
+
+
 def default_sample(s) -> list:
   """Indices of the sampled buckets of the full grid (see the module docstring)."""
   from attndyn import atlas
@@ -392,19 +408,15 @@ def main(argv=None) -> int:
             f"ratio {r['baseline_ode_seconds'] / r['seconds']:.2f}x", flush=True)
   total = sum(r["seconds"] for r in rows)
   configs = sum(r["configurations"] for r in rows)
-  by_kind = {}
-  for r in rows:
-    by_kind.setdefault(r["kind"], []).append(r["seconds"])
-  mean = {k: sum(v) / len(v) for k, v in by_kind.items()}
-  fallback = total / len(rows)
-  estimate = sum(mean.get(_kind(s, b), fallback) for b in everything)
+  estimate, unsampled = estimate_seconds(s, [(everything[r["bucket"]], r["seconds"]) for r in rows],
+                                         everything)
   doc = {"grid": "quick" if args.quick else "full", "rows": rows,
          "configurations_per_s": configs / total,
          "compiles_per_configuration": sum(r["compiles"] for r in rows) / configs,
          "grid_buckets": len(everything),
          "grid_configurations": sum(atlas.n_configurations(s, b) for b in everything),
          "estimated_grid_seconds": estimate,
-         "kinds_unsampled": sorted({_kind(s, b) for b in everything} - set(mean))}
+         "kinds_unsampled": unsampled}
   print(f"{configs} configurations in {total:.0f} s: {doc['configurations_per_s']:.2f} "
         f"configurations/s, {doc['compiles_per_configuration']:.3f} compiles per configuration; "
         f"the {doc['grid']} grid ({len(everything)} buckets, {doc['grid_configurations']} "
