@@ -87,9 +87,24 @@ def revision() -> Optional[dict]:
       _REVISION["changes"] = hashlib.sha256(run("diff", "HEAD").encode()).hexdigest() \
           if _REVISION["value"]["dirty"] else None
     except (OSError, ValueError, Exception):   # no git, not a checkout, a timeout
-      _REVISION["value"] = None
+      # outside a checkout the source itself keys the jobs: an installed version number
+      # does not change when the files do (a copied tree, an unreleased edit)
+      _REVISION["value"], _REVISION["changes"] = None, _source_digest()
   value = _REVISION["value"]
   return None if value is None else dict(value)
+
+
+def _source_digest() -> str:
+  """A digest of the Python source of attndyn and its four library packages, as loaded."""
+  import importlib.util
+  digest = hashlib.sha256()
+  for package in ("attndyn", "attndyn.tasks", "attndyn.models", "attndyn.dynamics",
+                  "attndyn.analysis"):
+    for folder in importlib.util.find_spec(package).submodule_search_locations:
+      for path in sorted(Path(folder).rglob("*.py")):
+        digest.update(f"{package}/{path.relative_to(folder)}\0".encode())
+        digest.update(path.read_bytes())
+  return digest.hexdigest()
 
 
 def precision() -> str:
@@ -99,9 +114,9 @@ def precision() -> str:
 
 
 def key_of(*parts: Any, code: bool = True) -> str:
-  """A digest of ``parts`` (JSON values and numeric arrays, by their values), this code's revision (its git commit and a digest of
-  the uncommitted changes to tracked files; outside git, the installed version) and the
-  precision.
+  """A digest of ``parts`` (JSON values and numeric arrays, by their values), this code's
+  revision (its git commit and a digest of the uncommitted changes to tracked files; outside
+  a git checkout, a digest of the source files and the installed version) and the precision.
   ``code=False`` leaves the revision out: the chunks of ``attndyn run --resume``, which an
   upgrade has never invalidated."""
   doc = {"parts": parts, "precision": precision()}

@@ -31,3 +31,24 @@ def test_code_false_leaves_the_revision_out(monkeypatch):
   monkeypatch.setitem(jobs._REVISION, "changes", "another edit")
   assert jobs.key_of("p", code=False) == without
   assert jobs.key_of("p") != with_code
+
+
+def test_outside_a_checkout_the_source_itself_keys_the_jobs(monkeypatch):
+  # no git (a copied tree, an unpacked archive): the key must still change with the code
+  import subprocess
+  from pathlib import Path
+
+  def no_git(*args, **kwargs):
+    raise FileNotFoundError("git")
+
+  monkeypatch.setattr(subprocess, "run", no_git)
+  monkeypatch.setattr(jobs, "_REVISION", {})
+  assert jobs.revision() is None
+  key = jobs.key_of("p")
+  monkeypatch.setattr(jobs, "_REVISION", {})
+  assert jobs.revision() is None and jobs.key_of("p") == key   # the same source, the same key
+  read = Path.read_bytes
+  edited = lambda path: read(path) + (b"# edited\n" if path.name == "lu.py" else b"")
+  monkeypatch.setattr(Path, "read_bytes", edited)
+  monkeypatch.setattr(jobs, "_REVISION", {})
+  assert jobs.revision() is None and jobs.key_of("p") != key
