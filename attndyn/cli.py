@@ -430,14 +430,8 @@ def _atlas(args) -> int:
 
 
 def _reproduce(args) -> int:
-  from attndyn import lock
   from attndyn.reproduce import cli as reproduce_cli
-  if args.settings or args.out is None or not args.report_only:
-    return reproduce_cli.main(args)   # writes nothing, or runs ad.reproduce (which locks DIR)
-  # the whole DIR, its runs/NAME included; a missing DIR to --resume or --report-only is not
-  # created (the command says there is nothing there)
-  with lock.hold(args.out, create=not (args.resume or args.report_only)):
-    return reproduce_cli.main(args)
+  return reproduce_cli.main(args)
 
 
 EQX_ON_ERROR_VALUES = ("raise", "breakpoint", "nan", "off")   # equinox's own list
