@@ -32,7 +32,7 @@ from attndyn.tasks.errors import ConfigError
 
 __all__ = ["FIGURES", "LABELS", "is_writer", "prepare_out_dir", "environment", "run_id",
            "write_npz", "draw_figures", "summary", "run_info", "write_summary", "write_config",
-           "write_all", "RESCUE_PREFIX", "refuse_nonempty"]
+           "write_all", "RESCUE_PREFIX", "refuse_nonempty", "refuse_wrong_kind"]
 
 CONFIG = "config.toml"
 FIGURES = ("sen.png", "attndyn.dynamics.png", "loss.png", "invariant.png")
@@ -104,13 +104,18 @@ def _check_own_entries(out: Path) -> None:
   for path in files + dirs:   # before anything is computed, not when the results are written
     atomic.refuse_link(path)
   for path in files:
-    if path.exists() and not path.is_file():
-      raise ConfigError(f"--out {str(out)!r}: {str(path)!r} is not a file, and attndyn writes a "
-                        f"file there. Rename or remove it, or pick another --out.")
+    refuse_wrong_kind(out, path, "attndyn writes a file")
   for path in dirs:
-    if path.exists() and not path.is_dir():
-      raise ConfigError(f"--out {str(out)!r}: {str(path)!r} is not a directory, and attndyn "
-                        f"keeps checkpoints there. Rename or remove it, or pick another --out.")
+    refuse_wrong_kind(out, path, "attndyn keeps checkpoints", directory=True)
+
+
+def refuse_wrong_kind(out: Path, path: Path, what: str, *, directory: bool = False) -> None:
+  """One line when ``path`` (in ``out``) exists but is not a file (``directory``: not a
+  directory), where ``what`` (``"attndyn writes a file"``) there."""
+  if path.exists() and not (path.is_dir() if directory else path.is_file()):
+    raise ConfigError(f"--out {str(out)!r}: {str(path)!r} is not a "
+                      f"{'directory' if directory else 'file'}, and {what} there. Rename or "
+                      f"remove it, or pick another --out.")
 
 
 def environment() -> dict:
