@@ -29,7 +29,8 @@ from attndyn.dynamics.trajectory import Trajectory
 from attndyn.tasks.errors import ConfigError, digits_error, too_many_digits
 
 __all__ = ["SCHEMA_VERSION", "READABLE_VERSIONS", "KINDS", "Named", "dims_of", "Results",
-           "read_json", "read_summary", "check_one_run", "expected_kinds", "load", "from_arrays"]
+           "read_json", "read_summary", "check_one_run", "expected_kinds", "load", "to_arrays",
+           "from_arrays"]
 
 # The layout of summary.json: 2 moved the run-dependent `created`, `command` and
 # `seconds` to run_info.json and added `diverged` per run and `n_diverged`.
@@ -446,6 +447,34 @@ def load(directory) -> Results:
   arrays = npz.read(directory / TRAJECTORIES, what=repr(str(directory / TRAJECTORIES)))
   _check_arrays(directory / TRAJECTORIES, summary, arrays)
   return from_arrays(directory, summary, arrays)
+
+
+def to_arrays(result) -> dict:
+  """A run's result as flat ``name -> array`` (trajectories.npz's layout, which
+  :func:`from_arrays` reads): ``gd/score``, ``reduced/t``, ``points/seed``, ...
+
+  ``result``: anything with ``points`` (the sweep points' dicts), ``gd`` and ``odes`` (kind ->
+  :class:`Trajectory`), as :class:`attndyn.pipeline.RunResult`. Every array has the sweep axis
+  ``P`` first. Per trajectory kind: ``t`` ``[P, T]``, ``failed_at`` ``[P]``, each recorded
+  observable ``[P, T, ...]`` and, from the final parameters, ``final_word_score`` and
+  ``final_word_emb_norm`` ``[P, V]`` (every word of the vocabulary).
+  """
+  import jax
+
+  from attndyn.analysis.observables import embedding_norms
+  from attndyn.models.lu import word_scores
+  arrays = {f"points/{name}": np.asarray([p[name] for p in result.points])
+            for name in result.points[0]}
+  kinds = {"gd": result.gd, **result.odes}
+  for kind, traj in kinds.items():
+    arrays[f"{kind}/t"] = np.asarray(traj.t)
+    arrays[f"{kind}/failed_at"] = np.asarray(traj.failed_at)
+    for name, value in traj.observables.items():
+      arrays[f"{kind}/{name}"] = np.asarray(value)
+    final = traj.final_params
+    arrays[f"{kind}/final_word_score"] = np.asarray(jax.vmap(word_scores)(final))
+    arrays[f"{kind}/final_word_emb_norm"] = np.asarray(jax.vmap(embedding_norms)(final))
+  return arrays
 
 
 def from_arrays(directory: Optional[Path], summary: dict, arrays: Mapping[str, Any]) -> Results:

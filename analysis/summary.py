@@ -21,7 +21,7 @@ from attndyn.analysis.theorem1 import invariant_drift
 from attndyn.analysis.sen import sen_norm, sen_relative_error
 from attndyn.dynamics.trajectory import Trajectory, failure_reason
 
-__all__ = ["json_number", "json_ready", "run_summaries", "aggregate"]
+__all__ = ["json_number", "json_ready", "run_summaries", "run_headline", "aggregate"]
 
 
 def json_number(x) -> Optional[float]:
@@ -159,7 +159,7 @@ def _stats(values) -> dict:
 
 
 def _word_stat(record: Mapping, key: str, reduce) -> Optional[float]:
-  values = [w[key] for w in record["topic_words"] if w[key] is not None]
+  values = [w[key] for w in record.get("topic_words", []) if w.get(key) is not None]
   return json_number(reduce(values)) if values else None
 
 
@@ -167,6 +167,24 @@ def _ratio(num, den) -> Optional[float]:
   if num is None or den is None or den == 0:
     return None
   return json_number(num / den)
+
+
+_HEADLINE = ("final_train_loss", "train_acc", "test_acc", "topic_attention",
+             "mean_final_topic_score", "max_sen_rel_error", "max_invariant_drift",
+             "nontopic_to_topic_score_ratio", "nontopic_to_topic_norm_ratio")
+
+
+def run_headline(record: Mapping) -> dict:
+  """One run's numbers over its topic words (a record of :func:`run_summaries`):
+  ``mean_final_topic_score`` (mean), ``max_sen_rel_error`` and ``max_invariant_drift`` (max),
+  and Assumption 1's ratios (see :func:`aggregate`); ``None`` where undefined."""
+  return {"mean_final_topic_score": _word_stat(record, "score", np.mean),
+          "max_sen_rel_error": _word_stat(record, "sen_rel_error", np.max),
+          "max_invariant_drift": _word_stat(record, "invariant_drift", np.max),
+          "nontopic_to_topic_score_ratio": _ratio(record.get("nontopic_max_abs_score_change"),
+                                                  _word_stat(record, "score", np.mean)),
+          "nontopic_to_topic_norm_ratio": _ratio(record.get("nontopic_max_abs_norm_change"),
+                                                 _word_stat(record, "emb_norm", np.min))}
 
 
 def aggregate(summaries: Sequence[Mapping]) -> dict:
@@ -201,22 +219,9 @@ def aggregate(summaries: Sequence[Mapping]) -> dict:
   out["ode_n_failed"] = {k: sum(r["ode_failed_at"].get(k) is not None for r in summaries)
                          for k in kinds}
   summaries = [r for r in summaries if r["failed_at"] is None]
-  per_run = {
-      "final_train_loss": [r["final_train_loss"] for r in summaries],
-      "train_acc": [r["train_acc"] for r in summaries],
-      "test_acc": [r["test_acc"] for r in summaries],
-      "topic_attention": [r["topic_attention"] for r in summaries],
-      "mean_final_topic_score": [_word_stat(r, "score", np.mean) for r in summaries],
-      "max_sen_rel_error": [_word_stat(r, "sen_rel_error", np.max) for r in summaries],
-      "max_invariant_drift": [_word_stat(r, "invariant_drift", np.max) for r in summaries],
-      "nontopic_to_topic_score_ratio": [
-          _ratio(r["nontopic_max_abs_score_change"], _word_stat(r, "score", np.mean))
-          for r in summaries],
-      "nontopic_to_topic_norm_ratio": [
-          _ratio(r["nontopic_max_abs_norm_change"], _word_stat(r, "emb_norm", np.min))
-          for r in summaries],
-  }
-  out.update({key: _stats(values) for key, values in per_run.items()})
+  per_run = [{key: r[key] for key in ("final_train_loss", "train_acc", "test_acc",
+                                       "topic_attention")} | run_headline(r) for r in summaries]
+  out.update({key: _stats([r[key] for r in per_run]) for key in _HEADLINE})
   for key in ("ode_max_abs_score_dev", "ode_final_abs_score_dev"):
     out[key] = {k: _stats([r[key].get(k) for r in summaries]) for k in kinds}
   return out

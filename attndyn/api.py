@@ -13,7 +13,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
-from attndyn.analysis.results import Results, from_arrays
+from attndyn.analysis.results import Results, from_arrays, to_arrays
 from attndyn.config import ODE_KINDS, RunConfig
 from attndyn.tasks.errors import ConfigError, check
 
@@ -45,13 +45,19 @@ def _as_config(cfg: Any, ode: Union[None, str, Mapping]) -> RunConfig:
   return RunConfig.from_dict(raw)
 
 
-def _in_memory(result) -> Results:
-  """The :class:`Results` of a :class:`attndyn.pipeline.RunResult`, as ``analysis.load``
-  would read it from the files ``attndyn run`` writes (``directory`` is ``None``)."""
+def _results(result, out: Optional[Path] = None, doc: Optional[dict] = None) -> Results:
+  """The :class:`Results` of a :class:`attndyn.pipeline.RunResult`: read back from ``out``
+  on the process that wrote it, else as ``analysis.load`` would read it from the files
+  ``attndyn run`` writes (``doc``: their summary, by default computed from ``result``)."""
   from attndyn import outputs
-  doc = outputs.summary(result, files={})
-  return dataclasses.replace(from_arrays(None, doc, outputs.trajectories(result)),
-                             exceptions=dict(result.exceptions), gd_path=dict(result.gd_path))
+  from attndyn.analysis.results import load
+  if out is not None and outputs.is_writer():
+    res = load(out)
+  else:
+    doc = outputs.summary(result, files={}) if doc is None else doc
+    res = from_arrays(out, doc, to_arrays(result))
+  return dataclasses.replace(res, exceptions=dict(result.exceptions),
+                             gd_path=dict(result.gd_path))
 
 
 def run(cfg: Union[RunConfig, str, Mapping, Callable], *, ode: Union[None, str, Mapping] = None,
@@ -97,7 +103,7 @@ def run(cfg: Union[RunConfig, str, Mapping, Callable], *, ode: Union[None, str, 
     config = _as_config(config, ode)
     chunking.check_fits(config)
     with pipeline.precision_scope(config.precision):
-      return _in_memory(pipeline.run(config, progress=progress, devices=devices))
+      return _results(pipeline.run(config, progress=progress, devices=devices))
   from attndyn import lock, outputs
   if not outputs.is_writer():
     return _write(cfg, ode, Path(out), force, resume, progress, devices, command)
@@ -121,13 +127,7 @@ def _write(cfg, ode, out: Path, force, resume, progress, devices, command) -> Re
   with pipeline.precision_scope(config.precision):
     result = pipeline.run(config, progress=progress, devices=devices, checkpoints=store)
     doc = outputs.write_all(out, result, command=command, checkpoints=store)
-  if outputs.is_writer():
-    from attndyn.analysis.results import load
-    res = load(out)
-  else:
-    res = dataclasses.replace(from_arrays(out, doc, outputs.trajectories(result)))
-  return dataclasses.replace(res, exceptions=dict(result.exceptions),
-                             gd_path=dict(result.gd_path))
+  return _results(result, out, doc)
 
 
 def _checkpoints(cfg: RunConfig, out: Path, resumed):

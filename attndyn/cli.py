@@ -15,7 +15,6 @@ naming the file that holds its traceback, exit code 1 (the only use of 1). No
 input or environment prints a traceback.
 """
 import argparse
-import contextlib
 import errno
 import importlib
 import os
@@ -317,9 +316,7 @@ def _write_report(args, out) -> int:
   report_md = out / "report.md"
   for path in [report_md] + [out / name for name in outputs.FIGURES]:
     atomic.refuse_link(path)
-  if report_md.exists() and not report_md.is_file():
-    raise ConfigError(f"--out {str(out)!r}: {str(report_md)!r} is not a file, and "
-                      f"attndyn writes report.md there. Rename or remove it, or pick another --out.")
+  outputs.refuse_wrong_kind(out, report_md, "attndyn writes report.md")
   kinds = sorted(results.stages, key=lambda k: (k != "gd", k))
   trajs = {kind: results.trajectory(kind) for kind in kinds}
   from attndyn import pipeline
@@ -385,7 +382,7 @@ def _explain(args) -> int:
 def _atlas(args) -> int:
   from pathlib import Path
 
-  from attndyn import atlas, jobs
+  from attndyn import api, atlas, jobs, outputs
   out = Path(args.out)
   atlas.settings(quick=args.quick, items=args.overrides)   # bad --set: before DIR is touched
   workers = jobs.parse_workers(args.workers)
@@ -393,11 +390,7 @@ def _atlas(args) -> int:
   if args.resume and not store.is_dir():
     raise ConfigError(f"--resume: {str(out)!r} holds no atlas to continue (no {atlas.STORE}/ "
                       f"folder of finished buckets); run without --resume.")
-  if store.exists() and not store.is_dir():
-    raise ConfigError(f"--out {str(out)!r}: {str(store)!r} is not a directory, and the atlas "
-                      f"keeps each finished bucket there. Rename or remove it, or pick "
-                      f"another --out.")
-  from attndyn import api
+  outputs.refuse_wrong_kind(out, store, "the atlas keeps each finished bucket", directory=True)
   result = api.atlas(out=out, quick=args.quick, settings=args.overrides, resume=args.resume,
                      force=args.force, workers=workers, scheduler=args.scheduler,
                      progress=not args.no_progress, command=["attndyn"] + args.argv)
@@ -430,14 +423,8 @@ def _atlas(args) -> int:
 
 
 def _reproduce(args) -> int:
-  from attndyn import lock
   from attndyn.reproduce import cli as reproduce_cli
-  if args.settings or args.out is None or not args.report_only:
-    return reproduce_cli.main(args)   # writes nothing, or runs ad.reproduce (which locks DIR)
-  # the whole DIR, its runs/NAME included; a missing DIR to --resume or --report-only is not
-  # created (the command says there is nothing there)
-  with lock.hold(args.out, create=not (args.resume or args.report_only)):
-    return reproduce_cli.main(args)
+  return reproduce_cli.main(args)
 
 
 EQX_ON_ERROR_VALUES = ("raise", "breakpoint", "nan", "off")   # equinox's own list

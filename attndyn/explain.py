@@ -9,6 +9,7 @@ over seeds, medians), ``explain.md`` and ``explain.png``.
 import argparse
 from pathlib import Path
 
+from attndyn.report import md_table
 from attndyn.tasks.errors import ConfigError, check
 
 __all__ = ["EPILOG", "add_parser", "main"]
@@ -67,18 +68,22 @@ def _config(args):
   return config.RunConfig.from_dict(raw)
 
 
+def _mean_ci(v: dict) -> str:
+  """``mean ± 95% CI`` of a statistic's summary (``n/a`` without a mean)."""
+  ci = "" if v["ci95"] is None else f" ± {v['ci95']:.3g}"
+  return "n/a" if v["mean"] is None else f"{v['mean']:.4g}{ci}"
+
+
 def _markdown(summary: dict, meta: dict) -> str:
+  num = lambda x: "n/a" if x is None else f"{x:.3g}"
   lines = [f"# attndyn explain: {meta['label']}", "",
            f"Seeds {meta['seeds']}, {meta['n_sentences']} test sentences each, ε = {meta['eps']}; "
-           f"final train loss {meta['train_loss']}, test accuracy {meta['test_acc']}.", "",
-           "| statistic | mean over seeds ± 95% CI | per-seed means | pooled median | undefined |",
-           "|---|---|---|---|---|"]
-  for stat, v in summary.items():
-    ci = "" if v["ci95"] is None else f" ± {v['ci95']:.3g}"
-    mean = "n/a" if v["mean"] is None else f"{v['mean']:.4g}{ci}"
-    median = "n/a" if v["median"] is None else f"{v['median']:.3g}"
-    lines.append(f"| {stat} | {mean} | {', '.join('n/a' if x is None else f'{x:.3g}' for x in v['per_seed'])} | "
-                 f"{median} | {100 * v['undefined']:.0f}% |")
+           f"final train loss {meta['train_loss']}, test accuracy {meta['test_acc']}.", ""]
+  lines += md_table(["statistic", "mean over seeds ± 95% CI", "per-seed means", "pooled median",
+                     "undefined"],
+                    [[stat, _mean_ci(v), ", ".join(num(x) for x in v["per_seed"]),
+                      num(v["median"]), f"{100 * v['undefined']:.0f}%"]
+                     for stat, v in summary.items()])
   return "\n".join(lines + ["", "![explain.png](explain.png)", ""])
 
 
@@ -123,8 +128,6 @@ def main(args) -> int:
                                                                   eps=args.eps))
   atomic.write_text(out / "explain.md", _markdown(summary, meta))
   for stat, v in summary.items():
-    ci = "" if v["ci95"] is None else f" ± {v['ci95']:.3g}"
-    mean = "n/a" if v["mean"] is None else f"{v['mean']:.4g}"
-    print(f"{stat}: {mean}{ci} over {v['n_seeds']} seeds (median {v['median']})")
+    print(f"{stat}: {_mean_ci(v)} over {v['n_seeds']} seeds (median {v['median']})")
   print(f"wrote {out}/: explain.json, explain.md, explain.png")
   return 0

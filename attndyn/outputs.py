@@ -22,21 +22,19 @@ import jax
 import numpy as np
 
 import attndyn.analysis.figures as figures
-from attndyn import models
 from attndyn.analysis import npz
-from attndyn.analysis.results import SCHEMA_VERSION, SUMMARY, TRAJECTORIES
-from attndyn.analysis.observables import embedding_norms
+from attndyn.analysis.results import RUN_INFO, SCHEMA_VERSION, SUMMARY, TRAJECTORIES, to_arrays
 from attndyn.analysis.summary import aggregate, json_ready, run_summaries
 from attndyn import atomic, checkpoint, lock, tomlwrite
 from attndyn.pipeline import RunResult
 from attndyn.progress import ProgressBar
 from attndyn.tasks.errors import ConfigError
 
-__all__ = ["FIGURES", "LABELS", "is_writer", "prepare_out_dir", "environment", "trajectories",
-           "run_id", "write_npz", "draw_figures", "write_figures", "summary", "run_info",
-           "write_summary", "write_config", "write_all", "RESCUE_PREFIX", "refuse_nonempty"]
+__all__ = ["FIGURES", "LABELS", "is_writer", "prepare_out_dir", "environment", "run_id",
+           "write_npz", "draw_figures", "summary", "run_info", "write_summary", "write_config",
+           "write_all", "RESCUE_PREFIX", "refuse_nonempty", "refuse_wrong_kind"]
 
-CONFIG, RUN_INFO = "config.toml", "run_info.json"
+CONFIG = "config.toml"
 FIGURES = ("sen.png", "attndyn.dynamics.png", "loss.png", "invariant.png")
 LABELS = {"gd": "GD", "reduced": "reduced ODE", "extended": "extended ODE",
           "gradient_flow": "gradient flow"}
@@ -106,13 +104,18 @@ def _check_own_entries(out: Path) -> None:
   for path in files + dirs:   # before anything is computed, not when the results are written
     atomic.refuse_link(path)
   for path in files:
-    if path.exists() and not path.is_file():
-      raise ConfigError(f"--out {str(out)!r}: {str(path)!r} is not a file, and attndyn writes a "
-                        f"file there. Rename or remove it, or pick another --out.")
+    refuse_wrong_kind(out, path, "attndyn writes a file")
   for path in dirs:
-    if path.exists() and not path.is_dir():
-      raise ConfigError(f"--out {str(out)!r}: {str(path)!r} is not a directory, and attndyn "
-                        f"keeps checkpoints there. Rename or remove it, or pick another --out.")
+    refuse_wrong_kind(out, path, "attndyn keeps checkpoints", directory=True)
+
+
+def refuse_wrong_kind(out: Path, path: Path, what: str, *, directory: bool = False) -> None:
+  """One line when ``path`` (in ``out``) exists but is not a file (``directory``: not a
+  directory), where ``what`` (``"attndyn writes a file"``) there."""
+  if path.exists() and not (path.is_dir() if directory else path.is_file()):
+    raise ConfigError(f"--out {str(out)!r}: {str(path)!r} is not a "
+                      f"{'directory' if directory else 'file'}, and {what} there. Rename or "
+                      f"remove it, or pick another --out.")
 
 
 def environment() -> dict:
@@ -129,28 +132,6 @@ def environment() -> dict:
           "platform": platform.platform()}
 
 
-def trajectories(result: RunResult) -> dict:
-  """Result as flat ``name -> array``: ``gd/score``, ``reduced/t``, ``points/seed``, ...
-
-  Every array has the sweep axis ``P`` first. Per trajectory kind: ``t``
-  ``[P, T]``, ``failed_at`` ``[P]``, each recorded observable ``[P, T, ...]`` and,
-  from the final parameters, ``final_word_score`` and ``final_word_emb_norm``
-  ``[P, V]`` (every word of the vocabulary).
-  """
-  arrays = {f"points/{name}": np.asarray([p[name] for p in result.points])
-            for name in result.points[0]}
-  kinds = {"gd": result.gd, **result.odes}
-  for kind, traj in kinds.items():
-    arrays[f"{kind}/t"] = np.asarray(traj.t)
-    arrays[f"{kind}/failed_at"] = np.asarray(traj.failed_at)
-    for name, value in traj.observables.items():
-      arrays[f"{kind}/{name}"] = np.asarray(value)
-    final = traj.final_params
-    arrays[f"{kind}/final_word_score"] = np.asarray(jax.vmap(models.word_scores)(final))
-    arrays[f"{kind}/final_word_emb_norm"] = np.asarray(jax.vmap(embedding_norms)(final))
-  return arrays
-
-
 def run_id(result: RunResult, checkpoints=None) -> str:
   """The id of the run (:func:`attndyn.checkpoint.run_id`): its checkpoints' when it has
   them (a resumed run keeps the id of the run it continues), else its config's."""
@@ -162,7 +143,7 @@ def run_id(result: RunResult, checkpoints=None) -> str:
 def write_npz(out: Path, result: RunResult, *, run: str = None) -> Path:
   """``trajectories.npz``: plain arrays only (``allow_pickle=False``), reproducible bytes;
   the run id (default: :func:`run_id` of ``result``) in its zip comment."""
-  arrays = trajectories(result)
+  arrays = to_arrays(result)
   run = run or run_id(result)
   return atomic.write(out / TRAJECTORIES, lambda tmp: npz.write(tmp, arrays, run_id=run))
 
@@ -198,11 +179,6 @@ def draw_figures(out: Path, trajs: dict, m: int, *, progress: bool = False) -> t
   finally:
     bar.close()
   return written, failed
-
-
-def write_figures(out: Path, result: RunResult) -> tuple:
-  """The four PNGs of a run; returns ``(written names, {name: error message})``."""
-  return draw_figures(out, {"gd": result.gd, **result.odes}, result.m)
 
 
 def summary(result: RunResult, *, files: dict, run: str = None) -> dict:
@@ -268,7 +244,7 @@ def write_all(out: Path, result: RunResult, *, command=None, checkpoints=None) -
     write_npz(out, result, run=run)
   except OSError as err:
     raise _rescued(err, result, run) from None
-  written, failed = write_figures(out, result)
+  written, failed = draw_figures(out, {"gd": result.gd, **result.odes}, result.m)
   files = {"config": CONFIG, "trajectories": TRAJECTORIES, "run_info": RUN_INFO,
            "figures": written, "figure_errors": failed}
   doc = summary(result, files=files, run=run)

@@ -23,7 +23,7 @@ from attndyn import tasks
 from attndyn.chunking import bytes_per_point
 from attndyn.config import RunConfig
 from attndyn.progress import ProgressBar
-from attndyn.dynamics import strategy, xla_options
+from attndyn.dynamics import flow_time, strategy, xla_options
 from attndyn.tasks.errors import ConfigError
 
 __all__ = ["RunResult", "precision_scope", "sweep_inputs", "plan", "gd_fn", "generic_gd_chunk",
@@ -184,30 +184,31 @@ def fast_gd_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset):
   return fn
 
 
-def _ode_times(cfg: RunConfig, lr, taus):
-  """``(lr, ts, t_end, dtmin)`` of an ODE solve: in steps for ``lr`` (``taus=None``), or
-  in flow time (``lr = 1``, saved at ``taus``, the floor on the step that of the smallest
-  learning rate of the grid; :func:`dynamics.strategy.lrs_together`)."""
+def _ode_options(cfg: RunConfig, lr, taus) -> dict:
+  """The arguments every ODE solve of a point takes beside its model and data: the trained
+  groups, the ``[ode]`` solver settings, and ``lr, ts, t_end, dtmin`` in steps for ``lr``
+  (``taus=None``), or in flow time (``lr = 1``, saved at ``taus``, the floor on the step
+  that of the smallest learning rate of the grid; :func:`dynamics.strategy.lrs_together`)."""
   ode = cfg.ode
+  options = dict(trainable=cfg.model.trainable(), solver=ode.solver, rtol=ode.rtol,
+                 atol=ode.atol, max_steps=ode.max_steps)
   if taus is None:
-    return lr, cfg.train.record_steps(), _t_end(cfg, lr), ode.dtmin
+    return dict(options, lr=lr, ts=cfg.train.record_steps(), t_end=_t_end(cfg, lr),
+                dtmin=ode.dtmin)
   dtmin = None if ode.dtmin is None else ode.dtmin * min(dict(cfg.sweep.grid)["train.lr"])
-  return jnp.ones_like(lr), taus, None, dtmin
+  return dict(options, lr=jnp.ones_like(lr), ts=taus, t_end=None, dtmin=dtmin)
 
 
 def reduced_fn(cfg: RunConfig, setup, taus=None, extended: bool = False):
-  """Lemma 2's reduced SEN ODE of one sweep point (``taus``: see :func:`_ode_times`;
+  """Lemma 2's reduced SEN ODE of one sweep point (``taus``: see :func:`_ode_options`;
   ``extended``: the extended reduced dynamics)."""
-  trainable, ode = cfg.model.trainable(), cfg.ode
 
   def fn(inp):
     p = setup(inp)
-    lr, ts, t_end, dtmin = _ode_times(cfg, jnp.asarray(p.lr), taus)
     return dynamics.reduced_sen_ode(
         p.params0, p.dataset.train, p.dataset.train_topic_word,
-        np.arange(cfg.task.n_topic_words), p.record, lr=lr, ts=ts,
-        trainable=trainable, form=ode.form, solver=ode.solver, rtol=ode.rtol, atol=ode.atol,
-        max_steps=ode.max_steps, dtmin=dtmin, t_end=t_end, extended=extended)
+        np.arange(cfg.task.n_topic_words), p.record, form=cfg.ode.form, extended=extended,
+        **_ode_options(cfg, jnp.asarray(p.lr), taus))
 
   return fn
 
@@ -216,18 +217,14 @@ def reduced_sweep_fn(cfg: RunConfig, setup, dataset: tasks.TopicDataset, taus=No
                      extended: bool = False):
   """Lemma 2's reduced SEN ODE of a whole chunk of sweep points sharing ``dataset``, as one
   solve (:func:`dynamics.reduced_sen_ode_sweep`; ``run_sweep(batched=True)``; ``taus``:
-  see :func:`_ode_times`)."""
-  trainable, ode = cfg.model.trainable(), cfg.ode
+  see :func:`_ode_options`)."""
   record = analysis.topic_observables(models.lu.apply_for(cfg.model), dataset)
 
   def fn(inputs):
     params0, lr = jax.vmap(_start(setup))(inputs)
-    lr, ts, t_end, dtmin = _ode_times(cfg, lr, taus)
     return dynamics.reduced_sen_ode_sweep(
         params0, dataset.train, dataset.train_topic_word, np.arange(cfg.task.n_topic_words),
-        record, lr=lr, ts=ts, trainable=trainable, form=ode.form,
-        solver=ode.solver, rtol=ode.rtol, atol=ode.atol, max_steps=ode.max_steps,
-        dtmin=dtmin, t_end=t_end, extended=extended)
+        record, form=cfg.ode.form, extended=extended, **_ode_options(cfg, lr, taus))
 
   return fn
 
@@ -240,36 +237,23 @@ def _solved_over_lrs(cfg: RunConfig, inputs: dict, make, stage):
   ``stage(fn, points, n_points, times)`` runs it over ``points`` (:func:`_stage`).
   """
   lrs = dict(cfg.sweep.grid)["train.lr"]
-  others = [name for name in inputs if name != "train.lr"]
-  rows = np.stack([np.asarray(inputs[name], np.float64) for name in others], axis=1)
-  _, first, group = np.unique(rows, axis=0, return_index=True, return_inverse=True)
-  order = np.argsort(first)                      # the points without lr, in sweep order
-  rank = np.empty_like(order)
-  rank[order] = np.arange(order.size)
-  group = rank[np.ravel(group)]
-  base = {name: np.asarray(x)[first[order]] for name, x in inputs.items()}
+  base, group = flow_time.without_learning_rate(inputs, "train.lr")
   records = [int(cfg.train.run_records(lr)) for lr in lrs]
   taus = np.asarray(dynamics.flow_time_grid(lrs, records, cfg.train.record_every), cfg.precision)
-  flow = stage(make(taus), base, order.size, taus)
+  flow = stage(make(taus), base, len(base["train.lr"]), taus)
   lr = jnp.asarray(inputs["train.lr"])
-  runs = jax.vmap(dynamics.at_learning_rate, (0, None, 0, 0, None, None))(
-      jax.tree.map(lambda x: x[group], flow), taus, lr, cfg.train.run_records(lr),
-      cfg.train.record_every, cfg.train.n_records)
-  return jax.tree.map(np.asarray, runs)
+  return flow_time.runs_at_learning_rates(flow, group, taus, lr, cfg.train.run_records(lr),
+                                          cfg.train.record_every, cfg.train.n_records)
 
 
 def flow_fn(cfg: RunConfig, setup, taus=None):
-  """The full model's gradient flow of one sweep point (``taus``: see :func:`_ode_times`)."""
+  """The full model's gradient flow of one sweep point (``taus``: see :func:`_ode_options`)."""
   loss = models.make_loss(models.lu.apply_for(cfg.model))
-  trainable, ode = cfg.model.trainable(), cfg.ode
 
   def fn(inp):
     p = setup(inp)
-    lr, ts, t_end, dtmin = _ode_times(cfg, jnp.asarray(p.lr), taus)
-    return dynamics.gradient_flow(
-        loss, p.params0, p.dataset.train, p.record, lr=lr, ts=ts,
-        trainable=trainable, solver=ode.solver, rtol=ode.rtol, atol=ode.atol,
-        max_steps=ode.max_steps, dtmin=dtmin, t_end=t_end)
+    return dynamics.gradient_flow(loss, p.params0, p.dataset.train, p.record,
+                                  **_ode_options(cfg, jnp.asarray(p.lr), taus))
 
   return fn
 

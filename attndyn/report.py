@@ -6,8 +6,10 @@ run records), so ``attndyn report DIR`` prints the same table from files as
 """
 from typing import Mapping, Sequence, Tuple
 
+from attndyn.analysis.summary import run_headline
+
 __all__ = ["label", "table", "theory_lines", "diverged_lines", "ode_failed_lines", "all_odes_failed",
-           "markdown"]
+           "md_row", "md_table", "markdown"]
 
 _ODE_SHORT = {"reduced": "red", "extended": "ext", "gradient_flow": "flow"}
 _CLASSIFIER = {"fc": "Attn-FC", "tc": "Attn-TC", "tl": "Attn-TL"}
@@ -24,35 +26,39 @@ def label(config: Mapping) -> str:
   return name
 
 
-def _mean(agg: Mapping, key: str):
-  return (agg.get(key) or {}).get("mean")
-
-
-def _max(agg: Mapping, key: str):
-  return (agg.get(key) or {}).get("max")
-
-
 def _fmt(x, spec: str) -> str:
   return "-" if x is None else format(x, spec)
 
 
+# The numbers of a table row: (column, key, statistic over runs, format). A run's row shows
+# the run's own value (summary.json's run record, or :func:`analysis.summary.run_headline`).
+_NUMBERS = (("test acc", "test_acc", "mean", ".3f"),
+            ("final loss", "final_train_loss", "mean", ".3g"),
+            ("topic score", "mean_final_topic_score", "mean", ".3f"),
+            ("SEN err", "max_sen_rel_error", "max", ".2%"),
+            ("Q drift", "max_invariant_drift", "max", ".2%"))
+
+
+def _head(first: list, kinds: list) -> list:
+  return first + [column for column, *_ in _NUMBERS] + [
+      f"|s_GD-s_{_ODE_SHORT.get(k, k)}|" for k in kinds]
+
+
+def _numbers(values: Mapping, devs: Mapping, kinds: list) -> list:
+  """The formatted numbers of :data:`_NUMBERS` in ``values``, then ``devs[kind]`` per ODE."""
+  return ([_fmt(values.get(key), spec) for _, key, _, spec in _NUMBERS]
+          + [_fmt(devs.get(k), ".3g") for k in kinds])
+
+
 def _aggregate_rows(rows: Sequence[Tuple[str, Mapping]]):
   kinds = sorted({k for _, agg in rows for k in agg.get("ode_max_abs_score_dev", {})})
-  head = ["model", "runs", "diverged", "test acc", "final loss", "topic score", "SEN err",
-          "Q drift"]
-  head += [f"|s_GD-s_{_ODE_SHORT.get(k, k)}|" for k in kinds]
   body = []
   for name, agg in rows:
-    cells = [name, str(agg.get("n_runs", "-")), str(agg.get("n_diverged", "-")),
-             _fmt(_mean(agg, "test_acc"), ".3f"),
-             _fmt(_mean(agg, "final_train_loss"), ".3g"),
-             _fmt(_mean(agg, "mean_final_topic_score"), ".3f"),
-             _fmt(_max(agg, "max_sen_rel_error"), ".2%"),
-             _fmt(_max(agg, "max_invariant_drift"), ".2%")]
-    devs = agg.get("ode_max_abs_score_dev", {})
-    cells += [_fmt((devs.get(k) or {}).get("max"), ".3g") for k in kinds]
-    body.append(cells)
-  return head, body
+    values = {key: (agg.get(key) or {}).get(stat) for _, key, stat, _ in _NUMBERS}
+    devs = {k: (v or {}).get("max") for k, v in agg.get("ode_max_abs_score_dev", {}).items()}
+    body.append([name, str(agg.get("n_runs", "-")), str(agg.get("n_diverged", "-"))]
+                + _numbers(values, devs, kinds))
+  return _head(["model", "runs", "diverged"], kinds), body
 
 
 _NOTES = ("SEN err: max over runs and topic words of |‖v_t‖ - Corollary 1| / Corollary 1; "
@@ -100,8 +106,13 @@ def _cause(measure: str, agg: Mapping) -> str:
           f"{moved:.3g} of the smallest topic-word norm)")
 
 
+def _value(v) -> str:
+  """A sweep coordinate as written in the report (a float in ``g`` format)."""
+  return format(v, "g") if isinstance(v, float) else str(v)
+
+
 def _point_text(point: Mapping) -> str:
-  return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in point.items())
+  return ", ".join(f"{k}={_value(v)}" for k, v in point.items())
 
 
 def diverged_lines(doc: Mapping) -> list:
@@ -124,15 +135,20 @@ _ODE_REMEDY = {"max_steps": "raise ode.max_steps",
                "solver_error": "try another ode.solver"}
 
 
+def _ode_failures(doc: Mapping, kind: str) -> list:
+  """``(run, failed_at, reason)`` of each run whose ``kind`` ODE failed (summary.json ``doc``)."""
+  return [(i, r["ode_failed_at"][kind], (r.get("ode_failure_reason") or {}).get(kind))
+          for i, r in enumerate(doc["runs"])
+          if (r.get("ode_failed_at") or {}).get(kind) is not None]
+
+
 def ode_failed_lines(doc: Mapping) -> list:
   """One line per ODE solve that failed (summary.json ``doc``; at most :data:`_ODE_LINES` per
   stage, then how many more), as :func:`diverged_lines` does for gradient descent, or ``[]``."""
   lines = []
   kinds = sorted({k for r in doc["runs"] for k in (r.get("ode_failed_at") or {})})
   for kind in kinds:
-    failed = [(i, r["ode_failed_at"][kind], (r.get("ode_failure_reason") or {}).get(kind))
-              for i, r in enumerate(doc["runs"])
-              if (r.get("ode_failed_at") or {}).get(kind) is not None]
+    failed = _ode_failures(doc, kind)
     for i, t, reason in failed[:_ODE_LINES]:
       lines.append(f"ode failed: {kind} of run {i} ({_point_text(doc['points'][i])}) at "
                    f"t={_fmt(t, 'g')} ({reason or 'unknown reason'}); its deviation from GD "
@@ -154,39 +170,29 @@ def all_odes_failed(doc: Mapping) -> list:
   return out
 
 
-def _md_table(head, body) -> list:
-  esc = lambda c: str(c).replace("|", "\\|")
-  lines = ["| " + " | ".join(esc(c) for c in head) + " |",
-           "|" + "|".join("---" for _ in head) + "|"]
-  return lines + ["| " + " | ".join(esc(c) for c in row) + " |" for row in body]
+def md_row(cells: Sequence) -> str:
+  """One line of a markdown table: each cell's ``|`` escaped, its newlines made spaces."""
+  return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
 
 
-def _word_values(run: Mapping, key: str) -> list:
-  return [w[key] for w in run.get("topic_words", []) if w.get(key) is not None]
+def md_table(head: Sequence, body: Sequence[Sequence]) -> list:
+  """A markdown table's lines: ``head``, the rule under it, then one line per row of ``body``
+  (report.md, replication.md, the published tables, explain.md)."""
+  return [md_row(head), "|" + "---|" * len(head)] + [md_row(row) for row in body]
 
 
 def _run_rows(doc: Mapping):
   runs = doc["runs"]
   coords = list(doc["points"][0]) if doc["points"] else []
   kinds = sorted({k for r in runs for k in r.get("ode_max_abs_score_dev", {})})
-  head = ["run"] + coords + ["status", "test acc", "final loss", "topic score", "SEN err",
-                             "Q drift"]
-  head += [f"|s_GD-s_{_ODE_SHORT.get(k, k)}|" for k in kinds]
   body = []
   for i, (run, point) in enumerate(zip(runs, doc["points"])):
-    scores = _word_values(run, "score")
     status = "ok" if run.get("failed_at") is None else f"diverged at step {run['failed_at']}"
-    cells = [str(i)] + [format(point[c], "g") if isinstance(point[c], float) else str(point[c])
-                        for c in coords]
-    numbers = [_fmt(run.get("test_acc"), ".3f"), _fmt(run.get("final_train_loss"), ".3g"),
-               _fmt(sum(scores) / len(scores) if scores else None, ".3f"),
-               _fmt(max(_word_values(run, "sen_rel_error"), default=None), ".2%"),
-               _fmt(max(_word_values(run, "invariant_drift"), default=None), ".2%")]
-    numbers += [_fmt(run["ode_max_abs_score_dev"].get(k), ".3g") for k in kinds]
+    numbers = _numbers({**run, **run_headline(run)}, run["ode_max_abs_score_dev"], kinds)
     if run.get("failed_at") is not None:  # frozen parameters: the numbers mean nothing
       numbers = ["-"] * len(numbers)
-    body.append(cells + [status] + numbers)
-  return head, body
+    body.append([str(i)] + [_value(point[c]) for c in coords] + [status] + numbers)
+  return _head(["run"] + coords + ["status"], kinds), body
 
 
 def markdown(doc: Mapping, *, figures: Sequence[str] = (), source: str = "") -> str:
@@ -208,8 +214,8 @@ def markdown(doc: Mapping, *, figures: Sequence[str] = (), source: str = "") -> 
          f"{cfg['train']['steps']} steps, ODE {cfg['ode']['kind']}, {cfg['precision']}; "
          f"J={cfg['task']['n_topics']}, M={cfg['task']['vocab_size']}, "
          f"m={cfg['task']['n_nontopic']}.", "", "## Headline (aggregate over runs)", ""]
-  out += _md_table(*_aggregate_rows([(name, agg)])) + ["", _NOTES, "", "## Runs", ""]
-  out += _md_table(*_run_rows(doc)) + ["", "## Diverged runs", ""]
+  out += md_table(*_aggregate_rows([(name, agg)])) + ["", _NOTES, "", "## Runs", ""]
+  out += md_table(*_run_rows(doc)) + ["", "## Diverged runs", ""]
   lines = diverged_lines(doc)
   out += [f"- {line[len('diverged: '):]}" for line in lines] or ["None: every run stayed finite."]
   out += ["", "## ODE deviations from gradient descent", ""]
@@ -218,13 +224,12 @@ def markdown(doc: Mapping, *, figures: Sequence[str] = (), source: str = "") -> 
     out.append("No ODE was run (ode.kind = none).")
   for kind, stats in devs.items():
     final = agg.get("ode_final_abs_score_dev", {}).get(kind) or {}
-    failed = [(i, r["ode_failed_at"].get(kind)) for i, r in enumerate(doc["runs"])
-              if r["ode_failed_at"].get(kind) is not None]
+    failed = _ode_failures(doc, kind)
     out.append(f"- {kind}: max over runs of max_(τ,t) |s_GD - s_ODE| = "
                f"{_fmt(stats.get('max'), '.3g')} (mean {_fmt(stats.get('mean'), '.3g')}); "
                f"at the last step, mean {_fmt(final.get('mean'), '.3g')}; "
                f"{len(failed)} ODE run(s) failed"
-               + (": " + ", ".join(f"run {i} at t={t}" for i, t in failed) if failed else "")
+               + (": " + ", ".join(f"run {i} at t={t}" for i, t, _ in failed) if failed else "")
                + ".")
   if doc.get("errors"):
     out += ["", "## Failed stages", ""]

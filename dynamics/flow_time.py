@@ -15,7 +15,7 @@ import numpy as np
 from attndyn.dynamics.ode import first_failure
 from attndyn.dynamics.trajectory import Trajectory
 
-__all__ = ["flow_time_grid", "at_learning_rate"]
+__all__ = ["flow_time_grid", "at_learning_rate", "without_learning_rate", "runs_at_learning_rates"]
 
 
 def flow_time_grid(lrs, records, record_every: int) -> np.ndarray:
@@ -68,3 +68,33 @@ def at_learning_rate(flow: Trajectory, taus: jax.Array, lr, records, record_ever
   return Trajectory(t=steps, observables=observables, final_params=flow.final_params,
                     failed_at=first_failure(steps, observables, flow.ode.result != 0),
                     params=None, ode=flow.ode)
+
+
+def without_learning_rate(inputs: dict, name: str = "train.lr") -> tuple:
+  """The sweep points ``inputs`` (coordinate -> ``[P]`` array) grouped by every coordinate but
+  the learning rate ``name``: the points of a group follow one solve in flow time.
+
+  Returns:
+    ``(base, group)``: ``base`` the groups' first points, in sweep order (coordinate ->
+    ``[G]`` array, ``name`` included: the first point's); ``group`` ``[P]``, each point's
+    index in ``base``.
+  """
+  others = [n for n in inputs if n != name]
+  rows = np.stack([np.asarray(inputs[n], np.float64) for n in others], axis=1)
+  _, first, group = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+  order = np.argsort(first)                      # the groups, in sweep order
+  rank = np.empty_like(order)
+  rank[order] = np.arange(order.size)
+  base = {n: np.asarray(x)[first[order]] for n, x in inputs.items()}
+  return base, rank[np.ravel(group)]
+
+
+def runs_at_learning_rates(flow: Trajectory, group, taus, lr, records, record_every: int,
+                           n_records: int) -> Trajectory:
+  """Each point's run (:func:`at_learning_rate`, leading axis ``P``) read off its group's
+  solve: ``flow`` the groups' solves in flow time (leading axis ``G``), ``group``, ``lr`` and
+  ``records`` ``[P]`` (:func:`without_learning_rate`), the rest as :func:`at_learning_rate`.
+  Returned as NumPy arrays."""
+  runs = jax.vmap(at_learning_rate, (0, None, 0, 0, None, None))(
+      jax.tree.map(lambda x: x[group], flow), taus, lr, records, record_every, n_records)
+  return jax.tree.map(np.asarray, runs)

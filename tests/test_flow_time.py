@@ -40,3 +40,16 @@ def test_a_non_finite_record_or_a_failed_solve_is_each_lrs_own_failure():
   assert float(dynamics.at_learning_rate(_flow(taus, blowup), taus, 1.0, 2, 5, 5).failed_at) == 10
   failed = _flow(taus, lambda t: t, result=1)               # the solver gave up, all finite
   assert float(dynamics.at_learning_rate(failed, taus, 1.0, 2, 5, 5).failed_at) == 20
+
+
+def test_points_that_differ_only_in_lr_share_one_group_in_sweep_order():
+  """Each point's group is the first point with its other coordinates (sweep order kept)."""
+  rng = np.random.default_rng(0)
+  inputs = {"seed": rng.integers(0, 3, 40), "data_seed": rng.integers(0, 2, 40),
+            "train.lr": rng.choice([0.1, 0.5, 1.0], 40)}
+  base, group = dynamics.flow_time.without_learning_rate(inputs)
+  key = lambda i: (inputs["seed"][i], inputs["data_seed"][i])
+  firsts = [i for i in range(40) if key(i) not in {key(j) for j in range(i)}]
+  assert [key(i) for i in firsts] == list(zip(base["seed"], base["data_seed"]))
+  assert list(base["train.lr"]) == [inputs["train.lr"][i] for i in firsts]
+  assert all(key(firsts[g]) == key(p) for p, g in enumerate(group))

@@ -152,11 +152,12 @@ def runs(tmp_path_factory):
     pair = _pair(outs["pair"], logs, "pair")
     procs += pair
     from attndyn import config, outputs, overrides, pipeline, presets
+    from attndyn.analysis.results import to_arrays
     sets = [TINY[i + 1] for i in range(0, len(TINY), 2)]
     cfg = config.RunConfig.from_dict(overrides.apply(presets.preset("quick"), sets))
     with pipeline.precision_scope(cfg.precision):
       result = pipeline.run(cfg, progress=False)
-      single = (outputs.summary(result, files={}), outputs.trajectories(result))
+      single = (outputs.summary(result, files={}), to_arrays(result))
     for proc in procs:
       proc.finish()
     killer.join(timeout=DEADLINE_S)

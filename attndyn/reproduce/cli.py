@@ -101,12 +101,17 @@ def main(args) -> int:
   out = Path(args.out)
   command = ["attndyn"] + list(getattr(args, "argv", []) or [])
   if args.report_only:
-    if not (out / runner.EXPERIMENTS_DIR).is_dir():
-      raise ConfigError(f"--report-only: {str(out)!r} has no {runner.EXPERIMENTS_DIR}/ folder to "
-                        "build the report from.")
-    _remove_leftovers(out)
+    from attndyn import lock
+    # the whole DIR, its runs/NAME included; a missing DIR is not created (the command says
+    # there is nothing there)
+    with lock.hold(out, create=False):
+      if not (out / runner.EXPERIMENTS_DIR).is_dir():
+        raise ConfigError(f"--report-only: {str(out)!r} has no {runner.EXPERIMENTS_DIR}/ folder "
+                          "to build the report from.")
+      _remove_leftovers(out)
+      doc = report.write(args.paper, out, command=command, environment=outputs.environment())
     docs = []
-  else:
+  else:   # ad.reproduce locks DIR
     from attndyn import jobs
     jobs.revision()   # the code this process runs: read before the first experiment starts
     workers = jobs.parse_workers(args.workers)
@@ -127,8 +132,6 @@ def main(args) -> int:
     if not args.quiet:
       print(f"[reproduce] all experiments done in {time.perf_counter() - start:.0f} s",
             flush=True)
-  if args.report_only:
-    doc = report.write(args.paper, out, command=command, environment=outputs.environment())
   c = doc["counts"]
   print(f"wrote {out}/{report.MARKDOWN} and {report.JSON}: {report.summary(c)}")
   failed = [d for d in docs if d.get("error")]

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from attndyn import atomic
+from attndyn.report import md_table
 from attndyn.reproduce import report, runner
 from attndyn.tasks.errors import ConfigError
 
@@ -140,11 +141,17 @@ def _shrink_png(src: Path, dst: Path) -> None:
     tmp.replace(dst)
 
 
+def _code(exp: dict, dirty: str) -> str:
+  """The commit an experiment ran (its first 12 digits), ``dirty`` appended if uncommitted
+  changes ran with it."""
+  rev = exp.get("revision") or {}
+  return rev.get("commit", "unknown")[:12] + (dirty if rev.get("dirty") else "")
+
+
 def _revisions(doc: dict) -> List[str]:
   found = []
   for exp in doc["experiments"]:
-    rev = exp.get("revision") or {}
-    text = rev.get("commit", "unknown")[:12] + (" + uncommitted changes" if rev.get("dirty") else "")
+    text = _code(exp, " + uncommitted changes")
     if text not in found:
       found.append(text)
   return found
@@ -185,16 +192,11 @@ def markdown(doc: dict, note: str = "",
             f"- Mode: {', '.join(doc['modes'])}", ""]
   if note:
     lines += [note, ""]
-  lines += ["| experiment | mode | wall time | code | finished | command |",
-            "|---|---|---|---|---|---|"]
-  for exp in doc["experiments"]:
-    secs = exp.get("seconds")
-    wall = f"{secs / 60:.1f} min" if secs is not None else "–"
-    command = " ".join(exp.get("command") or [])
-    rev = exp.get("revision") or {}
-    code = rev.get("commit", "unknown")[:12] + (" + uncommitted" if rev.get("dirty") else "")
-    lines.append(f"| {exp['name']} | {exp['mode']} | {wall} | {code} | "
-                 f"{(exp.get('finished') or '–')[:16]} | `{command}` |")
+  wall = lambda secs: f"{secs / 60:.1f} min" if secs is not None else "–"
+  lines += md_table(["experiment", "mode", "wall time", "code", "finished", "command"],
+                    [[exp["name"], exp["mode"], wall(exp.get("seconds")),
+                      _code(exp, " + uncommitted"), (exp.get("finished") or "–")[:16],
+                      f"`{' '.join(exp.get('command') or [])}`"] for exp in doc["experiments"]])
   lines.append("")
   modules = {m.NAME: m for m in runner.experiment_modules(paper)}
   skipped = [f"`{p}`" for e in doc["experiments"] if e["name"] in modules

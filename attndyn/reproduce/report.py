@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from attndyn import atomic
+from attndyn.report import md_row, md_table
 from attndyn.analysis import results
 from attndyn.reproduce import PAPERS, runner
 from attndyn.tasks.errors import ConfigError
@@ -142,10 +143,6 @@ def format_source(row: dict) -> str:
   return "–" if tol["kind"] == "info" else "**not given**"
 
 
-def _cell(text) -> str:
-  return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def counts(rows: Sequence[dict]) -> dict:
   out = dict.fromkeys(VERDICTS, 0)
   for row in rows:
@@ -240,7 +237,7 @@ def head(doc: dict) -> List[str]:
             f"fails is a counterexample). The tolerance source says where each rule comes from: "
             f"the paper's words with their section, table or figure, or `ours:` and the reason.",
             ""]
-  return lines + ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+  return lines + md_table(COLUMNS, [])
 
 
 def table_row(row: dict) -> str:
@@ -248,7 +245,7 @@ def table_row(row: dict) -> str:
   text = row["text"] + (f" — {row['note']}" if row.get("note") else "")
   cells = [row["id"], text, row.get("figure") or "", format_paper(row), format_ours(row),
            row["tolerance"]["text"], format_source(row), format_result(row)]
-  return "| " + " | ".join(_cell(x) for x in cells) + " |"
+  return md_row(cells)
 
 
 def section(exp: dict) -> str:
