@@ -22,8 +22,8 @@ def seq2seq_point(cfg: seq2seq.Seq2SeqConfig, data: Batch, tc: TrainConfig,
   """``one(seed) -> {"loss": [R], "params": final}``: the encoder–decoder trained on ``data``
   by ``make_train`` from ``init(k_init)`` with the key ``k_run`` (``k_init, k_run =
   split(PRNGKey(seed))``). The recorded loss is on the first ``loss_pairs`` pairs: the whole
-  set's logits (``[n_pairs, length, vocabulary]`` per seed, vmapped over seeds) may not fit
-  in memory."""
+  set's logits (``[n_pairs, length, vocabulary]`` per seed, vmapped over seeds) do not fit
+  in memory at Multi30k's size."""
   loss = seq2seq.make_seq_loss(cfg)
   sample = jax.tree.map(lambda x: x[:loss_pairs], data)
   record = lambda p, p0: {"loss": loss(p, sample)[0]}
