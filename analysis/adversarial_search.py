@@ -23,20 +23,26 @@ Every iterate is feasible; the best JSD seen is returned. J&W instead
 maximise a penalised objective with Adam; the feasible-iterate search here
 gives a certified lower bound on the constrained maximum.
 
+The *global* adversary of Wiegreffe & Pinter, as Yang trains it for the transformer tagger,
+is a whole model trained against the original instead: :func:`adversary_loss`.
+
 References:
   Jain & Wallace, "Attention is not Explanation", NAACL 2019. https://arxiv.org/abs/1902.10186
+  Wiegreffe & Pinter, "Attention is not not Explanation", EMNLP 2019, Section 4.
+  Yang, "Is Attention Points Out the Only 'Path'? An Analysis on Transformers", Section 4.2.
 """
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from attndyn.analysis.divergences import jsd, tvd
+from attndyn.analysis.divergences import jsd, kl, tvd
+from attndyn.models import transformer_tagger as tt
 from attndyn.models.attention import softmax_attention
 from attndyn.models.classifiers import apply_classifier
 from attndyn.tasks.errors import check
 
-__all__ = ["AdversarialResult", "adversarial_attention"]
+__all__ = ["AdversarialResult", "adversarial_attention", "adversary_loss"]
 
 
 class AdversarialResult(NamedTuple):
@@ -129,3 +135,29 @@ def adversarial_attention(classifier: dict, embeddings: jax.Array, mask: jax.Arr
                                         bisections=bisections, init_noise=init_noise)
   best, t, att = jax.vmap(fn)(embeddings, mask, attention, keys)
   return AdversarialResult(best, t, att)
+
+
+def adversary_loss(cfg: tt.TaggerConfig, lam, orig_params, match: str):
+  """``loss(params, batch, dropout_key) -> scalar``: prediction match minus λ·KL(adversary ‖ original).
+
+  .. math:: \\mathcal L = \\mathrm{fit}(y_{adv}, y_{orig}) - λ\\,\\overline{\\mathrm{KL}}(α_{adv} \\,\\|\\, α_{orig})
+
+  ``fit``: with ``match="nll"`` the NLL of the original's argmax tags (Yang's
+  "NLLoss(y1, y2)"), else the mean TVD of the two output distributions; the KL of each
+  token's attention row is averaged over real tokens and heads. The original (``orig_params``,
+  frozen) is recomputed on every batch.
+  """
+  def loss(params, b, dropout_key):
+    orig = tt.apply(orig_params, b, cfg)
+    orig = jax.tree.map(jax.lax.stop_gradient, orig)
+    adv = tt.apply(params, b, cfg, key=dropout_key)
+    m = b.mask.astype(adv.logits.dtype)
+    if match == "nll":
+      fit = tt.token_nll(adv.logits, jnp.argmax(orig.logits, -1), b.mask)
+    else:
+      tv = tvd(jax.nn.softmax(adv.logits, -1), jax.nn.softmax(orig.logits, -1))
+      fit = jnp.sum(tv * m) / jnp.maximum(jnp.sum(m), 1.0)
+    kl_rows = kl(adv.attention, orig.attention)                         # [B, H, L]
+    kl_mean = jnp.sum(kl_rows * m[:, None, :]) / jnp.maximum(jnp.sum(m) * cfg.n_heads, 1.0)
+    return fit - lam * kl_mean
+  return loss

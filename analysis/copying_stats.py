@@ -10,15 +10,19 @@ The two-stage story (KTIW first, attention second) is checked per seed by the
 first recorded step at which the probe's accuracy and the attention's accuracy
 cross a threshold: ``lag = t_attention − t_probe`` (> 0: the probe came first).
 """
-from typing import Tuple
+from typing import Callable, Tuple
 
 import jax.numpy as jnp
 import numpy as np
 
 from attndyn.analysis import replication
+from attndyn.models import seq2seq_snell
+from attndyn.tasks.batch import Batch
+from attndyn.tasks.copying import CopyingConfig, sample_copying
 from attndyn.tasks.errors import check
 
-__all__ = ["wilson_interval", "first_crossing", "stage_lag", "rate_text", "authors_metrics"]
+__all__ = ["wilson_interval", "first_crossing", "stage_lag", "rate_text", "authors_metrics",
+           "authors_evaluation", "multihead_evaluation", "multihead_labels"]
 
 
 def wilson_interval(k: int, n: int) -> Tuple[float, float]:
@@ -83,3 +87,48 @@ def authors_metrics(out, beta, batch) -> dict:
       "beta_correct": jnp.mean((beta * sf).sum(-1) / jnp.maximum(sf.sum(-1), 1)),
       "beta_other": jnp.mean((beta * (1 - sf)).sum(-1) / jnp.maximum((1 - sf).sum(-1), 1)),
   }
+
+
+def authors_evaluation(cfg: seq2seq_snell.SnellSeq2SeqConfig, task: CopyingConfig,
+                       eval_size: int) -> Callable:
+  """``evaluate(params, key) -> dict``: the authors' evaluation of their model on
+  ``eval_size`` fresh pairs of ``task`` drawn from ``key`` (:func:`authors_metrics`, with the
+  lexical probe β of :func:`models.seq2seq_snell.probe`) and the pairs' ``loss``."""
+  def evaluate(params, key):
+    ev = sample_copying(key, task, eval_size)
+    out = seq2seq_snell.apply(params, ev, cfg)
+    m = authors_metrics(out, seq2seq_snell.probe(params, cfg, out, ev.labels), ev)
+    m["loss"] = seq2seq_snell.nll(out.logits, ev.labels)
+    return m
+
+  return evaluate
+
+
+def multihead_evaluation(cfg: seq2seq_snell.SnellSeq2SeqConfig, val: Batch) -> Callable:
+  """``evaluate(params, key) -> {"token_acc": [], "attn_acc": [K]}``: the authors'
+  ``multihead.py`` evaluation on one fixed validation set ``val`` (``key`` unused): token
+  accuracy, and per head the fraction of steps whose argmax attention is position t (the EOS
+  step left out), their ``attn_acc``."""
+  gold = jnp.arange(val.tokens.shape[1] - 1)
+
+  def evaluate(params, key):
+    del key   # one fixed validation set, as theirs
+    out = seq2seq_snell.apply(params, val, cfg)
+    arg = jnp.argmax(out.attention, -1)[..., :-1]                  # [n, K, T-1]: EOS step off
+    return {"token_acc": jnp.mean(jnp.argmax(out.logits, -1) == val.labels),
+            "attn_acc": jnp.mean(arg == gold, axis=(0, 2))}        # per head, their attn_acc
+
+  return evaluate
+
+
+def multihead_labels(acc: np.ndarray, good_above: float, bad_below: float) -> dict:
+  """``multihead.py``'s ``can_learn`` / ``is_good_single_head`` on records ``acc [heads, orders, R]``.
+
+  A run is good when any record exceeds ``good_above`` (their loop returns there), bad
+  when none does and the last is below ``bad_below``; a head is good (bad) when every
+  order's run is. Returns the per-run flags and the good and bad head indices.
+  """
+  good_run = acc.max(-1) > good_above
+  bad_run = ~good_run & (acc[..., -1] < bad_below)
+  return {"good_run": good_run, "bad_run": bad_run,
+          "good": np.flatnonzero(good_run.all(1)), "bad": np.flatnonzero(bad_run.all(1))}

@@ -16,11 +16,12 @@ References:
 """
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from attndyn.models import seq2seq
 from attndyn.tasks.batch import Batch
 
-__all__ = ["lexical_probe", "probe_alignment", "copy_metrics", "copy_record"]
+__all__ = ["lexical_probe", "probe_alignment", "copy_metrics", "copy_record", "attention_and_probes"]
 
 
 def lexical_probe(params: dict, cfg: seq2seq.Seq2SeqConfig, out: seq2seq.Seq2SeqOutput,
@@ -94,3 +95,16 @@ def copy_record(cfg: seq2seq.Seq2SeqConfig, eval_batch: Batch):
     m["loss"] = seq2seq.seq_loss(out.logits, eval_batch.labels)
     return m
   return record
+
+
+def attention_and_probes(p_std: dict, cfg_std: seq2seq.Seq2SeqConfig, p_uni: dict,
+                         cfg_uni: seq2seq.Seq2SeqConfig, batch: Batch) -> dict:
+  """On the pairs ``batch``, each ``[n, T, L]`` (NumPy): the attention of a standardly
+  trained model (head 0), the lexical probe β of a model trained with uniform attention
+  (``beta_uniform``) and that of the standard model (``beta_standard``): Section 3.2's
+  comparison."""
+  out_s = seq2seq.apply(p_std, batch, cfg_std)
+  out_u = seq2seq.apply(p_uni, batch, cfg_uni)
+  return {"attention": np.asarray(out_s.attention[:, 0]),
+          "beta_uniform": np.asarray(lexical_probe(p_uni, cfg_uni, out_u, batch.labels)),
+          "beta_standard": np.asarray(lexical_probe(p_std, cfg_std, out_s, batch.labels))}

@@ -10,10 +10,13 @@ the vote after removing the part common to all classes:
 """
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from attndyn import dynamics, models, tasks
+from attndyn.analysis.copying_stats import first_crossing
 from attndyn.models.lu import word_scores
 
-__all__ = ["relevance", "relevance_record"]
+__all__ = ["relevance", "relevance_record", "relevance_point", "half_rise_time"]
 
 
 def relevance(params: dict) -> jax.Array:
@@ -36,3 +39,35 @@ def relevance_record(n_topic: int, topic_attention_fn):
             "score_topic": s[:n_topic].mean(), "score_other": s[n_topic:].mean(),
             "topic_attention": topic_attention_fn(params), "rho": rho, "score": s}
   return record
+
+
+def relevance_point(task: "tasks.TopicTaskConfig", cfg: "models.LuModelConfig",
+                    tc: "dynamics.TrainConfig"):
+  """``one(seed) -> records [R]``: Lu et al.'s model ``cfg`` trained by full-batch GD (``tc``)
+  on the topic task drawn from ``fold_in(PRNGKey(seed), 7)``, from ``init(PRNGKey(seed))``,
+  recording :func:`relevance_record` (the attention on the topic word: mean over the training
+  sentences)."""
+  n_topic = task.n_topic_words
+
+  def one(seed):
+    key = jax.random.PRNGKey(seed)
+    data = tasks.make_topic_dataset(jax.random.fold_in(key, 7), task)
+    is_topic = data.train.tokens == data.train_topic_word[:, None]
+
+    def topic_attention(params):
+      a = models.lu.apply(params, data.train).attention
+      return jnp.mean(jnp.sum(jnp.where(is_topic, a, 0.0), -1))
+
+    record = relevance_record(n_topic, topic_attention)
+    train = dynamics.make_train(models.make_loss(models.lu.apply), data.train, record, tc,
+                                cfg.trainable())
+    return train(models.lu.init(key, cfg), key).observables
+
+  return one
+
+
+def half_rise_time(x: np.ndarray, t: np.ndarray) -> np.ndarray:
+  """``[S]``: the first recorded time at which each curve ``x [S, R]`` has made half of its
+  rise from its first to its last record (NaN: never)."""
+  rise = x - x[:, :1]
+  return first_crossing(rise / np.maximum(rise[:, -1:], 1e-30), t, 0.5)

@@ -8,8 +8,10 @@ from typing import Optional, Sequence
 import numpy as np
 
 from attndyn.analysis import figure_io
+from attndyn.analysis.ktiw import probe_alignment
 
-__all__ = ["COLORS", "curve_panels", "rate_bars", "heatmaps"]
+__all__ = ["COLORS", "curve_panels", "rate_bars", "heatmaps", "alignment_example",
+           "copying_figures", "relevance_figure"]
 
 COLORS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6")
 
@@ -86,3 +88,59 @@ def heatmaps(maps: Sequence[tuple], path, *, title: str = "", xticks=None, ytick
   if title:
     fig.suptitle(title, fontsize=10)
   return _save(fig, path)
+
+
+def alignment_example(seed: dict, fixed: dict, src, src_mask, tgt, src_words, tgt_words,
+                      path) -> str:
+  """Section 3.2's four alignments of the first held-out pair with at least 6 target words:
+  the attention of ``seed`` (one seed's ``attention``, ``beta_uniform``), the α of the β of
+  the uniform-attention model and of the BoW proxy (``fixed["beta_proxy"]``), and IBM-1's
+  posterior (``fixed["ibm1"]``), each ``[N, T, L]``; ``src, src_mask, tgt``: the pairs."""
+  j = int(np.argmax((tgt > 0).sum(1) >= 6))
+  L, T = int(src_mask[j].sum()), int((tgt[j] > 0).sum())
+  return heatmaps(
+      [("attention (standard)", seed["attention"][j, :T, :L]),
+       ("α from β (uniform attention)", probe_alignment(seed["beta_uniform"], src_mask)[j, :T, :L]),
+       ("α from β (BoW proxy)", probe_alignment(fixed["beta_proxy"], src_mask)[j, :T, :L]),
+       ("IBM-1 posterior", fixed["ibm1"][j, :T, :L])],
+      path, xticks=[src_words[w] for w in src[j, :L]],
+      yticks=[tgt_words[w] for w in tgt[j, :T]], title="A held-out Multi30k pair (seed 0)")
+
+
+def copying_figures(runs: dict, word: str, t, seeds_path, two_stage_path, *,
+                    title: str) -> list:
+  """Section 3.3's two figures of the copying runs ``{label: records}`` (each ``[S, R]`` at
+  steps ``t``): every seed's token and attention accuracy (``seeds_path``), and the two
+  stages, β-probe accuracy before the attention accuracy named ``word`` (``two_stage_path``).
+  Returns the two paths."""
+  return [
+      curve_panels(
+          [{"title": label, "t": t, "curves": {"token acc": o["token_acc"],
+                                               "attention acc": o["attn_acc"]},
+            "ylabel": "accuracy"} for label, o in runs.items()],
+          seeds_path, per_seed=True, title=title),
+      curve_panels(
+          [{"title": f"{label} ({o['attn_acc'].shape[0]} seeds)", "t": t,
+            "curves": {"β probe acc": o["beta_acc"], "attention acc": o[word],
+                       "token acc": o["token_acc"]},
+            "ylabel": "accuracy", "vlines": []} for label, o in runs.items()],
+          two_stage_path,
+          title="Two stages: β-probe accuracy (KTIW) rises before attention accuracy"),
+  ]
+
+
+def relevance_figure(uniform: dict, standard: dict, t, early: float, path) -> str:
+  """The slides' output relevance on Lu et al.'s topic task (records of
+  :func:`analysis.relevance.relevance_record`, ``[S, R]`` at epochs ``t``): ρ at the topic and
+  the other words under uniform attention (a line at epoch ``early``), and in standard
+  training ρ and the topic words' score and attention."""
+  return curve_panels(
+      [{"title": "uniform attention (keys frozen)", "t": t, "ylabel": "mean ρ",
+        "curves": {"ρ topic words": uniform["rho_topic"], "ρ other words": uniform["rho_other"]},
+        "vlines": [early]},
+       {"title": "standard training: relevance", "t": t, "ylabel": "mean ρ",
+        "curves": {"ρ topic words": standard["rho_topic"], "ρ other words": standard["rho_other"]}},
+       {"title": "standard training: attention", "t": t, "ylabel": "score / attention",
+        "curves": {"score of topic words": standard["score_topic"],
+                   "attention on topic word": standard["topic_attention"]}}],
+      path, title="Output relevance ρ = ‖centred Uᵀν_w‖ (Lu et al.'s topic task, Attn-TC)")

@@ -23,13 +23,17 @@ import numpy as np
 from attndyn.analysis.theorem1 import psi_mean
 from attndyn.analysis.observables import topic_observables
 from attndyn.analysis.sen import sen_norm
+from attndyn.dynamics.sparsemax_ode import sparse_sen_ode
+from attndyn.dynamics.train import TrainConfig, make_train
+from attndyn.models import lu
 from attndyn.models.lu import word_scores
+from attndyn.models.objective import make_loss
 from attndyn.tasks.errors import check
 from attndyn.tasks.topic import TopicDataset
 
 __all__ = ["FLAVOURS", "sen_potential", "sen_norm_flavour", "flavour_invariant",
            "flavour_observables", "sparse_sen_figure", "in_sen_phase", "sen_phase_error",
-           "phase_invariant_drift"]
+           "phase_invariant_drift", "gd_and_ode_point"]
 
 FLAVOURS = ("softmax", "sparsemax", "entmax15")
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(24)
@@ -183,3 +187,25 @@ def phase_invariant_drift(q, score, normaliser: str, *, margin: float = 0.05) ->
   q = np.asarray(q, np.float64)
   inside = np.asarray(score, np.float64) <= (1.0 - margin) * _phase_end(normaliser)
   return np.max(np.where(inside, np.abs(q - q[..., :1, :]), 0.0), axis=-2)
+
+
+def gd_and_ode_point(cfg: lu.LuModelConfig, dataset: TopicDataset, topic_words, normaliser: str,
+                     train_cfg: TrainConfig, lr: float):
+  """``one({"seed": s}) -> {"gd", "ode", "ode_failed_at"}``: from ``init(PRNGKey(s), cfg)``,
+  full-batch GD (``train_cfg``) and the derived eqs (7)-(8) analogue
+  (:func:`dynamics.sparsemax_ode.sparse_sen_ode`, ``form="sen"``, rate ``lr``, at GD's record
+  steps), both recording :func:`flavour_observables` of ``topic_words``."""
+  apply = lu.apply_for(cfg)
+  record = flavour_observables(apply, dataset, normaliser)
+  train = make_train(make_loss(apply), dataset.train, record, train_cfg, cfg.trainable())
+
+  def one(inp):
+    key = jax.random.PRNGKey(inp["seed"])
+    params0 = lu.init(key, cfg)
+    gd = train(params0, key).observables
+    ode = sparse_sen_ode(params0, dataset.train, dataset.train_topic_word, topic_words, record,
+                         lr=lr, ts=train_cfg.record_steps(), trainable=cfg.trainable(),
+                         normaliser=normaliser, form="sen")
+    return {"gd": gd, "ode": ode.observables, "ode_failed_at": ode.failed_at}
+
+  return one

@@ -16,7 +16,8 @@ queries) with a key mask:
 
 The CRF and SparseMAP weights are marginals in ``[0, 1]`` that need not sum to 1;
 the in-chunk share divides by each row's total mass, so every normaliser is
-measured on the same scale.
+measured on the same scale. :func:`tagger_measures` applies them to the maps of trained
+taggers (Yang's, :mod:`models.transformer_tagger`), with their conlleval scores.
 
 References:
   Treviso et al., attention-mechanisms lecture (2020), "Structured attention".
@@ -24,12 +25,16 @@ References:
 """
 from typing import Sequence
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+from attndyn.analysis import tagger_scores
 from attndyn.analysis.conlleval import split_tag, start_of_chunk
+from attndyn.models import transformer_tagger as tt
 
 __all__ = ["run_stats", "mean_run_length", "zero_fraction", "chunk_segments", "in_chunk_mass",
-           "mass_share"]
+           "mass_share", "tagger_measures", "copying_measures"]
 
 
 def _rows(attention, key_mask):
@@ -140,3 +145,49 @@ def mass_share(attention, target, key_mask) -> "tuple[np.ndarray, np.ndarray]":
   total = np.sum(a * km, -1)
   share = np.where(total > 0, np.sum(a * tgt, -1) / np.where(total > 0, total, 1.0), np.nan)
   return share, np.broadcast_to(uniform, share.shape)
+
+
+def tagger_measures(cfg: tt.TaggerConfig, params, test, tags: Sequence[str], n_seeds: int) -> dict:
+  """Per seed of the stacked tagger ``params`` on the batch ``test``: conlleval's ``f1`` and
+  ``acc``, and the measures above of its attention maps (``run_length``, ``zero_fraction``,
+  the in-chunk share ``in_chunk`` and uniform attention's ``uniform``, means over real
+  queries); ``maps``: each seed's attention ``[n, H, L, L]``."""
+  apply = jax.jit(lambda p: (lambda o: (jnp.argmax(o.logits, -1), o.attention))(
+      tt.apply(p, test, cfg)))
+  seg = chunk_segments(test.labels, test.mask, tags)
+  mask = np.asarray(test.mask)
+  km, qm = mask[:, None, None, :], mask[:, None, :]
+  out = {k: [] for k in ("f1", "acc", "run_length", "zero_fraction", "in_chunk", "uniform")}
+  maps = []
+  for i in range(n_seeds):
+    guess, att = jax.device_get(apply(jax.tree.map(lambda x: x[i], params)))
+    sc = tagger_scores.scores((guess,), (test,), tags)
+    share, uniform = in_chunk_mass(att, seg)
+    out["f1"].append(sc.f1)
+    out["acc"].append(sc.accuracy)
+    out["run_length"].append(mean_run_length(att, km, qm))
+    out["zero_fraction"].append(zero_fraction(att, km, qm))
+    out["in_chunk"].append(float(np.nanmean(share)))
+    out["uniform"].append(float(np.nanmean(uniform)))
+    maps.append(att)
+  return {**{k: np.asarray(v) for k, v in out.items()}, "maps": maps}
+
+
+def copying_measures(attention, batch) -> dict:
+  """Per seed, the measures above of a copying model's cross-attention ``[S, n, K, T, L]`` on
+  the pairs ``batch`` (``tokens [n, L]``, ``labels [n, T]``, ``mask``), over the real target
+  steps (label > 0): ``run_length``, ``zero_fraction``, and the share of attention mass on
+  the source words equal to the output (``on_target``) against uniform attention's
+  (``uniform``), each ``[S]``."""
+  x, y, m = (np.asarray(v) for v in (batch.tokens, batch.labels, batch.mask))
+  target = (x[:, None, :] == y[:, :, None]) & m[:, None, :]        # source words equal to the output
+  rows = (y > 0)[:, None, :]                                       # real target steps
+  km = m[:, None, None, :]
+  per = {k: [] for k in ("run_length", "zero_fraction", "on_target", "uniform")}
+  for a in attention:
+    share, uniform = mass_share(a, target, m)
+    per["run_length"].append(mean_run_length(a, km, rows))
+    per["zero_fraction"].append(zero_fraction(a, km, rows))
+    per["on_target"].append(float(np.nanmean(np.where(rows, share, np.nan))))
+    per["uniform"].append(float(np.nanmean(np.where(rows, uniform, np.nan))))
+  return {k: np.asarray(v) for k, v in per.items()}

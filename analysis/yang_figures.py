@@ -11,7 +11,7 @@ import numpy as np
 
 from attndyn.analysis import figure_io
 
-__all__ = ["f1_curves", "adversary_scatter", "adversary_lambda"]
+__all__ = ["f1_curves", "adversary_scatter", "adversary_lambda", "attention_maps"]
 
 
 def _figure(ncols: int = 1, width: float = 6.0):
@@ -73,3 +73,20 @@ def adversary_lambda(adv: dict, orig_f1: float, path, title: str = ""):
   a2.legend(fontsize=8)
   fig.suptitle(title, fontsize=10)
   return figure_io.save(fig, path, dpi=110)
+
+
+def attention_maps(maps: dict, words, seg, path, title: str) -> str:
+  """One panel per normaliser: the attention map (query rows) of one sentence, gold chunks boxed
+  (``seg``: each word's chunk, :func:`analysis.structured_attention.chunk_segments`)."""
+  fig, axes = figure_io.grid(1, len(maps), width=3.6, height=3.6)
+  n = len(words)
+  bounds = [j - 0.5 for j in range(1, n) if seg[j] != seg[j - 1]]
+  for ax, (label, att) in zip(axes[0], maps.items()):
+    ax.imshow(att[:n, :n], cmap="viridis", vmin=0.0, vmax=max(float(att[:n, :n].max()), 1e-12))
+    for b in bounds:
+      ax.axhline(b, color="w", lw=0.6)
+      ax.axvline(b, color="w", lw=0.6)
+    ax.set_xticks(range(n), words, rotation=90, fontsize="x-small")
+    ax.set_yticks(range(n), words, fontsize="x-small")
+    ax.set_title(label, fontsize="medium")
+  return figure_io.finish(fig, axes, len(maps), path, title)

@@ -23,9 +23,10 @@ import optax
 
 from attndyn.dynamics.train import guarded_update, minibatch
 from attndyn.dynamics.trajectory import Trajectory
+from attndyn.models import transformer_tagger as tt
 from attndyn.tasks.errors import check
 
-__all__ = ["make_epoch_train"]
+__all__ = ["make_epoch_train", "make_tagger_train"]
 
 
 def make_epoch_train(loss_fn: Callable, train_batch: Any, evaluate: Callable, *, epochs: int,
@@ -90,3 +91,26 @@ def make_epoch_train(loss_fn: Callable, train_batch: Any, evaluate: Callable, *,
                       failed_at=failed_at.astype(t.dtype), params=params_t)
 
   return train
+
+
+def make_tagger_train(cfg: tt.TaggerConfig, train_batch: Any, evaluate: Callable, *,
+                      epochs: int, batch_size: int, optimizer: optax.GradientTransformation,
+                      record_params: bool = False):
+  """Build ``one(seed) -> Trajectory``: Yang's tagger trained on the gold tags (Section 4.1).
+
+  The loss is the token NLL of :func:`models.transformer_tagger.token_nll` with dropout
+  (a key per step); the run starts from ``tt.init(fold_in(PRNGKey(seed), 1), cfg)`` and its
+  minibatch order and dropout keys come from ``PRNGKey(seed)``. The other arguments are
+  :func:`make_epoch_train`'s (``evaluate(params, aux)``, ``aux`` None).
+  """
+  def loss_fn(params, b, dropout_key, aux):
+    return tt.token_nll(tt.apply(params, b, cfg, key=dropout_key).logits, b.labels, b.mask)
+
+  train = make_epoch_train(loss_fn, train_batch, evaluate, epochs=epochs, batch_size=batch_size,
+                           optimizer=optimizer, record_params=record_params)
+
+  def one(seed):
+    k = jax.random.PRNGKey(seed)
+    return train(tt.init(jax.random.fold_in(k, 1), cfg), k)
+
+  return one

@@ -44,7 +44,7 @@ from attndyn.tasks.batch import Batch
 from attndyn.tasks.errors import check
 
 __all__ = ["CELLS", "SnellSeq2SeqConfig", "SnellOutput", "torch_linear", "torch_lstm", "torch_gru",
-           "torch_embedding", "init", "run_lstm", "run_gru", "decoder_inputs", "attention_weights",
+           "torch_embedding", "init", "attention_head", "run_lstm", "run_gru", "decoder_inputs", "attention_weights",
            "project", "readout", "apply", "probe", "nll", "make_loss"]
 
 
@@ -170,6 +170,15 @@ def init(key: jax.Array, cfg: SnellSeq2SeqConfig) -> dict:
       "project": torch_linear(ks[4], h, h, lead=(k,)),
       "output": {"after": torch_linear(ks[5], 2 * h, h), "vocab": torch_linear(ks[6], h, cfg.vocab)},
   }
+
+
+def attention_head(key: jax.Array, hidden: int) -> dict:
+  """One head of the authors' ``multihead.py`` (``Attn_head``: ``attn_proj``, ``enc_proj``, each
+  ``nn.Linear(h, h)``) as ``{"attention": W, b, "project": W, b}`` (PyTorch inits): one row
+  of :func:`init`'s ``attention`` / ``project``."""
+  ka, kp = jax.random.split(key)
+  return {"attention": torch_linear(ka, hidden, hidden),
+          "project": torch_linear(kp, hidden, hidden)}
 
 
 def run_lstm(p: dict, inputs: jax.Array, carry=None):

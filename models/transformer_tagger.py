@@ -36,7 +36,8 @@ from attndyn.models.normalisers import NAMED_NORMALISERS, normalise
 from attndyn.tasks.errors import check, is_concrete_number
 
 __all__ = ["FEATURES", "BLOCKS", "ATTENTIONS", "TaggerConfig", "TaggerOutput", "init",
-           "sinusoidal_positions", "key_mask", "uniform_attention", "apply", "token_nll"]
+           "sinusoidal_positions", "key_mask", "uniform_attention", "apply", "token_nll",
+           "source_attention", "probe_loss"]
 
 FEATURES = ("words", "words+pos")
 BLOCKS = ("paper", "full")
@@ -222,3 +223,24 @@ def token_nll(logits: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Arra
   nll = -jnp.take_along_axis(logp, labels[..., None], axis=-1)[..., 0]
   m = mask.astype(logits.dtype)
   return jnp.sum(nll * m) / jnp.maximum(jnp.sum(m), 1.0)
+
+
+def source_attention(cfg: TaggerConfig):
+  """``maps(source, batch)``: the attention a probing classifier reads (Yang, Section 4.3):
+  that of the tagger ``source = (params, is_uniform)`` on ``batch``, or, where ``is_uniform``,
+  uniform weights over the real words (Wiegreffe & Pinter's uniform baseline)."""
+  def maps(source, b):
+    src_params, is_uniform = source
+    own = apply(src_params, b, cfg).attention
+    return jnp.where(is_uniform, uniform_attention(b.mask, cfg.n_heads, own.dtype), own)
+  return maps
+
+
+def probe_loss(cfg: TaggerConfig, maps_fn):
+  """``loss(params, batch, dropout_key, source)``: the probing classifier's :func:`token_nll`
+  of the gold tags, its attention replaced by ``maps_fn(source, batch)`` (no gradient reaches
+  the source)."""
+  def loss(params, b, k, source):
+    maps = jax.lax.stop_gradient(maps_fn(source, b))
+    return token_nll(apply(params, b, cfg, key=k, attention=maps).logits, b.labels, b.mask)
+  return loss

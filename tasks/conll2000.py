@@ -36,7 +36,8 @@ import numpy as np
 from attndyn.tasks.errors import ConfigError, check
 
 __all__ = ["PAD", "UNK", "FILES", "DEFAULT_ROOT", "Token", "TaggedBatch", "ConllData", "read_conll",
-           "split_dev", "build_vocab", "to_tagged_batch", "length_buckets", "load_conll2000"]
+           "split_dev", "build_vocab", "to_tagged_batch", "length_buckets", "cap_length",
+           "capped_sentence", "first_longest", "load_conll2000"]
 
 PAD = "<pad>"
 UNK = "<unk>"
@@ -230,6 +231,25 @@ def length_buckets(batch: TaggedBatch, n_buckets: int) -> Tuple[TaggedBatch, ...
     top = int(values[hi - 1])
     out.append(jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[rows, :top]), batch))
   return tuple(out)
+
+
+def cap_length(batch: TaggedBatch, max_len: int) -> TaggedBatch:
+  """The sentences of at most ``max_len`` words, trimmed to ``max_len`` columns."""
+  keep = np.asarray(batch.mask).sum(-1) <= max_len
+  return jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[keep][:, :max_len]), batch)
+
+
+def capped_sentence(data: ConllData, max_len: int, i: int):
+  """The tokens of capped test sentence ``i`` (:func:`cap_length` keeps the original order)."""
+  lengths = np.asarray(data.test.mask).sum(-1)
+  original = np.nonzero(lengths <= max_len)[0][i]
+  return data.sentences["test"][int(original)]
+
+
+def first_longest(batch: TaggedBatch) -> int:
+  """The first sentence of the longest length present."""
+  lengths = np.asarray(batch.mask).sum(-1)
+  return int(np.argmax(lengths == lengths.max()))
 
 
 def load_conll2000(root: Union[str, pathlib.Path, None] = None, *, dev_fraction: float = 0.1,

@@ -90,3 +90,20 @@ def test_missing_file_and_bad_options(tmp_path):
     conll2000.load_conll2000(dev_fraction=0.9)
   with pytest.raises(ConfigError, match="min_count"):
     conll2000.load_conll2000(min_count=0)
+
+
+def test_capped_sentences_keep_their_order_and_the_first_longest_is_found(data):
+  """:func:`cap_length` keeps the sentences of at most ``max_len`` words in order; sentence
+  ``i`` of the capped batch is :func:`capped_sentence` ``i``; :func:`first_longest` is the
+  first sentence of the longest length present."""
+  capped = conll2000.cap_length(data.test, 6)
+  lengths = np.asarray(capped.mask).sum(-1)
+  assert capped.tokens.shape[1] == 6 and lengths.max() <= 6
+  i = conll2000.first_longest(capped)
+  assert lengths[i] == lengths.max() and np.all(lengths[:i] < lengths.max())
+  for j in (0, i, len(lengths) - 1):
+    sentence = conll2000.capped_sentence(data, 6, j)
+    assert len(sentence) == lengths[j]
+    ids = [data.vocab.index(t.word.lower()) if t.word.lower() in data.vocab else
+           data.vocab.index(conll2000.UNK) for t in sentence]
+    np.testing.assert_array_equal(np.asarray(capped.tokens[j, :lengths[j]]), ids)

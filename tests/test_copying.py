@@ -95,7 +95,7 @@ def test_authors_train_updates_and_records_as_make_train(key):
   import optax
 
   from attndyn import dynamics
-  from attndyn.reproduce.snell.common import authors_train
+  from attndyn.dynamics.copying import authors_train
   from attndyn.tasks.batch import Batch
 
   batch = Batch(tokens=jnp.arange(6.0).reshape(3, 2), mask=jnp.ones((3, 2), bool),
@@ -148,7 +148,7 @@ def test_multihead_protocol_labels_and_combinations_follow_multihead_py():
                   [[0.1, 0.2, 0.5], [0.3, 0.4, 0.59], [0.9, 0.7, 0.3]],      # bad: last < .6
                   [[0.1, 0.2, 0.5], [0.1, 0.97, 0.2], [0.1, 0.2, 0.3]],      # mixed: neither
                   [[0.1, 0.2, 0.6], [0.1, 0.2, 0.3], [0.1, 0.2, 0.3]]])      # 0.6 is not < 0.6
-  got = mh.labels(acc, 0.95, 0.6)
+  got = copying_stats.multihead_labels(acc, 0.95, 0.6)
   assert got["good"].tolist() == [0] and got["bad"].tolist() == [1]
   assert got["good_run"][2].tolist() == [False, True, False]
   assert got["bad_run"][3].tolist() == [False, True, True]
@@ -171,6 +171,7 @@ def test_multihead_protocol_run_records_per_head_and_draws_heads_by_id():
   ids draw different heads."""
   import dataclasses
 
+  from attndyn.models import seq2seq_snell
   from attndyn.reproduce.snell import multihead
   from attndyn.reproduce.snell import multihead_authors as mh
   from attndyn.tasks.copying import CopyingConfig
@@ -181,10 +182,11 @@ def test_multihead_protocol_run_records_per_head_and_draws_heads_by_id():
   one = mh.point(task, s, heads=2)
   out = jax.eval_shape(one, {"heads": np.array([3, -1], np.int32), "order": np.int32(0)})
   assert out["token_acc"].shape == (2,) and out["attn_acc"].shape == (2, 2)
-  h3 = mh.head(mh.head_key(s, 3), 4)
-  h3_again = mh.head(mh.head_key(s, np.int32(3)), 4)
+  h3 = seq2seq_snell.attention_head(mh.head_key(s, 3), 4)
+  h3_again = seq2seq_snell.attention_head(mh.head_key(s, np.int32(3)), 4)
   np.testing.assert_array_equal(h3["attention"]["W"], h3_again["attention"]["W"])
-  assert not np.allclose(mh.head(mh.head_key(s, -3), 4)["attention"]["W"], h3["attention"]["W"])
+  assert not np.allclose(seq2seq_snell.attention_head(mh.head_key(s, -3), 4)["attention"]["W"],
+                         h3["attention"]["W"])
 
 
 def test_both_copying_models_record_every_success_metric():
@@ -237,3 +239,27 @@ def test_multihead_reuses_the_single_head_runs_of_copying_only_when_their_settin
       np.testing.assert_array_equal(got["t"], runs["permutation"]["t"])
     else:
       assert got == "trained here"
+
+
+def test_copying_point_of_a_single_heads_own_seed_is_that_single_head_model():
+  """:func:`dynamics.copying.copying_point`: a one-head model given its own seed as head seed
+  (``head_seeds = [s]``) is the single-head model of seed s, record for record; another head
+  seed gives another run; with ``evaluation`` the trained model's attention comes back too."""
+  from attndyn import dynamics
+  from attndyn.analysis import ktiw
+  from attndyn.dynamics.copying import copying_point
+  from attndyn.models import seq2seq
+
+  task = CopyingConfig("iid", 5, 4)
+  cfg = seq2seq.Seq2SeqConfig(task.vocab, task.vocab, hidden=3, shared_embedding=True)
+  ev = copying.sample_copying(jax.random.PRNGKey(1), task, 3)
+  tc = dynamics.TrainConfig(optimizer="adam", lr=1e-2, steps=4, record_every=2, batch_size=2)
+  one = jax.jit(copying_point(cfg, task, ktiw.copy_record(cfg, ev), tc, evaluation=ev))
+  alone = one({"seed": np.uint32(3)})
+  own = one({"seed": np.uint32(3), "head_seeds": np.array([3], np.uint32)})
+  other = one({"seed": np.uint32(3), "head_seeds": np.array([4], np.uint32)})
+  for k in alone["obs"]:
+    np.testing.assert_array_equal(own["obs"][k], alone["obs"][k])
+  np.testing.assert_array_equal(own["attention"], alone["attention"])
+  assert alone["attention"].shape == (3, 1, 4, 4)
+  assert not np.array_equal(other["attention"], alone["attention"])

@@ -98,3 +98,24 @@ def test_multi30k_slice(tmp_path):
     load_multi30k(tmp_path, stem="missing")
   with pytest.raises(ConfigError, match="max_len"):
     load_multi30k(max_len=0)
+
+
+def test_agreement_by_seed_scores_each_seed_and_the_next_seeds_attention():
+  """A comparison equal to the seed's own attention agrees perfectly (τ = 1, top-1 = 1); the
+  'other_seed' comparison reads the next seed's attention (cyclically) and is left out with
+  one seed; :func:`mean_tau` is the τ of the same rows."""
+  rng = np.random.default_rng(0)
+  src_mask = np.array([[True, True, True, False], [True, True, True, True]])
+  tgt = np.array([[3, 4, 0], [5, 6, 7]])
+  att = [rng.random((2, 3, 4)) for _ in range(2)]
+  per_seed = [{"attention": a, "same": a.copy()} for a in att]
+  fixed = {"random": rng.random((2, 3, 4))}
+  tau, top1 = agreement.agreement_by_seed(per_seed, fixed, ["same", "other_seed", "random"],
+                                          src_mask, tgt)
+  np.testing.assert_allclose(tau["same"], [1.0, 1.0])
+  np.testing.assert_allclose(top1["same"], [1.0, 1.0])
+  for i in range(2):
+    assert tau["other_seed"][i] == agreement.mean_tau(att[1 - i], att[i], src_mask, tgt)
+    assert tau["random"][i] == agreement.mean_tau(fixed["random"], att[i], src_mask, tgt)
+  alone, _ = agreement.agreement_by_seed(per_seed[:1], fixed, ["other_seed"], src_mask, tgt)
+  assert alone == {"other_seed": []}

@@ -84,3 +84,14 @@ def test_bow_proxy_loss_equals_the_per_target_cross_entropy(key):
   logp = np.asarray(jax.nn.log_softmax(logits, -1))
   ref = -np.mean([logp[i, o] for i in range(2) for o in y[i] if o > 0])
   np.testing.assert_allclose(value, ref, rtol=1e-12)
+
+
+def test_trained_bow_proxy_lowers_its_loss_and_starts_at_zero():
+  """:func:`dynamics.translation.train_bow_proxy`: no step leaves γ = 0; Adam steps lower the
+  proxy's loss on the pairs it is trained on."""
+  from attndyn.dynamics.translation import train_bow_proxy
+  b = _batch()
+  zero = train_bow_proxy(b, 6, 6, 0.1, 0)
+  np.testing.assert_array_equal(zero["gamma"], np.zeros((6, 6)))
+  losses = [float(bow_proxy.loss(train_bow_proxy(b, 6, 6, 0.1, n), b)[0]) for n in (0, 5, 20)]
+  assert losses[0] > losses[1] > losses[2]

@@ -108,11 +108,11 @@ def test_the_judged_rows_can_fail():
 
 def test_cap_length_keeps_short_sentences_in_order():
   import jax.numpy as jnp
-  from attndyn.tasks.conll2000 import TaggedBatch
+  from attndyn.tasks.conll2000 import TaggedBatch, cap_length
   mask = np.array([[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]], bool)
   b = TaggedBatch(jnp.arange(12).reshape(3, 4), jnp.zeros((3, 4), int), jnp.asarray(mask),
                   jnp.zeros((3, 4), int))
-  capped = exp.cap_length(b, 3)
+  capped = cap_length(b, 3)
   np.testing.assert_array_equal(capped.tokens, [[0, 1, 2], [8, 9, 10]])
   np.testing.assert_array_equal(capped.mask, mask[[0, 2], :3])
 
@@ -174,3 +174,21 @@ def test_a_data_limit_may_be_unset_and_settings_are_recorded_as_json():
   doc = settings.as_json(s)
   assert doc["data"] == {"min_count": 2, "limit": None, "test_limit": 400}
   assert doc["normalisers"] == ["crf"] and doc["model"]["block"] == "paper"
+
+
+def test_copying_measures_on_hand_made_cross_attention():
+  """Attention all on the source word to copy scores share 1 and one run per row; uniform
+  attention scores exactly uniform's share; padded keys and target steps are left out."""
+  from attndyn.tasks.batch import Batch
+  tokens = np.array([[2, 3, 4, 0]])
+  labels = np.array([[2, 3, 4, 0]])                          # copy; the last step is padding
+  batch = Batch(tokens=tokens, mask=tokens > 0, labels=labels)
+  onto = np.zeros((1, 1, 1, 4, 4))
+  onto[0, 0, 0, np.arange(3), np.arange(3)] = 1.0           # step t on source word t
+  uniform = np.zeros((1, 1, 1, 4, 4))
+  uniform[..., :3] = 1 / 3
+  got = sa.copying_measures(np.concatenate([onto, uniform]), batch)
+  np.testing.assert_allclose(got["on_target"], [1.0, 1 / 3])
+  np.testing.assert_allclose(got["uniform"], [1 / 3, 1 / 3])
+  np.testing.assert_allclose(got["run_length"], [1.0, 3.0])
+  np.testing.assert_allclose(got["zero_fraction"], [2 / 3, 0.0])

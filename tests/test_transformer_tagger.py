@@ -5,9 +5,11 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
-from attndyn.reproduce.yang import adversary, common
+from attndyn.analysis import adversarial_search, tagger_scores
+from attndyn.reproduce.yang import common
 from attndyn.dynamics.epochs import make_epoch_train
 from attndyn.models import transformer_tagger as tt
 from attndyn.tasks import conll2000
@@ -151,7 +153,7 @@ def test_epoch_training_vmapped_over_seeds(tiny):
 
   buckets = conll2000.length_buckets(data.train, 2)
   train = make_epoch_train(loss_fn, buckets, evaluate, epochs=3, batch_size=16,
-                           optimizer=common.adam(0.1))
+                           optimizer=optax.adam(0.1))
   init = {"w": jnp.zeros((cfg.n_words, cfg.n_tags)), "p": jnp.zeros((cfg.n_pos, cfg.n_tags))}
   traj = jax.jit(jax.vmap(lambda k: train(init, k)))(jax.random.split(jax.random.PRNGKey(1), 2))
   loss, dev = np.asarray(traj.observables["train_loss"]), np.asarray(traj.observables["eval"])
@@ -168,9 +170,9 @@ def test_f1_per_epoch_and_epoch_selection(tiny):
   gold = tuple(np.asarray(b.labels, np.int8) for b in buckets)
   wrong = tuple(np.zeros_like(g) for g in gold)                 # all O: F1 0
   preds = tuple(np.stack([np.stack([w, g]), np.stack([g, g])]) for g, w in zip(gold, wrong))
-  f1 = common.f1_per_epoch(preds, buckets, data.tags)          # [2 runs, 2 epochs]
+  f1 = tagger_scores.f1_per_epoch(preds, buckets, data.tags)          # [2 runs, 2 epochs]
   np.testing.assert_allclose(f1, [[0.0, 1.0], [1.0, 1.0]])
-  np.testing.assert_array_equal(common.select_epoch(f1), [1, 0])
+  np.testing.assert_array_equal(tagger_scores.select_epoch(f1), [1, 0])
 
 
 def test_adversary_loss_uses_kl_adversary_to_original(tiny, key):
@@ -180,7 +182,7 @@ def test_adversary_loss_uses_kl_adversary_to_original(tiny, key):
   p1 = tt.init(jax.random.fold_in(key, 1), cfg)
   @jax.jit
   def loss_at(lam, p):
-    fn = lambda q: adversary.adversary_loss(cfg, lam, p0, "nll")(q, b, None)
+    fn = lambda q: adversarial_search.adversary_loss(cfg, lam, p0, "nll")(q, b, None)
     loss, grad = jax.value_and_grad(fn)(p)
     return loss, tt.apply(p, b, cfg).attention, tt.apply(p0, b, cfg).attention, grad
   lam = 0.7
@@ -199,3 +201,31 @@ def test_adversary_loss_uses_kl_adversary_to_original(tiny, key):
                         mean_kl(np.asarray(a0, np.float64), np.asarray(a1, np.float64)), rtol=1e-3)
   # The adversary equal to the original: KL 0, the loss is the NLL of its own argmax.
   np.testing.assert_allclose(loss_at(lam, p0)[0], loss_at(0.0, p0)[0], rtol=1e-6)
+
+
+def test_a_probe_reads_its_sources_attention_or_uniform_weights(tiny, key):
+  """:func:`tt.source_attention` gives the source tagger's own maps, or uniform weights over
+  the real words; a probe reading a tagger's own maps is that tagger (same loss), and no
+  gradient of the probe's loss reaches the source."""
+  data, cfg = tiny
+  b = jax.tree.map(lambda x: x[:4], data.test)
+  p0 = tt.init(key, cfg, jnp.float64)
+  p1 = tt.init(jax.random.fold_in(key, 1), cfg, jnp.float64)
+  maps = tt.source_attention(cfg)
+  probe = tt.probe_loss(cfg, maps)
+
+  @jax.jit
+  def outputs(p, q):
+    return {"own": maps((p, False), b), "uniform": maps((p, True), b),
+            "attention": tt.apply(p, b, cfg).attention,
+            "probe_self": probe(p, b, None, (p, False)),
+            "nll": tt.token_nll(tt.apply(p, b, cfg).logits, b.labels, b.mask),
+            "source_grad": jax.grad(lambda s: probe(q, b, None, (s, False)))(p)}
+
+  o = outputs(p0, p1)
+  np.testing.assert_allclose(o["own"], o["attention"], rtol=1e-12)
+  np.testing.assert_array_equal(o["uniform"], tt.uniform_attention(b.mask, cfg.n_heads,
+                                                                     jnp.float64))
+  np.testing.assert_allclose(o["probe_self"], o["nll"], rtol=1e-12)
+  for g in jax.tree.leaves(o["source_grad"]):
+    assert not np.any(g)

@@ -12,12 +12,10 @@ growing (the relation ends there); test accuracy is 100%.
 import dataclasses
 from typing import Literal
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from attndyn import dynamics
-from attndyn import models
 from attndyn import schema
 from attndyn import settings
 from attndyn.analysis import replication as rep
@@ -26,7 +24,6 @@ from attndyn.models.classifiers import CLASSIFIERS
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce import engine
-from attndyn.dynamics.sparsemax_ode import sparse_sen_ode
 
 __all__ = ["NAME", "TITLE", "Settings", "FULL", "QUICK", "LABELS", "SOURCES", "run"]
 
@@ -98,20 +95,7 @@ def run(ctx, s) -> Outcome:
   for norm in s.normalisers:
     cfg = common.lu_config(task_cfg, s.classifier, s.model, normaliser=norm,
                             path=f"{NAME}.model")
-    apply = models.lu.apply_for(cfg)
-    record = ss.flavour_observables(apply, data, norm)
-    train = dynamics.make_train(models.make_loss(apply), data.train, record, train_cfg,
-                                cfg.trainable())
-
-    def one(inp, train=train, record=record, cfg=cfg, norm=norm):
-      key = jax.random.PRNGKey(inp["seed"])
-      params0 = models.lu.init(key, cfg)
-      gd = train(params0, key).observables
-      ode = sparse_sen_ode(params0, data.train, data.train_topic_word, topic_words, record,
-                           lr=s.lr, ts=train_cfg.record_steps(), trainable=cfg.trainable(),
-                           normaliser=norm, form="sen")
-      return {"gd": gd, "ode": ode.observables, "ode_failed_at": ode.failed_at}
-
+    one = ss.gd_and_ode_point(cfg, data, topic_words, norm, train_cfg, s.lr)
     ctx.log(f"{NAME}: {norm} Attn-TC x {s.seeds} seeds, {s.steps} epochs, GD + ODE")
     out = engine.sweep(ctx, f"{NAME}-{norm}", one, {"seed": common.seeds(s.seeds)},
                        settings.as_json(s))

@@ -33,27 +33,24 @@ import dataclasses
 import time
 from typing import Literal
 
-import jax
-import jax.numpy as jnp
 import numpy as np
+import optax
 
 from attndyn import settings
-from attndyn.analysis import copying_stats as cs
-from attndyn.analysis import figure_io
 from attndyn.analysis import replication as rep
 from attndyn.analysis import structured_attention as sa
+from attndyn.analysis import tagger_scores as ts
+from attndyn.analysis import yang_figures as figs
 from attndyn.reproduce import engine
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.yang import common
 from attndyn.reproduce.yang.common import Data, Tagger
-from attndyn.dynamics.epochs import make_epoch_train
-from attndyn.models import transformer_tagger as tt
+from attndyn.dynamics.epochs import make_tagger_train
 from attndyn.tasks import conll2000
 from attndyn.tasks.errors import check
 
 __all__ = ["NAME", "TITLE", "NORMALISERS", "Data", "Tagger", "Settings", "FULL", "QUICK", "LECTURE",
-           "SOURCES", "LABELS", "validate", "cap_length", "steps_to_level", "train_normaliser",
-           "evaluate_test", "figure_sentence", "attention_figure", "run", "make_claims"]
+           "SOURCES", "LABELS", "validate", "train_normaliser", "run", "make_claims"]
 
 NAME = "structured"
 TITLE = "Structured attention (lecture): softmax / sparsemax / fusedmax / CRF / SparseMAP on CoNLL-2000"
@@ -115,21 +112,9 @@ LABELS = {"softmax": "softmax", "sparsemax": "sparsemax", "fusedmax": "fusedmax"
           "crf": "CRF marginals", "sparsemap": "SparseMAP"}
 
 
-def cap_length(batch: conll2000.TaggedBatch, max_len: int) -> conll2000.TaggedBatch:
-  """The sentences of at most ``max_len`` words, trimmed to ``max_len`` columns."""
-  keep = np.asarray(batch.mask).sum(-1) <= max_len
-  return jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[keep][:, :max_len]), batch)
-
-
 def validate(s: Settings) -> None:
   """``max_len`` is at least 2 (called before anything runs; the annotations check the rest)."""
   check(s.max_len >= 2, f"{NAME}.max_len", s.max_len, "an integer >= 2")
-
-
-def steps_to_level(dev_f1: np.ndarray, level: float, steps_per_epoch: int) -> np.ndarray:
-  """``[S]``: the step after which dev F1 first reaches ``level`` (NaN: never within the budget)."""
-  dev_f1 = np.asarray(dev_f1)
-  return cs.first_crossing(dev_f1, steps_per_epoch * np.arange(1, dev_f1.shape[-1] + 1), level)
 
 
 def train_normaliser(ctx, s, data, train_b, dev_b, norm: str) -> dict:
@@ -137,77 +122,22 @@ def train_normaliser(ctx, s, data, train_b, dev_b, norm: str) -> dict:
   ``DIR/runs/structured-NORM``)."""
   cfg = common.tagger_config(data, settings.as_json(s.model), attention=norm,
                              path=f"{NAME}.model")
-  pred_dev = common.predictor(cfg, dev_b)
-
-  def loss_fn(params, b, dropout_key, aux):
-    return tt.token_nll(tt.apply(params, b, cfg, key=dropout_key).logits, b.labels, b.mask)
-
-  train = make_epoch_train(loss_fn, train_b, lambda p, aux: {"dev": pred_dev(p)},
-                           epochs=s.epochs, batch_size=s.batch_size,
-                           optimizer=common.adam(s.lr))
-
-  def one(seed):
-    k = jax.random.PRNGKey(seed)
-    return train(tt.init(jax.random.fold_in(k, 1), cfg), k)
-
+  pred_dev = ts.predictor(cfg, dev_b)
+  one = make_tagger_train(cfg, train_b, lambda p, aux: {"dev": pred_dev(p)}, epochs=s.epochs,
+                          batch_size=s.batch_size, optimizer=optax.adam(s.lr))
   traj = engine.trajectory_sweep(ctx, f"{NAME}-{norm}", lambda p: one(p["seed"]),
                                  {"seed": common.seeds(s.seeds)}, settings.as_json(s),
                                  what="seeds")
-  obs = common.host(traj.observables)
+  obs = ts.host(traj.observables)
   return {"cfg": cfg, "params": traj.final_params, "failed_at": np.asarray(traj.failed_at),
-          "dev_f1": common.f1_per_epoch(obs["eval"]["dev"], dev_b, data.tags),
+          "dev_f1": ts.f1_per_epoch(obs["eval"]["dev"], dev_b, data.tags),
           "train_loss": np.asarray(obs["train_loss"])}
-
-
-def evaluate_test(run: dict, test: conll2000.TaggedBatch, data, n_seeds: int) -> dict:
-  """Per seed: test scores and the attention measures on the capped test sentences."""
-  cfg = run["cfg"]
-  apply = jax.jit(lambda p: (lambda o: (jnp.argmax(o.logits, -1), o.attention))(
-      tt.apply(p, test, cfg)))
-  seg = sa.chunk_segments(test.labels, test.mask, data.tags)
-  mask = np.asarray(test.mask)
-  km, qm = mask[:, None, None, :], mask[:, None, :]
-  out = {k: [] for k in ("f1", "acc", "run_length", "zero_fraction", "in_chunk", "uniform")}
-  maps = []
-  for i in range(n_seeds):
-    guess, att = jax.device_get(apply(jax.tree.map(lambda x: x[i], run["params"])))
-    sc = common.scores((guess,), (test,), data.tags)
-    share, uniform = sa.in_chunk_mass(att, seg)
-    out["f1"].append(sc.f1)
-    out["acc"].append(sc.accuracy)
-    out["run_length"].append(sa.mean_run_length(att, km, qm))
-    out["zero_fraction"].append(sa.zero_fraction(att, km, qm))
-    out["in_chunk"].append(float(np.nanmean(share)))
-    out["uniform"].append(float(np.nanmean(uniform)))
-    maps.append(att)
-  return {**{k: np.asarray(v) for k, v in out.items()}, "maps": maps}
-
-
-def figure_sentence(test: conll2000.TaggedBatch) -> int:
-  """The first test sentence of the longest length present (fixed before training)."""
-  lengths = np.asarray(test.mask).sum(-1)
-  return int(np.argmax(lengths == lengths.max()))
-
-
-def attention_figure(maps: dict, words, seg, path, title: str) -> str:
-  """One panel per normaliser: the attention map (query rows) of one sentence, gold chunks boxed."""
-  fig, axes = figure_io.grid(1, len(maps), width=3.6, height=3.6)
-  n = len(words)
-  bounds = [j - 0.5 for j in range(1, n) if seg[j] != seg[j - 1]]
-  for ax, (label, att) in zip(axes[0], maps.items()):
-    ax.imshow(att[:n, :n], cmap="viridis", vmin=0.0, vmax=max(float(att[:n, :n].max()), 1e-12))
-    for b in bounds:
-      ax.axhline(b, color="w", lw=0.6)
-      ax.axvline(b, color="w", lw=0.6)
-    ax.set_xticks(range(n), words, rotation=90, fontsize="x-small")
-    ax.set_yticks(range(n), words, fontsize="x-small")
-    ax.set_title(label, fontsize="medium")
-  return figure_io.finish(fig, axes, len(maps), path, title)
 
 
 def run(ctx, s: Settings) -> Outcome:
   data = common.load_data(settings.as_json(s.data), path=f"{NAME}.data")
-  train, dev, test = (cap_length(getattr(data, k), s.max_len) for k in ("train", "dev", "test"))
+  train, dev, test = (conll2000.cap_length(getattr(data, k), s.max_len)
+                      for k in ("train", "dev", "test"))
   train_b = conll2000.length_buckets(train, s.buckets)
   dev_b = conll2000.length_buckets(dev, 1)
   steps_per_epoch = sum(b.tokens.shape[0] // s.batch_size for b in train_b)
@@ -217,17 +147,18 @@ def run(ctx, s: Settings) -> Outcome:
             f"{train.tokens.shape[0]} train sentences of <= {s.max_len} words")
     start = time.perf_counter()
     trained = train_normaliser(ctx, s, data, train_b, dev_b, norm)
-    res[norm] = {**trained, **evaluate_test(trained, test, data, s.seeds)}
+    res[norm] = {**trained, **sa.tagger_measures(trained["cfg"], trained["params"], test,
+                                                 data.tags, s.seeds)}
     seconds[norm] = time.perf_counter() - start
   claims = make_claims(res, s, steps_per_epoch, quick=ctx.quick)
-  i = figure_sentence(test)
+  i = conll2000.first_longest(test)   # the figure's sentence (whatever the training)
   n = int(np.asarray(test.mask[i]).sum())
-  words = [t.word for t in _sentence(data, s.max_len, i)][:n]
+  words = [t.word for t in conll2000.capped_sentence(data, s.max_len, i)][:n]
   seg = sa.chunk_segments(test.labels[i:i + 1], test.mask[i:i + 1], data.tags)[0]
-  attention_figure({LABELS[k]: res[k]["maps"][0][i, 0] for k in s.normalisers}, words, seg,
-                   ctx.path("structured_attention_maps.png"),
-                   title=f"Test sentence {i} (≤ {s.max_len} words), seed 0: attention "
-                         "(rows: query) per normaliser; lines: gold chunk boundaries")
+  figs.attention_maps({LABELS[k]: res[k]["maps"][0][i, 0] for k in s.normalisers}, words, seg,
+                      ctx.path("structured_attention_maps.png"),
+                      title=f"Test sentence {i} (≤ {s.max_len} words), seed 0: attention "
+                            "(rows: query) per normaliser; lines: gold chunk boundaries")
   details = {"notes": [
       f"CoNLL-2000 sentences of ≤ {s.max_len} words: {train.tokens.shape[0]} train, "
       f"{dev.tokens.shape[0]} dev, {test.tokens.shape[0]} test (of {data.sizes}).",
@@ -253,7 +184,7 @@ def make_claims(res: dict, s: Settings, steps_per_epoch: int, *, quick: bool) ->
   claims, q = [], quick
   for norm in s.normalisers:
     r, label = res[norm], LABELS[norm]
-    steps = steps_to_level(r["dev_f1"], s.f1_level, steps_per_epoch)
+    steps = ts.steps_to_level(r["dev_f1"], s.f1_level, steps_per_epoch)
     r["steps"] = steps
     reached = int(np.sum(np.isfinite(steps)))
     claims += [
@@ -311,10 +242,3 @@ def make_claims(res: dict, s: Settings, steps_per_epoch: int, *, quick: bool) ->
           paper="sparse", paper_ref=LECTURE, ours=rep.proportion_ci(res[norm]["zero_fraction"] > 0),
           tolerance=rep.Tolerance("all_true", source=SOURCES[key]), quick=q))
   return claims
-
-
-def _sentence(data, max_len: int, i: int):
-  """The tokens of capped test sentence ``i`` (:func:`cap_length` keeps the original order)."""
-  lengths = np.asarray(data.test.mask).sum(-1)
-  original = np.nonzero(lengths <= max_len)[0][i]
-  return data.sentences["test"][int(original)]

@@ -33,8 +33,9 @@ from attndyn.reproduce.flavours.structured import LABELS, NORMALISERS
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.yang import common
 from attndyn.reproduce import engine
+from attndyn.dynamics import copying
 from attndyn.models import seq2seq
-from attndyn.tasks.copying import DISTRIBUTIONS, CopyingConfig, copying_dataset, sample_copying
+from attndyn.tasks.copying import DISTRIBUTIONS, CopyingConfig, sample_copying
 
 __all__ = ["NAME", "TITLE", "Settings", "FULL", "QUICK", "LEVEL_SOURCE", "run", "train_copying",
            "copying_claims"]
@@ -106,44 +107,22 @@ def run(ctx, s: Settings) -> Outcome:
 
 def train_copying(c: Settings, norm: str, n_seeds: int, ctx=None) -> dict:
   """Snell's copying task with ``norm`` attention (the training path of ``reproduce snell``:
-  :func:`dynamics.make_train`, Adam, a fresh batch each step; seeds vmapped by ``run_sweep``,
+  :func:`dynamics.copying.copying_point`, Adam, a fresh batch each step; seeds vmapped by ``run_sweep``,
   checkpointed under ``DIR/runs/structured_copying-NORM`` with a reproduction's ``ctx``)."""
   task = CopyingConfig(c.distribution, c.n_tokens, c.length)
   cfg = seq2seq.Seq2SeqConfig(task.vocab, task.vocab, hidden=c.hidden, shared_embedding=True,
                               normaliser=norm)
   ev = sample_copying(jax.random.PRNGKey(10 ** 6), task, c.eval_size)
-  record = ktiw.copy_record(cfg, ev)
   tc = dynamics.TrainConfig(optimizer="adam", lr=c.lr, steps=c.steps,
                             record_every=c.record_every, batch_size=c.batch)
-  loss = seq2seq.make_seq_loss(cfg)
-
-  def one(inp):
-    kd, ki, ko = jax.random.split(jax.random.PRNGKey(inp["seed"]), 3)
-    train = dynamics.make_train(loss, copying_dataset(kd, task, c.steps, c.batch), record,
-                                tc, cfg.trainable())
-    traj = train(seq2seq.init(ki, cfg), ko)
-    return {"obs": traj.observables, "attention": seq2seq.apply(traj.final_params, ev,
-                                                                cfg).attention}
-
+  one = copying.copying_point(cfg, task, ktiw.copy_record(cfg, ev), tc, evaluation=ev)
   inputs = {"seed": common.seeds(n_seeds)}
   out = (dynamics.run_sweep(one, inputs) if ctx is None else
          engine.sweep(ctx, f"{NAME}-{norm}", one, inputs, settings.as_json(c),
                       what="seeds"))
-  att = np.asarray(out["attention"], float)                        # [S, n, K, T, L]
-  x, y, m = (np.asarray(v) for v in (ev.tokens, ev.labels, ev.mask))
-  target = (x[:, None, :] == y[:, :, None]) & m[:, None, :]        # source words equal to the output
-  rows = (y > 0)[:, None, :]                                       # real target steps
-  km = m[:, None, None, :]
   acc = np.asarray(out["obs"]["token_acc"], float)                 # [S, R]
   res = {"t": np.asarray(tc.record_steps(), float), "token_acc": acc, "acc": acc[:, -1]}
-  per = {k: [] for k in ("run_length", "zero_fraction", "on_target", "uniform")}
-  for a in att:
-    share, uniform = sa.mass_share(a, target, m)
-    per["run_length"].append(sa.mean_run_length(a, km, rows))
-    per["zero_fraction"].append(sa.zero_fraction(a, km, rows))
-    per["on_target"].append(float(np.nanmean(np.where(rows, share, np.nan))))
-    per["uniform"].append(float(np.nanmean(np.where(rows, uniform, np.nan))))
-  return {**res, **{k: np.asarray(v) for k, v in per.items()}}
+  return {**res, **sa.copying_measures(np.asarray(out["attention"], float), ev)}
 
 
 def copying_claims(res: dict, s: Settings, *, quick: bool) -> list:

@@ -209,15 +209,10 @@ def run(ctx, s) -> Outcome:
         figure="Section 3.3", quick=ctx.quick, comparable=not ctx.quick, note=note))
   # Two stage: β then attention, on the distributions where attention is learned.
   thr = s.lag_threshold
-  lag_panels = []
   for name in s.distributions:
     o = runs[name]
     lag = cs.stage_lag(o["beta_acc"], o[word], t, thr)
     details["lag"][name] = lag.tolist()
-    lag_panels.append({"title": f"{LABELS[name]} ({o['attn_acc'].shape[0]} seeds)", "t": t,
-                       "curves": {"β probe acc": o["beta_acc"], "attention acc": o[word],
-                                  "token acc": o["token_acc"]},
-                       "ylabel": "accuracy", "vlines": []})
     if name == "permutation":
       continue
     claims.append(rep.claim(
@@ -235,16 +230,9 @@ def run(ctx, s) -> Outcome:
         f"accuracy crosses {thr} no later than their attention accuracy",
         paper="all", ours=rep.proportion_ci(lag[np.isfinite(lag)] >= 0),
         tolerance=rep.Tolerance("info"), figure="Fig 1", quick=ctx.quick))
-  figures = [
-      figs.curve_panels(
-          [{"title": LABELS[n], "t": t, "curves": {"token acc": runs[n]["token_acc"],
-                                                   "attention acc": runs[n]["attn_acc"]},
-            "ylabel": "accuracy"} for n in s.distributions],
-          ctx.path("copying_seeds.png"), per_seed=True,
-          title=f"Copying, every seed ({setting})"),
-      figs.curve_panels(lag_panels, ctx.path("copying_two_stage.png"),
-                        title="Two stages: β-probe accuracy (KTIW) rises before attention accuracy"),
-  ]
+  figures = figs.copying_figures({LABELS[n]: runs[n] for n in s.distributions}, word, t,
+                                 ctx.path("copying_seeds.png"), ctx.path("copying_two_stage.png"),
+                                 title=f"Copying, every seed ({setting})")
   for name in s.distributions:
     details["final"][name] = {k: float(runs[name][k][:, -1].mean()) for k in
                               ("token_acc", "attn_acc", "beta_acc", "beta_correct", "beta_other")}

@@ -16,7 +16,6 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from attndyn import dynamics
 from attndyn import settings
@@ -25,7 +24,9 @@ from attndyn.analysis import replication as rep
 from attndyn.analysis import snell_figures as figs
 from attndyn import schema
 from attndyn.reproduce import engine
+from attndyn.reproduce.flavours.common import seed_params
 from attndyn.reproduce.runner import Outcome
+from attndyn.dynamics import translation
 from attndyn.models import bow_proxy, seq2seq
 from attndyn.tasks.multi30k import load_multi30k
 
@@ -98,20 +99,8 @@ def _train(ctx, name, cfg, data, s, seeds):
   tc = dynamics.TrainConfig(optimizer="adam", lr=s.lr, steps=s.steps,
                             record_every=s.record_every, batch_size=s.batch,
                             sampling="shuffle")
-  loss = seq2seq.make_seq_loss(cfg)
-  # The recorded loss is on the first LOSS_PAIRS training pairs: the whole set's logits
-  # ([n_pairs, length, vocabulary] per seed, vmapped over seeds) do not fit in memory.
-  sample = jax.tree.map(lambda x: x[:LOSS_PAIRS], data)
-  record = lambda p, p0: {"loss": loss(p, sample)[0]}
-  train = dynamics.make_train(loss, data, record, tc, cfg.trainable())
-
-  def one(seed):
-    ki, ko = jax.random.split(jax.random.PRNGKey(seed))
-    traj = train(seq2seq.init(ki, cfg), ko)
-    return {"loss": traj.observables["loss"], "params": traj.final_params}
-
-  return engine.sweep(ctx, name, one, np.asarray(seeds, np.uint32), settings.as_json(s),
-                      what="seeds")
+  return engine.sweep(ctx, name, translation.seq2seq_point(cfg, data, tc, LOSS_PAIRS),
+                      np.asarray(seeds, np.uint32), settings.as_json(s), what="seeds")
 
 
 def run(ctx, s) -> Outcome:
@@ -129,54 +118,22 @@ def run(ctx, s) -> Outcome:
     ctx.log(f"{NAME}: {att} attention, {len(seeds)} seeds x {s.steps} steps on {n - h} pairs")
     models_[att] = (cfg, _train(ctx, f"{NAME}-{att}", cfg, train, s, seeds))
   ctx.log(f"{NAME}: BoW proxy and IBM Model 1")
-  opt = optax.adam(s.proxy_lr)
-  g0 = bow_proxy.init(d.src_vocab, d.tgt_vocab)
-  grad = jax.jit(jax.grad(lambda p: bow_proxy.loss(p, train)[0]))
-
-  def proxy_step(carry, _):
-    p, st = carry
-    u, st = opt.update(grad(p), st, p)
-    return (optax.apply_updates(p, u), st), None
-
-  (gamma, _), _ = jax.lax.scan(proxy_step, (g0, opt.init(g0)), None, length=s.proxy_steps)
+  gamma = translation.train_bow_proxy(train, d.src_vocab, d.tgt_vocab, s.proxy_lr, s.proxy_steps)
   src, msk, tgt = (np.asarray(x) for x in (train.tokens, train.mask, train.labels))
   table = ibm1.train_ibm1(src, msk, tgt, d.src_vocab, d.tgt_vocab, s.ibm1_iterations)
   # Distributions over source positions on the held-out pairs, [N, T, L] each.
   ts, tm, tt = (np.asarray(x) for x in (test.tokens, test.mask, test.labels))
-  per_seed = []
-  for i in range(len(seeds)):
-    p_std = jax.tree.map(lambda x: x[i], models_["general"][1]["params"])
-    p_uni = jax.tree.map(lambda x: x[i], models_["uniform"][1]["params"])
-    cfg_s, cfg_u = models_["general"][0], models_["uniform"][0]
-    out_s = seq2seq.apply(p_std, test, cfg_s)
-    out_u = seq2seq.apply(p_uni, test, cfg_u)
-    per_seed.append({"attention": np.asarray(out_s.attention[:, 0]),
-                     "beta_uniform": np.asarray(ktiw.lexical_probe(p_uni, cfg_u, out_u, test.labels)),
-                     "beta_standard": np.asarray(ktiw.lexical_probe(p_std, cfg_s, out_s, test.labels))})
+  cfg_s, cfg_u = models_["general"][0], models_["uniform"][0]
+  per_seed = [ktiw.attention_and_probes(seed_params(models_["general"][1]["params"], i), cfg_s,
+                                        seed_params(models_["uniform"][1]["params"], i), cfg_u,
+                                        test) for i in range(len(seeds))]
   fixed = {"beta_proxy": np.asarray(bow_proxy.lexical_probe(gamma, test)),
            "ibm1": ibm1.alignment_posterior(table, ts, tm, tt),
            "random": np.random.default_rng(0).random(tt.shape + ts.shape[1:])}
   comparisons = ["beta_uniform", "beta_proxy", "ibm1", "beta_standard", "other_seed", "random"]
-  taus = {c: [] for c in comparisons}
-  top1 = {c: [] for c in comparisons}
-  for i, ps in enumerate(per_seed):
-    att, m = agreement.rows_of(ps["attention"], tm, tt)
-    for c in comparisons:
-      if c == "other_seed":
-        if len(per_seed) < 2:
-          continue
-        other = per_seed[(i + 1) % len(per_seed)]["attention"]
-      else:
-        other = ps[c] if c in ps else fixed[c]
-      x, _ = agreement.rows_of(other, tm, tt)
-      taus[c].append(float(np.nanmean(agreement.kendall_tau_rows(x, att, m))))
-      top1[c].append(float(agreement.top_k_match(x, att, m, 1).mean()))
+  taus, top1 = agreement.agreement_by_seed(per_seed, fixed, comparisons, tm, tt)
   # IBM-1 vs the uniform model's β (both learned without attention).
-  ibm_vs_beta = []
-  for ps in per_seed:
-    b, m = agreement.rows_of(ps["beta_uniform"], tm, tt)
-    x, _ = agreement.rows_of(fixed["ibm1"], tm, tt)
-    ibm_vs_beta.append(float(np.nanmean(agreement.kendall_tau_rows(x, b, m))))
+  ibm_vs_beta = [agreement.mean_tau(fixed["ibm1"], ps["beta_uniform"], tm, tt) for ps in per_seed]
   names = {"beta_uniform": "β of the uniform-attention model", "beta_proxy": "β of the BoW proxy",
            "ibm1": "IBM Model 1 alignment posterior", "beta_standard": "β of the same model",
            "other_seed": "attention of another seed", "random": "random scores"}
@@ -223,16 +180,8 @@ def run(ctx, s) -> Outcome:
       ours=rep.mean_ci(ibm_vs_beta), tolerance=rep.Tolerance("info"), figure="Section 4.2",
       quick=ctx.quick))
   # One example pair as heatmaps.
-  j = int(np.argmax((tt > 0).sum(1) >= 6))
-  L, T = int(tm[j].sum()), int((tt[j] > 0).sum())
-  ps = per_seed[0]
-  fig = figs.heatmaps(
-      [("attention (standard)", ps["attention"][j, :T, :L]),
-       ("α from β (uniform attention)", ktiw.probe_alignment(ps["beta_uniform"], tm)[j, :T, :L]),
-       ("α from β (BoW proxy)", ktiw.probe_alignment(fixed["beta_proxy"], tm)[j, :T, :L]),
-       ("IBM-1 posterior", fixed["ibm1"][j, :T, :L])],
-      ctx.path("multi30k_alignments.png"), xticks=[d.src_words[w] for w in ts[j, :L]],
-      yticks=[d.tgt_words[w] for w in tt[j, :T]], title="A held-out Multi30k pair (seed 0)")
+  fig = figs.alignment_example(per_seed[0], fixed, ts, tm, tt, d.src_words, d.tgt_words,
+                               ctx.path("multi30k_alignments.png"))
   loss = {a: np.asarray(models_[a][1]["loss"])[:, -1].tolist() for a in models_}
   details = {"tau": taus, "top1": top1, "ibm1_vs_beta_uniform": ibm_vs_beta,
              f"final_train_loss_first_{LOSS_PAIRS}_pairs": loss,

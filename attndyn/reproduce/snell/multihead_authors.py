@@ -36,14 +36,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attndyn.analysis import copying_stats as cs
 from attndyn.reproduce import engine
-from attndyn.reproduce.snell import common
+from attndyn.dynamics import copying
 from attndyn.dynamics.optimizers import base_optimizer
 from attndyn.models import seq2seq_snell
 from attndyn.tasks.copying import CopyingConfig, sample_copying
 
-__all__ = ["COMBOS", "model_config", "head", "head_key", "point", "settings_of", "label_heads",
-           "labels", "combinations", "run_combinations", "protocol"]
+__all__ = ["COMBOS", "model_config", "head_key", "point", "settings_of", "label_heads",
+           "combinations", "run_combinations", "protocol"]
 
 VAL_KEY, BODY_KEY, HEAD_KEY, RANDOM_HEAD_KEY, DATA_KEY = 11, 12, 13, 14, 15
 COMBOS = ("bad", "bad+good", "random")
@@ -54,13 +55,6 @@ def model_config(task: CopyingConfig, s, heads: int) -> seq2seq_snell.SnellSeq2S
   return seq2seq_snell.SnellSeq2SeqConfig(task.vocab, task.sos, hidden=s.hidden, heads=heads,
                                           cell="gru", shared_embedding=False,
                                           context_first=True)
-
-
-def head(key: jax.Array, hidden: int) -> dict:
-  """One ``Attn_head``: ``{"attention": attn_proj, "project": enc_proj}`` (PyTorch inits)."""
-  ka, kp = jax.random.split(key)
-  return {"attention": seq2seq_snell.torch_linear(ka, hidden, hidden),
-          "project": seq2seq_snell.torch_linear(kp, hidden, hidden)}
 
 
 def head_key(s, i):
@@ -74,22 +68,13 @@ def point(task: CopyingConfig, s, heads: int):
   cfg = model_config(task, s, heads)
   body = seq2seq_snell.init(jax.random.PRNGKey(s.body_seed + BODY_KEY), cfg)
   val = sample_copying(jax.random.PRNGKey(s.body_seed + VAL_KEY), task, s.eval_size)
-  gold = jnp.arange(val.tokens.shape[1] - 1)
-
-  def evaluate(params, key):
-    del key   # one fixed validation set, as theirs
-    out = seq2seq_snell.apply(params, val, cfg)
-    arg = jnp.argmax(out.attention, -1)[..., :-1]                  # [n, K, T-1]: EOS step off
-    return {"token_acc": jnp.mean(jnp.argmax(out.logits, -1) == val.labels),
-            "attn_acc": jnp.mean(arg == gold, axis=(0, 2))}        # per head, their attn_acc
-
-  train = common.authors_train(seq2seq_snell.make_loss(cfg),
-                               lambda k: sample_copying(k, task, s.batch), evaluate,
-                               base_optimizer("adam", s.lr), s.steps, s.record_every,
-                               record="before")
+  train = copying.authors_train(seq2seq_snell.make_loss(cfg),
+                                lambda k: sample_copying(k, task, s.batch),
+                                cs.multihead_evaluation(cfg, val), base_optimizer("adam", s.lr),
+                                s.steps, s.record_every, record="before")
 
   def one(inp):
-    hs = jax.vmap(lambda i: head(head_key(s, i), s.hidden))(inp["heads"])
+    hs = jax.vmap(lambda i: seq2seq_snell.attention_head(head_key(s, i), s.hidden))(inp["heads"])
     params = {**body, "attention": hs["attention"], "project": hs["project"]}
     data = jax.random.fold_in(jax.random.PRNGKey(s.body_seed + DATA_KEY), inp["order"])
     return train(params, data)
@@ -111,20 +96,7 @@ def label_heads(ctx, task: CopyingConfig, s) -> dict:
   obs = engine.sweep(ctx, "multihead-authors-single", point(task, s, 1), inputs,
                      settings_of(task, s), chunk_size=s.chunk or None, what="runs")
   acc = np.asarray(obs["token_acc"], float).reshape(n, orders, -1)
-  return {"acc": acc, **labels(acc, s.good_above, s.bad_below)}
-
-
-def labels(acc: np.ndarray, good_above: float, bad_below: float) -> dict:
-  """``multihead.py``'s ``can_learn`` / ``is_good_single_head`` on records ``acc [heads, orders, R]``.
-
-  A run is good when any record exceeds ``good_above`` (their loop returns there), bad
-  when none does and the last is below ``bad_below``; a head is good (bad) when every
-  order's run is. Returns the per-run flags and the good and bad head indices.
-  """
-  good_run = acc.max(-1) > good_above
-  bad_run = ~good_run & (acc[..., -1] < bad_below)
-  return {"good_run": good_run, "bad_run": bad_run,
-          "good": np.flatnonzero(good_run.all(1)), "bad": np.flatnonzero(bad_run.all(1))}
+  return {"acc": acc, **cs.multihead_labels(acc, s.good_above, s.bad_below)}
 
 
 def combinations(good: List[int], bad: List[int], n_random: int, heads: int,

@@ -13,15 +13,12 @@ attended words (the topic words).
 """
 import dataclasses
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from attndyn import dynamics
 from attndyn import models
 from attndyn import settings
 from attndyn import tasks
-from attndyn.analysis import copying_stats as cs
 from attndyn.analysis import relevance as rel
 from attndyn.analysis import replication as rep
 from attndyn.analysis import snell_figures as figs
@@ -109,34 +106,17 @@ def run(ctx, s) -> Outcome:
   seeds = np.arange(s.seeds)
   runs = {}
   for kind, cfg in cfgs.items():
-
-    def one(seed, cfg=cfg):
-      key = jax.random.PRNGKey(seed)
-      data = tasks.make_topic_dataset(jax.random.fold_in(key, 7), tcfg)
-      is_topic = data.train.tokens == data.train_topic_word[:, None]
-
-      def topic_attention(params):
-        a = models.lu.apply(params, data.train).attention
-        return jnp.mean(jnp.sum(jnp.where(is_topic, a, 0.0), -1))
-
-      record = rel.relevance_record(n_topic, topic_attention)
-      train = dynamics.make_train(models.make_loss(models.lu.apply), data.train, record, tc,
-                                  cfg.trainable())
-      return train(models.lu.init(key, cfg), key).observables
-
     ctx.log(f"{NAME}: {kind} attention, {len(seeds)} seeds x {s.steps} epochs")
     runs[kind] = {k: np.asarray(v, float) for k, v in
-                  engine.sweep(ctx, f"{NAME}-{kind}", one, seeds.astype(np.uint32),
+                  engine.sweep(ctx, f"{NAME}-{kind}", rel.relevance_point(tcfg, cfg, tc),
+                               seeds.astype(np.uint32),
                                settings.as_json(s), what="seeds").items()}
   t = np.asarray(tc.record_steps(), float)
   u, st = runs["uniform"], runs["standard"]
   early = int(np.argmin(np.abs(t - s.early * s.steps)))
   ratio = u["rho_topic"][:, early] / u["rho_other"][:, early]
   # Standard training: half-rise times of relevance and of attention at the topic words.
-  def half_time(x):
-    rise = x - x[:, :1]
-    return cs.first_crossing(rise / np.maximum(rise[:, -1:], 1e-30), t, 0.5)
-  t_rho, t_att = half_time(st["rho_topic"]), half_time(st["score_topic"])
+  t_rho, t_att = rel.half_rise_time(st["rho_topic"], t), rel.half_rise_time(st["score_topic"], t)
   lag = t_att - t_rho
   top_u = np.argsort(-u["rho"][:, -1], 1)[:, :n_topic]
   top_s = np.argsort(-st["score"][:, -1], 1)[:, :n_topic]
@@ -160,17 +140,7 @@ def run(ctx, s) -> Outcome:
                 tolerance=rep.Tolerance("all_true", source=SOURCES["top"]), figure="slides",
                 quick=ctx.quick),
   ]
-  fig = figs.curve_panels(
-      [{"title": "uniform attention (keys frozen)", "t": t, "ylabel": "mean ρ",
-        "curves": {"ρ topic words": u["rho_topic"], "ρ other words": u["rho_other"]},
-        "vlines": [t[early]]},
-       {"title": "standard training: relevance", "t": t, "ylabel": "mean ρ",
-        "curves": {"ρ topic words": st["rho_topic"], "ρ other words": st["rho_other"]}},
-       {"title": "standard training: attention", "t": t, "ylabel": "score / attention",
-        "curves": {"score of topic words": st["score_topic"],
-                   "attention on topic word": st["topic_attention"]}}],
-      ctx.path("relevance.png"),
-      title="Output relevance ρ = ‖centred Uᵀν_w‖ (Lu et al.'s topic task, Attn-TC)")
+  fig = figs.relevance_figure(u, st, t, t[early], ctx.path("relevance.png"))
   details = {"ratio_early": ratio.tolist(), "lag": lag.tolist(), "early_epoch": float(t[early]),
              "final_topic_attention": {k: runs[k]["topic_attention"][:, -1].tolist() for k in runs},
              "notes": [f"Topic task {s.task}; Attn-TC {s.model}; GD lr {s.lr} × "

@@ -2,7 +2,7 @@
 
 **Adversary** (Wiegreffe & Pinter's global adversary, as Yang trains it): a
 second tagger, initialised from the original (seed 0, its dev-selected
-epoch), trained on
+epoch), trained on (:func:`analysis.adversarial_search.adversary_loss`)
 
 .. math:: \\mathcal L = \\mathrm{NLL}(y_{adv}, \\hat y_{orig})
           - λ\\,\\overline{\\mathrm{KL}}(α_{adv} \\,\\|\\, α_{orig})
@@ -18,7 +18,7 @@ storing the maps of 8042 sentences × 4 heads × 78² would take 0.8 GB). All λ
 
 **Probing classifiers** (Section 4.3): a fresh tagger (seed ``probe_seed``)
 whose attention weights are replaced by those of a source model, everything
-else trained on the gold tags; sources: the original, the adversaries of
+else trained on the gold tags (:func:`models.transformer_tagger.probe_loss`); sources: the original, the adversaries of
 ``probe_lambdas``, and uniform weights (W&P's uniform baseline). One vmapped
 call over the sources. Epochs chosen by dev F1.
 """
@@ -28,20 +28,21 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from attndyn import settings
-from attndyn.analysis import divergences
+from attndyn.analysis import adversarial_search
 from attndyn.analysis import replication as rep
+from attndyn.analysis import tagger_scores as ts
 from attndyn.analysis import yang_figures as figs
 from attndyn.reproduce import engine, runner
 from attndyn.reproduce.runner import Outcome
-from attndyn.reproduce.yang import common
 from attndyn.reproduce.yang import tagger as tagger_module
 from attndyn.dynamics.epochs import make_epoch_train
 from attndyn.models import transformer_tagger as tt
 
 __all__ = ["NAME", "USES", "TITLE", "MATCHES", "Settings", "FULL", "QUICK", "TABLE1", "SOURCES",
-           "adversary_loss", "run"]
+           "run"]
 
 NAME = "adversary"
 USES = ("tagger",)   # the experiments whose runs it reuses: their settings key its job too
@@ -94,24 +95,6 @@ SOURCES = {
 }
 
 
-def adversary_loss(cfg, lam, orig_params, match: str):
-  """``loss(params, batch, dropout_key) -> scalar``: prediction match minus λ·KL(adversary ‖ original)."""
-  def loss(params, b, dropout_key):
-    orig = tt.apply(orig_params, b, cfg)
-    orig = jax.tree.map(jax.lax.stop_gradient, orig)
-    adv = tt.apply(params, b, cfg, key=dropout_key)
-    m = b.mask.astype(adv.logits.dtype)
-    if match == "nll":
-      fit = tt.token_nll(adv.logits, jnp.argmax(orig.logits, -1), b.mask)
-    else:
-      tv = divergences.tvd(jax.nn.softmax(adv.logits, -1), jax.nn.softmax(orig.logits, -1))
-      fit = jnp.sum(tv * m) / jnp.maximum(jnp.sum(m), 1.0)
-    kl = divergences.kl(adv.attention, orig.attention)                   # [B, H, L]
-    kl = jnp.sum(kl * m[:, None, :]) / jnp.maximum(jnp.sum(m) * cfg.n_heads, 1.0)
-    return fit - lam * kl
-  return loss
-
-
 def run(ctx, s) -> Outcome:
   tag_s = runner.settings_for(tagger_module, quick=ctx.quick, items=ctx.items)
   both = {"adversary": settings.as_json(s), "tagger": settings.as_json(tag_s)}   # the sweeps'
@@ -119,13 +102,13 @@ def run(ctx, s) -> Outcome:
   data, cfg = orig["data"], orig["cfg"]
   test_b, dev_b, train_b = orig["test_buckets"], orig["dev_buckets"], orig["train_buckets"]
   p0 = jax.tree.map(lambda x: x[s.seed], orig["params"])
-  pred_test = common.predictor(cfg, test_b)
-  compare = common.comparer(cfg, cfg, test_b)
+  pred_test = ts.predictor(cfg, test_b)
+  compare = ts.comparer(cfg, cfg, test_b)
   lams = np.asarray(s.lambdas, np.float32)
 
   # --- adversaries: one vmapped call over λ ---
   def adv_loss(params, b, k, lam):
-    return adversary_loss(cfg, lam, p0, s.match)(params, b, k)
+    return adversarial_search.adversary_loss(cfg, lam, p0, s.match)(params, b, k)
 
   def adv_eval(params, lam):
     c = compare(params, p0)
@@ -133,17 +116,17 @@ def run(ctx, s) -> Outcome:
             "kl_orig_adv": c["kl_ba"], "tvd": c["tvd"], "jsd_heads": c["jsd_heads"]}
 
   train = make_epoch_train(adv_loss, train_b, adv_eval, epochs=s.epochs,
-                           batch_size=tag_s.batch_size, optimizer=common.adam(tag_s.lr))
+                           batch_size=tag_s.batch_size, optimizer=optax.adam(tag_s.lr))
   ctx.log(f"{NAME}: λ ∈ {list(s.lambdas)} x {s.epochs} epochs (one vmapped call)")
   key = jax.random.PRNGKey(1000 + s.seed)
   traj = engine.trajectory_sweep(ctx, NAME, lambda p: train(p0, key, p["lambda"]),
                                  {"lambda": lams}, both, what="adversaries")
-  ev = common.host(traj.observables["eval"])
-  f1 = common.f1_per_epoch(ev["test"], test_b, data.tags)[:, -1]            # [Λ], last epoch
+  ev = ts.host(traj.observables["eval"])
+  f1 = ts.f1_per_epoch(ev["test"], test_b, data.tags)[:, -1]            # [Λ], last epoch
   last = {k: np.asarray(ev[k])[:, -1] for k in ("jsd", "kl_adv_orig", "kl_orig_adv", "tvd")}
-  matched = np.asarray([common.matched_head_jsd(h) for h in np.asarray(ev["jsd_heads"])[:, -1]])
+  matched = np.asarray([ts.matched_head_jsd(h) for h in np.asarray(ev["jsd_heads"])[:, -1]])
   orig_f1 = orig["test_scores"][s.seed].f1
-  base = tagger_module.seed_baseline(orig)
+  base = ts.seed_baseline(cfg, orig["params"], test_b)
   q = ctx.quick
   claims = []
   for lam_text, paper in s.paper_f1.items():
@@ -187,7 +170,7 @@ def run(ctx, s) -> Outcome:
              "adversary)"))
   adv = {"lambda": lams.tolist(), "f1": f1.tolist(), "jsd_matched": matched.tolist(),
          **{k: v.tolist() for k, v in last.items()},
-         "f1_per_epoch": common.f1_per_epoch(ev["test"], test_b, data.tags).tolist()}
+         "f1_per_epoch": ts.f1_per_epoch(ev["test"], test_b, data.tags).tolist()}
   ctx.partial(Outcome(claims, [], {"adversary": adv}))
 
   # --- probing classifiers and the uniform baseline: one vmapped call over sources ---
@@ -201,36 +184,28 @@ def run(ctx, s) -> Outcome:
   stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *sources)
   uniform = jnp.asarray([n == "uniform" for n in names])
 
-  def maps_fn(source, b):
-    src_params, is_uniform = source
-    own = tt.apply(src_params, b, cfg).attention
-    return jnp.where(is_uniform, tt.uniform_attention(b.mask, cfg.n_heads, own.dtype), own)
-
-  probe_dev = common.predictor(cfg, dev_b, maps_fn=maps_fn)
-  probe_test = common.predictor(cfg, test_b, maps_fn=maps_fn)
-  probe_cmp = common.comparer(cfg, cfg, test_b, maps_fn_b=maps_fn)
-
-  def probe_loss(params, b, k, source):
-    maps = jax.lax.stop_gradient(maps_fn(source, b))
-    return tt.token_nll(tt.apply(params, b, cfg, key=k, attention=maps).logits, b.labels, b.mask)
+  maps_fn = tt.source_attention(cfg)
+  probe_dev = ts.predictor(cfg, dev_b, maps_fn=maps_fn)
+  probe_test = ts.predictor(cfg, test_b, maps_fn=maps_fn)
+  probe_cmp = ts.comparer(cfg, cfg, test_b, maps_fn_b=maps_fn)
 
   def probe_eval(params, source):
     c = probe_cmp(p0, params, source)
     return {"dev": probe_dev(params, source), "test": probe_test(params, source),
             "jsd": c["jsd"], "tvd": c["tvd"]}
 
-  probe_train = make_epoch_train(probe_loss, train_b, probe_eval, epochs=s.probe_epochs,
-                                 batch_size=tag_s.batch_size, optimizer=common.adam(tag_s.lr))
+  probe_train = make_epoch_train(tt.probe_loss(cfg, maps_fn), train_b, probe_eval, epochs=s.probe_epochs,
+                                 batch_size=tag_s.batch_size, optimizer=optax.adam(tag_s.lr))
   pkey = jax.random.PRNGKey(s.probe_seed)
   params0 = tt.init(jax.random.fold_in(pkey, 1), cfg)
   ctx.log(f"{NAME}: probes {names} x {s.probe_epochs} epochs (one vmapped call)")
   ptraj = engine.trajectory_sweep(ctx, f"{NAME}-probes",
                                   lambda p: probe_train(params0, pkey, (p["params"], p["uniform"])),
                                   {"params": stacked, "uniform": uniform}, both, what="probes")
-  pev = common.host(ptraj.observables["eval"])
-  pdev = common.f1_per_epoch(pev["dev"], dev_b, data.tags)
-  ptest = common.f1_per_epoch(pev["test"], test_b, data.tags)
-  best = common.select_epoch(pdev)
+  pev = ts.host(ptraj.observables["eval"])
+  pdev = ts.f1_per_epoch(pev["dev"], dev_b, data.tags)
+  ptest = ts.f1_per_epoch(pev["test"], test_b, data.tags)
+  best = ts.select_epoch(pdev)
   idx = np.arange(len(names))
   probe_f1 = ptest[idx, best]
   probe_jsd, probe_tvd = np.asarray(pev["jsd"])[idx, best], np.asarray(pev["tvd"])[idx, best]

@@ -18,9 +18,11 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from attndyn.analysis import npz
 from attndyn.analysis import replication as rep
+from attndyn.analysis import tagger_scores as ts
 from attndyn.analysis import yang_figures as figs
 from attndyn import atomic
 from attndyn import settings
@@ -28,12 +30,12 @@ from attndyn.reproduce import engine
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce.yang import common
 from attndyn.reproduce.yang.common import Data, Tagger
-from attndyn.dynamics.epochs import make_epoch_train
+from attndyn.dynamics.epochs import make_tagger_train
 from attndyn.models import transformer_tagger as tt
 from attndyn.tasks import conll2000
 
 __all__ = ["NAME", "STATE", "save_state", "load_state", "TITLE", "Data", "Tagger", "Settings",
-           "FULL", "QUICK", "train_originals", "seed_baseline", "run"]
+           "FULL", "QUICK", "train_originals", "run"]
 
 NAME = "tagger"
 STATE = "tagger_state.npz"   # selected parameters and curves (plain arrays), reused by a later run into DIR
@@ -115,7 +117,7 @@ def train_originals(ctx, s: Settings) -> dict:
   buckets = {"data": data, "cfg": cfg, "test_buckets": test_b, "dev_buckets": dev_b,
              "train_buckets": train_b}
   saved = ctx.path(STATE)
-  pred_dev, pred_test = common.predictor(cfg, dev_b), common.predictor(cfg, test_b)
+  pred_dev, pred_test = ts.predictor(cfg, dev_b), ts.predictor(cfg, test_b)
   if saved.is_file():   # the trained taggers of an earlier run into DIR (e.g. before --only adversary)
     state = load_state(saved, key, tt.init(jax.random.PRNGKey(0), cfg))
     if state is not None:
@@ -123,39 +125,31 @@ def train_originals(ctx, s: Settings) -> dict:
       params = state["params"]
       n = np.asarray(state["best_epoch"]).shape[0]
       state["test_scores"] = [
-          common.scores(pred_test(jax.tree.map(lambda x: jnp.asarray(x[i]), params)), test_b,
-                        data.tags) for i in range(n)]
+          ts.scores(pred_test(jax.tree.map(lambda x: jnp.asarray(x[i]), params)), test_b,
+                    data.tags) for i in range(n)]
       cache[key] = {**state, **buckets, "params": jax.tree.map(jnp.asarray, params)}
       return cache[key]
-
-  def loss_fn(params, b, dropout_key, aux):
-    return tt.token_nll(tt.apply(params, b, cfg, key=dropout_key).logits, b.labels, b.mask)
 
   def evaluate(params, aux):
     return {"dev": pred_dev(params), "test": pred_test(params)}
 
-  train = make_epoch_train(loss_fn, train_b, evaluate, epochs=s.epochs,
-                           batch_size=s.batch_size, optimizer=common.adam(s.lr),
-                           record_params=True)
-
-  def one(seed):
-    k = jax.random.PRNGKey(seed)
-    return train(tt.init(jax.random.fold_in(k, 1), cfg), k)
+  one = make_tagger_train(cfg, train_b, evaluate, epochs=s.epochs, batch_size=s.batch_size,
+                          optimizer=optax.adam(s.lr), record_params=True)
 
   ctx.log(f"{NAME}: {s.seeds} seeds x {s.epochs} epochs, {data.sizes}, "
           f"{cfg.features}, block {cfg.block}, d_model {cfg.d_model}")
   traj = engine.trajectory_sweep(ctx, NAME, lambda p: one(p["seed"]),
                                  {"seed": common.seeds(s.seeds)}, settings.as_json(s),
                                  chunk_size=s.chunk or None, what="seeds")
-  obs = common.host(traj.observables)
-  dev_f1 = common.f1_per_epoch(obs["eval"]["dev"], dev_b, data.tags)       # [S, E]
-  test_f1 = common.f1_per_epoch(obs["eval"]["test"], test_b, data.tags)
-  best = common.select_epoch(dev_f1)
+  obs = ts.host(traj.observables)
+  dev_f1 = ts.f1_per_epoch(obs["eval"]["dev"], dev_b, data.tags)       # [S, E]
+  test_f1 = ts.f1_per_epoch(obs["eval"]["test"], test_b, data.tags)
+  best = ts.select_epoch(dev_f1)
   idx = np.arange(s.seeds)
   params = jax.tree.map(lambda x: x[idx, best], traj.params)                # selected epoch per seed
-  test_scores = [common.scores(common.take(obs["eval"]["test"], i, best[i]), test_b, data.tags)
+  test_scores = [ts.scores(ts.take(obs["eval"]["test"], i, best[i]), test_b, data.tags)
                  for i in idx]
-  out = {"params": common.host(params), "best_epoch": best, "dev_f1": dev_f1,
+  out = {"params": ts.host(params), "best_epoch": best, "dev_f1": dev_f1,
          "test_f1": test_f1, "test_scores": test_scores, "train_loss": obs["train_loss"],
          "failed_at": np.asarray(traj.failed_at)}
   ctx.out.mkdir(parents=True, exist_ok=True)
@@ -164,25 +158,12 @@ def train_originals(ctx, s: Settings) -> dict:
   return cache[key]
 
 
-def seed_baseline(orig: dict) -> dict:
-  """Divergences of seed 0 from every other seed on the test set (one vmapped call)."""
-  cfg, n = orig["cfg"], len(orig["best_epoch"])
-  if n < 2:
-    return {}
-  compare = common.comparer(cfg, cfg, orig["test_buckets"])
-  p0 = jax.tree.map(lambda x: x[0], orig["params"])
-  others = jax.tree.map(lambda x: x[1:], orig["params"])
-  out = common.host(jax.jit(jax.vmap(lambda p: compare(p0, p)))(others))
-  out["jsd_matched"] = np.asarray([common.matched_head_jsd(h) for h in out["jsd_heads"]])
-  return out
-
-
 def run(ctx, s) -> Outcome:
   orig = train_originals(ctx, s)
   data = orig["data"]
   f1 = np.asarray([sc.f1 for sc in orig["test_scores"]])
   acc = np.asarray([sc.accuracy for sc in orig["test_scores"]])
-  base = seed_baseline(orig)
+  base = ts.seed_baseline(orig["cfg"], orig["params"], orig["test_buckets"])
   q = ctx.quick
   full_data = data.sizes == {"train": 8042, "dev": 894, "test": 2012}
   feat = f"{orig['cfg'].features}, {orig['cfg'].block} block"
