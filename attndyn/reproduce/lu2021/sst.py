@@ -185,7 +185,7 @@ def _group(ctx, s: Settings, data, b: dict, variants, steps: int, label: str) ->
                                  fc_init=VARIANTS[v][0] or "orthonormal", **base) for v in variants]
   seed = np.tile(common.seeds(s.seeds), len(variants))
   which = np.repeat(np.arange(len(variants)), s.seeds)
-  full0 = [common.init_seeds(jnp.asarray(seed), c, jnp.float32) for c in cfgs]
+  full0 = [models.lu.init_seeds(jnp.asarray(seed), c, jnp.float32) for c in cfgs]
   full0 = jax.tree.map(lambda *xs: jnp.stack(xs)[which, np.arange(len(which))], *full0)
   if fc:
     params0, aux = jax.vmap(fc_reduced.reduce)(full0)

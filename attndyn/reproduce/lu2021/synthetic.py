@@ -22,7 +22,6 @@ classifier absorbs signal (:mod:`analysis.absence`): per topic, the test
 recall with the topic word masked out.
 """
 import dataclasses
-import functools
 from typing import Literal
 
 import jax
@@ -31,6 +30,7 @@ import numpy as np
 
 from attndyn import config, dynamics, settings
 from attndyn.analysis import lu2021_figures as figs
+from attndyn.analysis import observables
 from attndyn.analysis import replication as rep
 from attndyn.analysis.absence import recall_without_topic_word
 from attndyn.analysis.assumption1 import change_ratio, largest_change_ratio
@@ -41,6 +41,7 @@ from attndyn.analysis.sen_checks import windowed_max_error
 from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.dynamics.ode import SOLVERS
+from attndyn.models.lu_linear import apply_linear_for
 from attndyn.reproduce.runner import Outcome
 
 __all__ = ["NAME", "TITLE", "CLASSIFIERS", "ODE_KINDS", "ODE_NAMES", "OdeKinds", "InvariantSeeds",
@@ -209,15 +210,10 @@ def _run_config(classifier: str, s: Settings, *, invariant: bool = False) -> dic
   return raw
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def _words_at_init(seeds: jax.Array, model_cfg, dtype) -> dict:
-  return jax.vmap(common.word_values)(common.init_seeds(seeds, model_cfg, dtype))
-
-
 def _initial_words(cfg, seeds) -> dict:
   """Every word's score and norm at each seed's initialisation (as the engine draws it)."""
-  return common.host(_words_at_init(jnp.asarray(seeds, jnp.uint32), cfg.model,
-                                    jnp.dtype(cfg.precision)))
+  return common.host(observables.initial_word_values(jnp.asarray(seeds, jnp.uint32), cfg.model,
+                                                     jnp.dtype(cfg.precision)))
 
 
 def _train_classifier(ctx, classifier: str, s: Settings, data) -> dict:
@@ -227,14 +223,14 @@ def _train_classifier(ctx, classifier: str, s: Settings, data) -> dict:
   cfg = result.config
   seeds = [p["seed"] for p in result.points]
   final = result.gd.final_params
-  apply = common.apply_for(cfg.model)
+  apply = apply_linear_for(cfg.model)
   absent = jax.vmap(lambda p: recall_without_topic_word(
       apply, p, data.test, data.n_topic_words, cfg.task.n_topics))(
           jax.tree.map(jnp.asarray, final))
   out = {"name": name, "result": result, "steps": np.asarray(cfg.train.record_steps()),
          "obs": {k: np.asarray(v) for k, v in result.gd.observables.items()},
          "start": _initial_words(cfg, seeds),
-         "end": common.host(jax.vmap(common.word_values)(jax.tree.map(jnp.asarray, final))),
+         "end": common.host(jax.vmap(observables.word_values)(jax.tree.map(jnp.asarray, final))),
          "absent_recall": np.asarray(absent)}
   out["invariant"] = None
   if s.invariant.seeds[classifier] >= 1:

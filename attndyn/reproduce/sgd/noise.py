@@ -42,6 +42,7 @@ from attndyn.analysis import replication as rep
 from attndyn.analysis import sgd_figures as figs
 from attndyn.analysis import sgd_noise as stats
 from attndyn.models.classifiers import CLASSIFIERS
+from attndyn.models.lu_linear import apply_linear_for
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce import engine
@@ -174,7 +175,7 @@ SHUFFLED = (("shuffle_batch_sizes", "shuffle"), ("keep_last_batch_sizes", "shuff
 def run(ctx, s) -> Outcome:
   task_cfg, data = common.topic_data(s.task, path=f"{NAME}.task")
   cfg = common.lu_config(task_cfg, s.classifier, s.model, path=f"{NAME}.model")
-  apply = common.apply_for(cfg)
+  apply = apply_linear_for(cfg)
   loss_fn = models.make_loss(apply)
   record = analysis.topic_observables(apply, data)
   trainable = cfg.trainable()
