@@ -10,7 +10,6 @@ over the sentences containing each of the five top-scored words (Fig 6).
 import dataclasses
 from typing import Literal
 
-import jax.numpy as jnp
 import numpy as np
 
 from attndyn import settings
@@ -25,7 +24,7 @@ from attndyn.reproduce.runner import Outcome
 from attndyn.tasks.sst import word_class_counts
 
 __all__ = ["NAME", "USES", "TITLE", "Settings", "PaperCounts", "FULL", "QUICK", "PAIR_REF", "TREND_REF", "SOURCES",
-           "purity_curves", "run"]
+           "run"]
 
 NAME = "purity"
 USES = ("sst",)   # the experiments whose runs it reuses: their settings key its job too
@@ -80,25 +79,6 @@ SOURCES = {
 }
 
 
-def purity_curves(run: dict, idx, purity, occurrence, words_per_point) -> dict:
-  """Figs 6-7 along training for the points ``idx``: ``{all_purity, all_occ, word_purity, word_occ}``.
-
-  ``all_*`` are ``[R, T]`` (over all training sentences); ``word_*`` are ``[R, T]``
-  averaged over the given words of each point (Fig 6's top-5 words).
-  """
-  batch = run["batches"]["train"]
-  out = {"all_purity": [], "all_occ": [], "word_purity": [], "word_occ": []}
-  for p, words in zip(idx, words_per_point):
-    rows = [pur.attended_purity_stats(jnp.asarray(att), batch, purity, occurrence,
-                                      jnp.asarray(words))
-            for att in run["obs"]["attended"][p]]
-    out["all_purity"].append([float(r.purity) for r in rows])
-    out["all_occ"].append([float(r.occurrence) for r in rows])
-    out["word_purity"].append([float(np.nanmean(np.asarray(r.word_purity))) for r in rows])
-    out["word_occ"].append([float(np.nanmean(np.asarray(r.word_occurrence))) for r in rows])
-  return {k: np.asarray(v) for k, v in out.items()}
-
-
 def run(ctx, s) -> Outcome:
   sst_module = runner.select("lu2021", ["sst"])[0]
   sst_s = runner.settings_for(sst_module, quick=ctx.quick, items=ctx.items)
@@ -145,7 +125,7 @@ def run(ctx, s) -> Outcome:
             f"falls {c['frequent_falls_from_peak']}, overtake epoch {c['overtake_step']:g}"
             for c in comp)))
     top = [sst_words.top_words(r["final_score"][p], s.top_k, exclude=[0]) for p in idx]
-    curves = purity_curves(r, idx, purity, occurrence, top)
+    curves = pur.purity_curves(r["obs"]["attended"], batch, purity, occurrence, idx, top)
     early, last = 1, -1
     rises = (curves["all_purity"][:, last] > curves["all_purity"][:, early]) & (
         curves["all_occ"][:, last] < curves["all_occ"][:, early])
