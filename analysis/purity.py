@@ -27,7 +27,7 @@ from attndyn.models.lu import word_scores
 from attndyn.tasks.batch import Batch
 from attndyn.tasks.errors import check
 
-__all__ = ["purity_curves", "topic_purity", "occurrence_counts", "attended_words", "AttendedPurityStats",
+__all__ = ["purity_curves", "purity_trends", "topic_purity", "occurrence_counts", "attended_words", "AttendedPurityStats",
            "attended_purity_stats", "purity_record"]
 
 
@@ -177,3 +177,14 @@ def purity_curves(attended, batch: Batch, purity, occurrence, idx, words_per_poi
     out["word_purity"].append([float(np.nanmean(np.asarray(r.word_purity))) for r in rows])
     out["word_occ"].append([float(np.nanmean(np.asarray(r.word_occurrence))) for r in rows])
   return {k: np.asarray(v) for k, v in out.items()}
+
+
+def purity_trends(curves: dict, early: int = 1, last: int = -1) -> dict:
+  """Per run, Sec 5.2's trends of :func:`purity_curves` between the records ``early`` and
+  ``last``: ``all`` (Fig 7) and ``word`` (Fig 6), the attended words' mean purity rises while
+  their mean occurrence falls; ``word_above_all``, the final purity is higher over the
+  sentences with a top word (Fig 6) than over all (Fig 7). ``[R]`` bool each."""
+  return {part: (curves[f"{part}_purity"][:, last] > curves[f"{part}_purity"][:, early])
+          & (curves[f"{part}_occ"][:, last] < curves[f"{part}_occ"][:, early])
+          for part in ("all", "word")} | {
+      "word_above_all": curves["word_purity"][:, last] > curves["all_purity"][:, last]}

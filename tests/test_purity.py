@@ -95,3 +95,15 @@ def test_purity_curves_follow_the_attended_words_along_training():
   np.testing.assert_allclose(curves["all_occ"], [[3.0, 2.5]])
   np.testing.assert_allclose(curves["word_purity"][0, 1], (0.5 + 1 / 6) / 2)
   np.testing.assert_allclose(curves["word_occ"][0, 1], (2.0 + 2.5) / 2)
+
+
+def test_purity_trends_compare_the_early_and_last_records():
+  from attndyn.analysis import purity as pur
+  curves = {"all_purity": np.array([[0.0, 0.2, 0.5], [0.0, 0.5, 0.2]]),
+            "all_occ": np.array([[9.0, 8.0, 3.0], [9.0, 8.0, 3.0]]),
+            "word_purity": np.array([[0.0, 0.2, 0.9], [0.0, 0.2, 0.1]]),
+            "word_occ": np.array([[9.0, 8.0, 9.0], [9.0, 8.0, 3.0]])}
+  trend = pur.purity_trends(curves)
+  np.testing.assert_array_equal(trend["all"], [True, False])       # run 1's purity falls
+  np.testing.assert_array_equal(trend["word"], [False, False])     # occurrence rises; purity falls
+  np.testing.assert_array_equal(trend["word_above_all"], [True, False])

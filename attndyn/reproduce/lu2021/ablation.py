@@ -216,22 +216,11 @@ def run(ctx, s) -> Outcome:
   ]
 
   sigma2, lr = result.config.model.embed_std ** 2, result.config.train.lr
-  cut = steps <= s.plot_steps
-  cut_dim = steps <= s.diminution_plot_steps
-  x, xd = steps[cut], steps[cut_dim]
-  figs.curve_panels([
-      {"title": f"score of topic word {word}", "ylabel": "$s_t$",
-       "curves": [(v, x, score[v][:, cut]) for v in ("TC", "TC-KF", "TC-EF")]},
-      {"title": f"‖v‖ of topic word {word}", "ylabel": "$\\|v_t\\|$",
-       "curves": [(v, x, norm[v][:, cut]) for v in ("TC", "TC-KF", "TC-EF")]},
-      {"title": "training loss", "ylabel": "loss", "logy": True,
-       "curves": [(v, x, loss[v][:, cut]) for v in ("TC", "TC-KF", "TC-EF")]},
-      {"title": f"diminution start: score of word {word}", "ylabel": "$s_t$",
-       "curves": [(v, xd, score[v][:, cut_dim]) for v in (dim, dim_kf)]},
-      {"title": f"diminution start: ‖v‖ of word {word}", "ylabel": "$\\|v_t\\|$",
-       "curves": [(v, xd, norm[v][:, cut_dim]) for v in (dim, dim_kf)]},
-  ], ctx.path("fig3_ablation.png"), title=f"Fig 3: σ²/d = {sigma2:.2g}, "
-      f"mean and min–max over {n} runs")
+  figs.curve_panels(figs.fig3_panels(steps, {"score": score, "norm": norm, "loss": loss}, word,
+                                     ("TC", "TC-KF", "TC-EF"), (dim, dim_kf), s.plot_steps,
+                                     s.diminution_plot_steps),
+                    ctx.path("fig3_ablation.png"), title=f"Fig 3: σ²/d = {sigma2:.2g}, "
+                    f"mean and min–max over {n} runs")
   notes = [f"Embeddings N(0, {sigma2:.2g}), TC, GD lr {lr:g} × {n_steps} epochs, {n} seeds; "
            f"the variants of a seed share its init (TC, KF, EF: runs/ablation-*; the diminution "
            f"starts: dynamics.make_auto_train from the same init, moved). {conv_note}.",
