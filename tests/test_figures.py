@@ -52,3 +52,14 @@ def test_fig3_and_fig5_panels_cut_at_their_plot_steps_and_follow_both_words():
   np.testing.assert_allclose(weights[0] + weights[1], 1.0)             # the sentence's two words
   assert len(lu2021_figures.fig5_panels("TC", steps, score, score, (("a", 1), ("b", 2)),
                                         np.full(4, 3.0), batch, None)) == 4
+
+
+def test_the_bands_show_three_batch_sizes_and_the_sme_of_the_first():
+  tau = np.arange(5.0)
+  obs = lambda s: {"score": np.ones((s, 5, 2)), "emb_norm": np.ones((s, 5, 2)), "loss": np.ones((s, 5))}
+  sgd = {(1.0, b, "replacement"): obs(3) for b in (4, 8, 16, 32, 64)}
+  sde_runs = {(4, "replacement"): obs(3), (64, "replacement"): obs(3), (4, "shuffle"): obs(3)}
+  panels = sgd_figures.bands_of_runs(tau, sgd, sde_runs, obs(1), obs(1), 1.0, [4, 8, 16, 32, 64])
+  assert [p["title"] for p in panels] == ["score", "emb_norm", "loss"]
+  assert [c[0] for c in panels[0]["curves"]] == ["SGD B=4", "SGD B=16", "SGD B=64", "SDE B=4"]
+  assert panels[0]["curves"][0][2].shape == (3, 5) and panels[2]["curves"][0][2].shape == (3, 5)

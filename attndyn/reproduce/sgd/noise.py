@@ -528,18 +528,8 @@ def run(ctx, s) -> Outcome:
   # --- figures.
   figures = []
   lr0 = lr_sde
-  show = batch_sizes if len(batch_sizes) <= 3 else [
-      batch_sizes[0], batch_sizes[len(batch_sizes) // 2], batch_sizes[-1]]
-  panels = []
-  for q, ylabel, logy in (("score", "topic score $s_t$ (word 0)", False),
-                          ("emb_norm", "$\\|v_t\\|$ (word 0)", False), ("loss", "training loss", True)):
-    pick = (lambda a: a[..., 0]) if q != "loss" else (lambda a: a)
-    curves = [(f"SGD B={b}", tau, pick(sgd[lr0, b, "replacement"][q])) for b in show]
-    curves += [(f"SDE B={b}", tau, pick(o[q])) for (b, smp), o in sde_runs.items()
-               if smp == "replacement" and b == show[0]]
-    panels.append({"title": q, "ylabel": ylabel, "logy": logy, "curves": curves,
-                   "refs": [("gradient flow", tau, pick(gf[q])), (f"GD lr {lr0:g}", tau, pick(gd[lr0][q]))]})
-  figs.band_panels(panels, ctx.path("fig_bands.png"),
+  figs.band_panels(figs.bands_of_runs(tau, sgd, sde_runs, gf, gd[lr0], lr0, batch_sizes),
+                   ctx.path("fig_bands.png"),
                    title=f"lr {lr0:g}: mean ± sd over {S} seeds (same init)")
   figures.append("fig_bands.png")
   series = {f"lr {lr:g}": ([lr / b for b in batch_sizes],
