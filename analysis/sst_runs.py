@@ -29,7 +29,7 @@ from attndyn.models import lu_fc_reduced as fc_reduced
 from attndyn.models.lu_linear import apply_linear
 from attndyn.models.objective import accuracy, make_loss
 
-__all__ = ["Group", "make_group"]
+__all__ = ["Group", "make_group", "merge_groups"]
 
 
 class Group(NamedTuple):
@@ -98,3 +98,21 @@ def make_group(cfgs: Sequence[lu.LuModelConfig], seeds: np.ndarray, train_cfg: T
       accuracy(apply_of(c)(p, batch).logits, batch.labels), scores_of(p, c), norms_of(p, c)),
       in_axes=(0, 0, None)))
   return Group(params0, aux, seed, which, jax.jit(jax.vmap(one, in_axes=(0, 0, None))), evaluate)
+
+
+def merge_groups(parts: Sequence[dict], record_every: int) -> dict:
+  """The points of several groups as one: their per-point arrays concatenated, their
+  observables ``[P, T, ...]`` too, a group that stopped sooner (fewer records) repeating its
+  last record up to the longest, and ``steps [T]`` the recorded epochs."""
+  t = max(p["steps"].shape[0] for p in parts)
+
+  def pad(x):   # repeat the last record of a group that stopped sooner
+    if x.ndim < 2 or x.shape[1] == t:
+      return x
+    return np.concatenate([x, np.repeat(x[:, -1:], t - x.shape[1], axis=1)], axis=1)
+
+  out = {k: np.concatenate([p[k] for p in parts]) for k in
+         ("variant", "seed", "test_acc", "best_step", "stopped_at", "final_score", "final_norm")}
+  out["obs"] = {k: np.concatenate([pad(p["obs"][k]) for p in parts]) for k in parts[0]["obs"]}
+  out["steps"] = np.arange(t) * record_every
+  return out

@@ -199,3 +199,17 @@ def test_a_group_starts_at_each_points_init_and_fc_reduces_exactly(tiny_data):
     np.testing.assert_allclose(norm[i], analysis.embedding_norms(full), rtol=1e-5, atol=1e-6)
   res = group.segment(group.params0, group.aux, {"train": data.train, "dev": data.test})
   assert np.asarray(res.trajectory.observables["score"]).shape[:2] == (4, 3)
+
+
+def test_merged_groups_repeat_the_last_record_of_the_one_that_stopped_sooner():
+  from attndyn.analysis import sst_runs
+  part = lambda n, t, v: {"variant": np.array([v] * n), "seed": np.arange(n),
+                          "test_acc": np.zeros(n), "best_step": np.zeros(n),
+                          "stopped_at": np.zeros(n), "final_score": np.zeros((n, 3)),
+                          "final_norm": np.zeros((n, 3)), "steps": np.arange(t),
+                          "obs": {"loss": np.arange(n * t, dtype=float).reshape(n, t)}}
+  out = sst_runs.merge_groups([part(2, 4, "fc"), part(1, 2, "tc")], 10)
+  np.testing.assert_array_equal(out["steps"], [0, 10, 20, 30])
+  np.testing.assert_array_equal(out["variant"], ["fc", "fc", "tc"])
+  np.testing.assert_array_equal(out["obs"]["loss"][2], [0.0, 1.0, 1.0, 1.0])
+  np.testing.assert_array_equal(out["obs"]["loss"][:2], np.arange(8.0).reshape(2, 4))

@@ -233,17 +233,7 @@ def train_config(ctx, s: Settings, dataset: str, padding: str) -> dict:
   groups = [[v for v in s.variants if VARIANTS[v][0] is not None],
             [v for v in s.variants if VARIANTS[v][0] is None]]
   parts = [_group(ctx, s, data, b, g, steps, f"{dataset} {padding}") for g in groups if g]
-  t = max(p["steps"].shape[0] for p in parts)
-
-  def pad(x):   # repeat the last record of a group that stopped sooner
-    if x.ndim < 2 or x.shape[1] == t:
-      return x
-    return np.concatenate([x, np.repeat(x[:, -1:], t - x.shape[1], axis=1)], axis=1)
-
-  out = {k: np.concatenate([p[k] for p in parts]) for k in
-         ("variant", "seed", "test_acc", "best_step", "stopped_at", "final_score", "final_norm")}
-  out["obs"] = {k: np.concatenate([pad(p["obs"][k]) for p in parts]) for k in parts[0]["obs"]}
-  out["steps"] = np.arange(t) * s.record_every
+  out = sst_runs.merge_groups(parts, s.record_every)
   out.update(data=data, batches=b)
   cache[key] = out
   return out
