@@ -23,11 +23,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attndyn.analysis.observables import topic_observables
 from attndyn.analysis.theorem1 import nontopic_context
+from attndyn.dynamics.auto_train import make_auto_train
+from attndyn.models import lu
+from attndyn.models.lu_linear import apply_linear_for
+from attndyn.models.objective import make_loss
 from attndyn.tasks.topic import TopicDataset
 
 __all__ = ["embedding_velocity", "eq8_projection", "diminution_init", "first_step_at_or_below",
-           "fraction_below", "fraction_above", "rate_crossover"]
+           "fraction_below", "fraction_above", "rate_crossover", "at_step", "from_diminution_start"]
 
 
 def embedding_velocity(loss_fn: Callable, params: dict, dataset: TopicDataset, word) -> jax.Array:
@@ -146,3 +151,40 @@ def rate_crossover(steps, a, b) -> np.ndarray:
   last_slow = np.where(not_faster.any(-1), faster.shape[-1] - 1 - np.argmax(not_faster[..., ::-1], -1), -1)
   ok = last_slow < faster.shape[-1] - 1
   return np.where(ok, mid[np.minimum(last_slow + 1, len(mid) - 1)], np.nan)
+
+
+def at_step(steps, x, when) -> np.ndarray:
+  """``x[r, t]`` at the recorded step ``when[r]`` of each run (the last step where ``when`` is NaN)."""
+  steps = np.asarray(steps, np.float64)
+  idx = [int(np.searchsorted(steps, w)) if np.isfinite(w) else len(steps) - 1 for w in when]
+  return np.asarray([x[r, min(i, len(steps) - 1)] for r, i in enumerate(idx)])
+
+
+def from_diminution_start(model_cfg: lu.LuModelConfig, train_cfg, dataset: TopicDataset, word,
+                          alpha: float, dtype) -> Callable:
+  """``one(seed)``: gradient descent of one seed from its diminution start (Fig 3's 4th and
+  5th panels).
+
+  The start is the seed's ``models.lu.init`` (as ``attndyn run`` draws it) moved by
+  :func:`diminution_init` so that Eq (8)'s projection for ``word`` is ``−alpha``; training is
+  :func:`dynamics.make_auto_train` (the exact fast path where it applies) with the topic
+  observables recorded.
+
+  Returns:
+    ``one(seed) -> {"obs": observables, "eq8": Eq (8)'s projection at the moved start,
+    "eq8_standard": at the seed's own start}``.
+  """
+  apply = apply_linear_for(model_cfg)
+  loss_fn = make_loss(apply)
+  choice = make_auto_train(loss_fn, dataset.train, topic_observables(apply, dataset), train_cfg,
+                           model_cfg.trainable(), model_cfg=model_cfg)
+
+  def one(seed):
+    key = jax.random.PRNGKey(seed)
+    p0 = lu.init(key, model_cfg, dtype)
+    p_dim = diminution_init(loss_fn, p0, dataset, word, alpha)
+    return {"obs": choice.train(p_dim, key).observables,
+            "eq8": eq8_projection(loss_fn, p_dim, dataset, word),
+            "eq8_standard": eq8_projection(loss_fn, p0, dataset, word)}
+
+  return one

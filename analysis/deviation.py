@@ -17,7 +17,7 @@ import numpy as np
 from attndyn.dynamics.trajectory import Trajectory
 from attndyn.tasks.errors import ConfigError
 
-__all__ = ["deviation_curve", "max_abs_deviation", "final_abs_deviation"]
+__all__ = ["deviation_curve", "max_abs_deviation", "final_abs_deviation", "half_rise_step"]
 
 
 def _aligned_difference(a: Trajectory, b: Trajectory, name: str) -> np.ndarray:
@@ -215,3 +215,10 @@ def shifted_max_deviation(a: Trajectory, b: Trajectory, name: str = "score",
   nan = ~np.all(np.isfinite(xb), axis=(1, 2)) | ~np.all(np.isfinite(xa), axis=(1, 2))
   best = np.where(nan, np.nan, best)
   return best.reshape(runs), best_shift.reshape(runs)
+
+
+def half_rise_step(traj: Trajectory, t, name: str = "score") -> np.ndarray:
+  """``[R]``: per run, the time at which ``name`` first covers half its rise
+  (:func:`crossing_time` on the record times ``t [T]``), averaged over the words."""
+  return np.nanmean(crossing_time(x=np.asarray(traj.observables[name]), fraction=0.5,
+                                  t=np.asarray(t, np.float64), axis=1), -1)

@@ -13,8 +13,9 @@ References:
   Jain & Wallace, "Attention is not Explanation", NAACL 2019. https://arxiv.org/abs/1902.10186
 """
 import numpy as np
+from scipy import stats
 
-__all__ = ["kendall_tau_b"]
+__all__ = ["kendall_tau_b", "sen_kendall_tau"]
 
 
 def kendall_tau_b(x, y, mask=None) -> np.ndarray:
@@ -44,3 +45,23 @@ def kendall_tau_b(x, y, mask=None) -> np.ndarray:
   denom = np.sqrt(nx.astype(np.float64) * ny)
   with np.errstate(divide="ignore", invalid="ignore"):
     return np.where(denom > 0, s / np.where(denom > 0, denom, 1.0), np.nan)
+
+
+def sen_kendall_tau(score: np.ndarray, norm: np.ndarray) -> np.ndarray:
+  """Per run, Kendall's τ-b between score and norm over time, averaged over the words: 1 when
+  a word's norm rises whenever its score does (a positive, monotone SEN relation, Lu et al.
+  2021, App. A / Fig 9), whatever the curve. SciPy's ``kendalltau`` (τ-b) per word.
+
+  Args:
+    score, norm: ``[R, T, W]`` along training.
+
+  Returns:
+    ``[R]``; a word whose score or norm never changes contributes NaN (ignored).
+  """
+  out = np.full(score.shape[0], np.nan)
+  for r in range(score.shape[0]):
+    taus = [stats.kendalltau(score[r, :, w], norm[r, :, w]).statistic
+            for w in range(score.shape[-1])]
+    if np.any(np.isfinite(taus)):
+      out[r] = float(np.nanmean(taus))
+  return out

@@ -17,8 +17,10 @@ import numpy as np
 from attndyn.analysis import figure_io
 from attndyn.analysis.assumption1 import histogram_ci
 from attndyn.analysis.sen import sen_norm
+from attndyn.analysis.sst_words import sentence_weights
 
-__all__ = ["COLORS", "sen_panels", "distribution_panels", "curve_panels", "twin_panels"]
+__all__ = ["COLORS", "sen_panels", "distribution_panels", "curve_panels", "twin_panels",
+           "fig3_panels", "fig5_panels"]
 
 COLORS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9")
 
@@ -152,3 +154,66 @@ def twin_panels(panels: Sequence[dict], path, *, title: str = "", ncols: Optiona
     figure_io.dress(ax, panel.get("title", ""), "epoch", legend=False)
     ax.set_ylabel(l_label, color="C3")
   return figure_io.finish(fig, axes, n, path, title)
+
+
+def fig5_panels(label: str, steps, score, norm, words: Sequence[tuple], m_word, batch,
+                shared: Optional[int]) -> list:
+  """Fig 5's panels of one run (for :func:`curve_panels`): each word's SEN curve against
+  Eq (10) with its own ``m``, both words' scores and ``‖v‖`` along training, and, where they
+  share a sentence, their attention weights in it (:func:`analysis.sst_words.sentence_weights`).
+
+  Args:
+    label: the model's name.
+    steps: ``[T]`` the recorded epochs.
+    score, norm: ``[T, V]`` every word's score and ``‖v‖`` of the run.
+    words: ``((name, id), …)``: the frequent word, then the pure one.
+    m_word: ``[V]`` Eq (10)'s m per word.
+    batch: the training sentences; ``shared``: the index of one containing both words, or None.
+  """
+  panels = []
+  for w, wid in words[::-1]:
+    grid = np.linspace(min(0.0, score[:, wid].min()), max(score[:, wid].max(), 1e-3), 100)
+    panels.append({"title": f"{label}: SEN of '{w}'", "xlabel": "score", "ylabel": "‖v‖",
+                   "curves": [("empirical", score[:, wid], norm[:, wid][None])],
+                   "theory": (grid, np.asarray(sen_norm(grid, m_word[wid])),
+                              f"Eq (10), m = {m_word[wid]:.1f}")})
+  panels.append({"title": f"{label}: score", "ylabel": "score",
+                 "curves": [(w, steps, score[:, wid][None]) for w, wid in words]})
+  panels.append({"title": f"{label}: ‖v‖", "ylabel": "‖v‖",
+                 "curves": [(w, steps, norm[:, wid][None]) for w, wid in words]})
+  if shared is not None:
+    toks = np.asarray(batch.tokens[shared])[np.asarray(batch.mask[shared])]
+    distinct, cols = np.unique(toks, return_inverse=True)
+    weights = sentence_weights(score[:, distinct], cols)
+    pick = lambda wid: weights[:, int(np.flatnonzero(toks == wid)[0])][None]
+    panels.append({"title": f"{label}: weights in sentence {shared}", "ylabel": "attention",
+                   "curves": [(w, steps, pick(wid)) for w, wid in words]})
+  return panels
+
+
+def fig3_panels(steps, curves: Mapping[str, Mapping[str, np.ndarray]], word: int,
+                standard: Sequence[str], diminution: Sequence[str], plot_steps: int,
+                diminution_plot_steps: int) -> list:
+  """Fig 3's panels (for :func:`curve_panels`): topic word ``word``'s score and ``‖v‖`` and the
+  training loss of the ``standard`` variants up to ``plot_steps``, then the score and ``‖v‖``
+  of the ``diminution`` variants up to ``diminution_plot_steps``.
+
+  Args:
+    steps: ``[T]`` the recorded epochs.
+    curves: ``{"score", "norm", "loss": {variant: [R, T]}}``.
+  """
+  cut, cut_dim = steps <= plot_steps, steps <= diminution_plot_steps
+  x, xd = steps[cut], steps[cut_dim]
+  score, norm, loss = curves["score"], curves["norm"], curves["loss"]
+  return [
+      {"title": f"score of topic word {word}", "ylabel": "$s_t$",
+       "curves": [(v, x, score[v][:, cut]) for v in standard]},
+      {"title": f"‖v‖ of topic word {word}", "ylabel": "$\\|v_t\\|$",
+       "curves": [(v, x, norm[v][:, cut]) for v in standard]},
+      {"title": "training loss", "ylabel": "loss", "logy": True,
+       "curves": [(v, x, loss[v][:, cut]) for v in standard]},
+      {"title": f"diminution start: score of word {word}", "ylabel": "$s_t$",
+       "curves": [(v, xd, score[v][:, cut_dim]) for v in diminution]},
+      {"title": f"diminution start: ‖v‖ of word {word}", "ylabel": "$\\|v_t\\|$",
+       "curves": [(v, xd, norm[v][:, cut_dim]) for v in diminution]},
+  ]

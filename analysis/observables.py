@@ -1,4 +1,5 @@
 """What to record during a topic-task run: the ``record`` function passed to dynamics."""
+import functools
 from typing import Callable
 
 import jax
@@ -6,16 +7,29 @@ import jax.numpy as jnp
 
 from attndyn.analysis.theorem1 import invariant
 from attndyn.analysis.sen import sen_norm
-from attndyn.models.lu import word_scores
+from attndyn.models.lu import init_seeds, word_scores
 from attndyn.models.objective import accuracy, cross_entropy
 from attndyn.tasks.topic import TopicDataset
 
-__all__ = ["embedding_norms", "topic_observables"]
+__all__ = ["embedding_norms", "word_values", "initial_word_values", "topic_observables"]
 
 
 def embedding_norms(params: dict) -> jax.Array:
   """``[V]`` ``‖v_w‖ = ‖q‖·‖ν_w‖`` for every word (the paper's v = ‖q‖ν)."""
   return jnp.linalg.norm(params["query"]) * jnp.linalg.norm(params["embeddings"], axis=-1)
+
+
+def word_values(params: dict) -> dict:
+  """``{"score": [V], "norm": [V]}``: every word's score ``s_w = qᵀκ_w`` and embedding norm
+  ``‖v_w‖ = ‖q‖·‖ν_w‖``."""
+  return {"score": word_scores(params), "norm": embedding_norms(params)}
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def initial_word_values(seeds: jax.Array, model_cfg, dtype) -> dict:
+  """:func:`word_values` at the initialisation of every seed of ``seeds [S]``
+  (:func:`models.lu.init_seeds`, as ``attndyn run``'s sweep draws them): ``[S, V]`` each."""
+  return jax.vmap(word_values)(init_seeds(seeds, model_cfg, dtype))
 
 
 def topic_observables(apply_fn: Callable, dataset: TopicDataset) -> Callable:

@@ -17,9 +17,15 @@ References:
 """
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+from attndyn import models
+from attndyn import tasks
+from attndyn.analysis.assumption1 import change_ratio
+from attndyn.dynamics.train import TrainConfig, make_train
 
 __all__ = ["pair_scores", "pair_embeddings", "centred_pairs", "topic_pair_changes",
-           "nontopic_pair_mask"]
+           "nontopic_pair_mask", "shares_topic_word", "train_on_pairs", "split_change_ratios"]
 
 
 def pair_scores(params: dict) -> jax.Array:
@@ -78,3 +84,53 @@ def nontopic_pair_mask(pairs: jax.Array, n_words: int) -> jax.Array:
   """``[V, V]`` bool: True for every ordered pair that is not a topic pair."""
   flat = pairs.reshape(-1, 2)
   return jnp.ones((n_words, n_words), bool).at[flat[:, 0], flat[:, 1]].set(False)
+
+
+def train_on_pairs(seed, task_cfg: tasks.MarkovPairsConfig, model_cfg: models.CNNAttentionConfig,
+                   train_cfg: TrainConfig) -> dict:
+  """One run of Appendix A: Attn-TC-CNN trained by full-batch GD on its own Markov word-pair
+  task, the task drawn from ``PRNGKey(seed)`` and the initialisation from its ``fold_in(·, 1)``.
+
+  Returns:
+    ``obs``: recorded along training, the loss, the test accuracy and the topic pairs' centred
+    score ``Δs`` and ``‖q‖·‖Δμ‖`` (:func:`topic_pair_changes`); after training, every pair's
+    ``pair_score`` / ``pair_norm`` (:func:`centred_pairs`, ``[V, V]``), the ``nontopic`` pairs
+    (:func:`nontopic_pair_mask`) and those of them sharing a word with a topic pair
+    (``shares_word``, :func:`shares_topic_word`).
+  """
+  model = models.cnn_attention(model_cfg)
+  loss_fn = models.make_loss(model.apply)
+  key = jax.random.PRNGKey(seed)
+  data = tasks.make_markov_pairs_dataset(key, task_cfg)
+
+  def record(params, params0):
+    ds, dn = topic_pair_changes(params, params0, data.pairs)
+    return {"loss": loss_fn(params, data.train)[0],
+            "test_acc": models.accuracy(model.apply(params, data.test).logits, data.test.labels),
+            "score": ds, "emb_norm": dn}
+
+  train = make_train(loss_fn, data.train, record, train_cfg, model_cfg.trainable())
+  params0 = model.init(jax.random.fold_in(key, 1))
+  traj = train(params0, key)
+  ds, dn = centred_pairs(traj.final_params, params0)
+  mask = nontopic_pair_mask(data.pairs, task_cfg.n_words)
+  return {"obs": traj.observables, "pair_score": ds, "pair_norm": dn, "nontopic": mask,
+          "shares_word": mask & shares_topic_word(data.pairs, task_cfg.n_words)}
+
+
+def split_change_ratios(pair_values: dict, topic_values: dict, parts: dict) -> dict:
+  """Assumption 1's ratio (:func:`analysis.assumption1.change_ratio`) of each run over a part
+  of its non-topic pairs, a part whose size differs between runs.
+
+  Args:
+    pair_values: ``{key: [R, P]}`` every pair's centred value per run (``score``, ``norm``).
+    topic_values: ``{key: [R, T]}`` the topic pairs' values at the end.
+    parts: ``{part: [R, P] bool}`` the pairs of each part.
+
+  Returns:
+    ``{part: {key: [R]}}``.
+  """
+  return {part: {key: np.array([change_ratio(values[r][sel[r]][None], topic_values[key][r][None])[0]
+                                for r in range(sel.shape[0])])
+                 for key, values in pair_values.items()}
+          for part, sel in parts.items()}

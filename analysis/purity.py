@@ -21,12 +21,13 @@ from typing import Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from attndyn.models.lu import word_scores
 from attndyn.tasks.batch import Batch
 from attndyn.tasks.errors import check
 
-__all__ = ["topic_purity", "occurrence_counts", "attended_words", "AttendedPurityStats",
+__all__ = ["purity_curves", "purity_trends", "topic_purity", "occurrence_counts", "attended_words", "AttendedPurityStats",
            "attended_purity_stats", "purity_record"]
 
 
@@ -151,3 +152,39 @@ def purity_record(batch: Batch, class_counts: jax.Array, words: Optional[jax.Arr
 
   return record
 
+
+def purity_curves(attended, batch: Batch, purity, occurrence, idx, words_per_point) -> dict:
+  """Figs 6-7 along training for the points ``idx``: ``{all_purity, all_occ, word_purity, word_occ}``.
+
+  Args:
+    attended: ``[P, T, n]`` the attended word of every training sentence, per point and record.
+    batch: the training sentences.
+    purity, occurrence: ``[V]`` every word's topic purity and occurrence count.
+    idx: the points.
+    words_per_point: per point of ``idx``, the words of Fig 6 (its top-5 words).
+
+  Returns:
+    ``all_*``: ``[R, T]`` over all training sentences (Fig 7, :func:`attended_purity_stats`);
+    ``word_*``: ``[R, T]`` over the sentences containing each given word, averaged over the
+    words (Fig 6).
+  """
+  out = {"all_purity": [], "all_occ": [], "word_purity": [], "word_occ": []}
+  for p, words in zip(idx, words_per_point):
+    rows = [attended_purity_stats(jnp.asarray(att), batch, purity, occurrence, jnp.asarray(words))
+            for att in attended[p]]
+    out["all_purity"].append([float(r.purity) for r in rows])
+    out["all_occ"].append([float(r.occurrence) for r in rows])
+    out["word_purity"].append([float(np.nanmean(np.asarray(r.word_purity))) for r in rows])
+    out["word_occ"].append([float(np.nanmean(np.asarray(r.word_occurrence))) for r in rows])
+  return {k: np.asarray(v) for k, v in out.items()}
+
+
+def purity_trends(curves: dict, early: int = 1, last: int = -1) -> dict:
+  """Per run, Sec 5.2's trends of :func:`purity_curves` between the records ``early`` and
+  ``last``: ``all`` (Fig 7) and ``word`` (Fig 6), the attended words' mean purity rises while
+  their mean occurrence falls; ``word_above_all``, the final purity is higher over the
+  sentences with a top word (Fig 6) than over all (Fig 7). ``[R]`` bool each."""
+  return {part: (curves[f"{part}_purity"][:, last] > curves[f"{part}_purity"][:, early])
+          & (curves[f"{part}_occ"][:, last] < curves[f"{part}_occ"][:, early])
+          for part in ("all", "word")} | {
+      "word_above_all": curves["word_purity"][:, last] > curves["all_purity"][:, last]}

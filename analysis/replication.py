@@ -47,7 +47,7 @@ from scipy import stats
 from attndyn.tasks.errors import check
 
 __all__ = ["TOLERANCE_KINDS", "ESTIMATE_KINDS", "STATUSES", "LEVEL", "t_quantile_975", "z_975",
-           "Estimate", "mean_ci", "paired_ci", "wilson_interval", "proportion_ci",
+           "Estimate", "interval_estimate", "mean_ci", "paired_ci", "wilson_interval", "proportion_ci",
            "newcombe_paired_interval", "paired_proportion_ci", "newcombe_interval",
            "proportion_difference_ci", "Tolerance", "from_paper", "ours", "judge", "n_to_decide",
            "claim", "fraction_true", "strictly_monotone"]
@@ -139,6 +139,13 @@ def _t_estimate(x: np.ndarray, kind: str) -> Estimate:
     ci = float(t_quantile_975(n - 1) * x.std(ddof=1) / math.sqrt(n))
   return Estimate(tuple(float(v) for v in x), mean, ci, n, kind,
                   None if ci is None else mean - ci, None if ci is None else mean + ci)
+
+
+def interval_estimate(value: float, lo: float, hi: float, n: int) -> Estimate:
+  """One value with an interval computed elsewhere (a bootstrap's 2.5% / 97.5% quantiles),
+  over ``n`` seeds: the interval is ``[lo, hi]`` itself (it need not be symmetric about
+  ``value``), the ± shown is half its width."""
+  return Estimate((value,), value, (hi - lo) / 2, n, "mean", lo, hi)
 
 
 def mean_ci(values: Sequence[float]) -> Estimate:

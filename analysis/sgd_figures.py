@@ -11,7 +11,8 @@ import numpy as np
 
 from attndyn.analysis import figure_io
 
-__all__ = ["COLORS", "band_panels", "scaling_figure", "histogram_figure"]
+__all__ = ["COLORS", "band_panels", "scaling_figure", "histogram_figure", "shuffle_figure",
+           "bands_of_runs"]
 
 
 COLORS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9")
@@ -139,3 +140,30 @@ def shuffle_figure(tau, curves: Mapping[str, np.ndarray], rows: Sequence[tuple],
   ax.set_ylim(top=top * 10)
   figure_io.dress(ax, "Var_SDE / Var_SGD: measured and predicted", "", "ratio")
   return figure_io.finish(fig, axes, 2, path, title)
+
+
+def bands_of_runs(tau, sgd: Mapping[tuple, dict], sde_runs: Mapping[tuple, dict], gf: dict,
+                  gd: dict, lr: float, batch_sizes: Sequence[int]) -> list:
+  """The panels of ``fig_bands`` (for :func:`band_panels`): topic word 0's score and ``‖v‖``
+  and the training loss along τ, for SGD with replacement at ``lr`` (at most three of
+  ``batch_sizes``: the first, middle and last), the SME at the first of those, with gradient
+  flow and GD at ``lr`` as references.
+
+  Args:
+    tau: ``[K]`` gradient-flow times.
+    sgd: ``{(lr, B, sampling): observables [S, K, ...]}``.
+    sde_runs: ``{(B, sampling): observables [S, K, ...]}``.
+    gf, gd: the references' observables ``[K, ...]`` (``gd`` at ``lr``).
+  """
+  show = batch_sizes if len(batch_sizes) <= 3 else [
+      batch_sizes[0], batch_sizes[len(batch_sizes) // 2], batch_sizes[-1]]
+  panels = []
+  for q, ylabel, logy in (("score", "topic score $s_t$ (word 0)", False),
+                          ("emb_norm", "$\\|v_t\\|$ (word 0)", False), ("loss", "training loss", True)):
+    pick = (lambda a: a[..., 0]) if q != "loss" else (lambda a: a)
+    curves = [(f"SGD B={b}", tau, pick(sgd[lr, b, "replacement"][q])) for b in show]
+    curves += [(f"SDE B={b}", tau, pick(o[q])) for (b, smp), o in sde_runs.items()
+               if smp == "replacement" and b == show[0]]
+    panels.append({"title": q, "ylabel": ylabel, "logy": logy, "curves": curves,
+                   "refs": [("gradient flow", tau, pick(gf[q])), (f"GD lr {lr:g}", tau, pick(gd[q]))]})
+  return panels

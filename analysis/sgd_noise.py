@@ -17,15 +17,19 @@ References:
 import math
 from typing import NamedTuple, Sequence
 
+import jax.numpy as jnp
 import numpy as np
 
+from attndyn.analysis.sen_checks import windowed_max_error
+from attndyn.analysis.theorem1 import invariant_drift
 from attndyn.dynamics.sde import finite_population_factor
 from attndyn.dynamics.train import steps_per_epoch
 from attndyn.tasks.errors import check
 
 __all__ = ["SeedMoments", "seed_moments", "index_at", "takeoff_times", "word_variance", "Fit",
            "loglog_slope", "variance_ratio", "max_mean_deviation", "excess_invariant_drift",
-           "loglog_fit", "curve_moments"]
+           "loglog_fit", "curve_moments", "epoch_boundary_ratio", "tau_grid", "on_grid",
+           "sen_errors", "mean_invariant_drift", "variance_ratio_at", "last_epoch_end"]
 
 
 class SeedMoments(NamedTuple):
@@ -230,3 +234,64 @@ def epoch_boundary_ratio(n: int, batch_size: int, sampling: str) -> float:
   w = 1 / batch_size if sampling == "shuffle" else 1 / r - 1 / batch_size
   sme = epoch * finite_population_factor(n, batch_size, sampling) / batch_size
   return sme / (w ** 2 * r * (n - r) / (n - 1))
+
+
+def tau_grid(lrs: Sequence[float], tau_every: float, tau_end: float):
+  """``(τ [K], record_every, steps)`` such that runs at every learning rate of ``lrs`` record
+  exactly on the gradient-flow time grid ``τ = 0, tau_every, …, tau_end`` (``τ = lr · step``).
+
+  All runs share one step count and one record interval (the lr is a traced sweep axis):
+  ``record_every = tau_every / max(lrs)`` and ``steps = tau_end / min(lrs)``, each a whole
+  number, and every lr's record interval in τ a whole multiple of ``record_every`` steps.
+
+  Returns:
+    the triple, or ``None`` when some lr's interval or step count is not a whole number.
+  """
+  lrs = [float(v) for v in lrs]
+  tau_every, tau_end = float(tau_every), float(tau_end)
+  every = tau_every / max(lrs)
+  steps = tau_end / min(lrs)
+  ok = abs(every - round(every)) < 1e-9 and every >= 1 and abs(steps - round(steps)) < 1e-9
+  ok = ok and all(abs(tau_every / (lr * round(every)) - round(tau_every / (lr * round(every))))
+                  < 1e-9 for lr in lrs)
+  if not ok or round(steps) % round(every):
+    return None
+  tau = np.arange(0.0, tau_end + 0.5 * tau_every, tau_every)
+  return tau, int(round(every)), int(round(steps))
+
+
+def on_grid(obs: dict, t_steps, lr: float, tau) -> dict:
+  """Observables ``{name: [S, K_steps, ...]}`` of runs at learning rate ``lr``, recorded at
+  steps ``t_steps``, at the recorded steps nearest the gradient-flow times ``tau`` (``lr · step``)."""
+  idx = [int(np.argmin(np.abs(lr * t_steps - x))) for x in tau]
+  return {k: v[:, idx] for k, v in obs.items()}
+
+
+def sen_errors(obs: dict, tau, m: int, start: float) -> np.ndarray:
+  """``[S]``: per seed, the largest relative error of ``‖v_t‖`` against Corollary 1's
+  Eq (10) over ``τ ≥ start`` and the topic words (:func:`analysis.sen_checks.windowed_max_error`)."""
+  return windowed_max_error(tau, obs["score"], obs["emb_norm"], m,
+                            start_fraction=start / tau[-1])
+
+
+def mean_invariant_drift(obs: dict) -> np.ndarray:
+  """``[S]``: per seed, Theorem 1's drift ``max_τ |Q_t(τ) − Q_t(0)| / |s_t growth|`` (eq 9,
+  :func:`analysis.theorem1.invariant_drift`), averaged over the topic words."""
+  return np.asarray(invariant_drift(jnp.asarray(obs["invariant"]),
+                                    jnp.asarray(obs["score"]))).mean(-1)
+
+
+def variance_ratio_at(runs, reference, k: int, *, word_mean: bool = False, n_boot: int = 1000):
+  """``(ratio, lo, hi)`` of :func:`variance_ratio` between the scores ``[S, K, W]`` of two sets
+  of seeds at record ``k``; with ``word_mean``, of the variance of the W words' mean score."""
+  a, b = runs[:, k], reference[:, k]
+  if word_mean:
+    a, b = a.mean(-1, keepdims=True), b.mean(-1, keepdims=True)
+  return variance_ratio(a, b, n_boot=n_boot)[:3]
+
+
+def last_epoch_end(tau, k: int, lr: float, epoch: int):
+  """The last record at or before ``k`` (and after the first) whose step ``τ / lr`` ends an
+  epoch of ``epoch`` steps, or ``None``."""
+  ends = [i for i in range(k, 0, -1) if int(round(tau[i] / lr)) % epoch == 0]
+  return ends[0] if ends else None

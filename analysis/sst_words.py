@@ -14,10 +14,11 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from attndyn.analysis.sen_checks import relative_error
 from attndyn.tasks.batch import Batch
 
 __all__ = ["mean_sentence_length", "top_words", "shared_sentence", "sentence_weights",
-           "competition"]
+           "competition", "top_sen_fraction"]
 
 
 def mean_sentence_length(batch: Batch, n_words: int) -> np.ndarray:
@@ -110,3 +111,21 @@ def competition(steps, s_frequent, s_pure, end_step) -> dict:
       "overtake_step": float(steps[idx[after_lead[0]]]) if after_lead.size else float("nan"),
       "frequent_peak_step": float(steps[peak]),
   }
+
+
+def top_sen_fraction(final_score, final_norm, idx, m_word: np.ndarray, k: int,
+                     sen_ok: float) -> np.ndarray:
+  """Per point ``p`` of ``idx``: the fraction of its ``k`` top-scored words (the padding word 0
+  left out) whose ``‖v‖`` is within ``sen_ok`` (relative) of Eq (10) with the word's own
+  ``m_word`` (Sec 5.2 ¶3, Fig 4).
+
+  Args:
+    final_score, final_norm: ``[P, V]`` every word's score and ``‖v‖`` per point.
+    m_word: ``[V]`` Eq (10)'s m per word (its mean sentence length − 1).
+  """
+  out = []
+  for p in idx:
+    words = top_words(final_score[p], k, exclude=[0])
+    err = relative_error(final_score[p, words], final_norm[p, words], m_word[words])
+    out.append(float(np.mean(err <= sen_ok)))
+  return np.asarray(out)

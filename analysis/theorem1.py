@@ -16,11 +16,13 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from attndyn.models.lu import word_scores
 from attndyn.tasks.topic import TopicDataset
 
-__all__ = ["NonTopicContext", "psi_mean", "nontopic_context", "invariant", "invariant_drift"]
+__all__ = ["NonTopicContext", "psi_mean", "nontopic_context", "invariant", "invariant_drift",
+           "max_invariant_drift", "drift_before_failure"]
 
 
 class NonTopicContext(NamedTuple):
@@ -77,3 +79,33 @@ def invariant_drift(q: jax.Array, score: jax.Array) -> jax.Array:
   change = jnp.max(jnp.abs(q - q[..., :1, :]), axis=-2)
   growth = jnp.abs(score[..., -1, :] - score[..., 0, :])
   return change / growth
+
+
+def max_invariant_drift(observables: dict) -> np.ndarray:
+  """``[...]``: :func:`invariant_drift` of recorded ``invariant`` and ``score`` (``[..., time,
+  T]``, taken in float64), its largest value over the ``T`` topic words."""
+  return np.max(np.asarray(invariant_drift(np.asarray(observables["invariant"], np.float64),
+                                           np.asarray(observables["score"], np.float64))), axis=-1)
+
+
+def drift_before_failure(q, score, t, failed_at) -> list:
+  """Per run that failed (``failed_at ≥ 0``), Q_t's drift over the span solved before it failed.
+
+  Args:
+    q, score: ``[R, time, T]`` recorded ``Q_t`` and ``s_t`` (NaN after a failure).
+    t: ``[R, time]`` the recorded times.
+    failed_at: ``[R]`` the failure time, ``-1`` for a run that did not fail.
+
+  Returns:
+    ``[(largest drift over the topic words, last finite time)]`` for each failed run with more
+    than one finite record, in run order.
+  """
+  q, score = np.asarray(q, np.float64), np.asarray(score, np.float64)
+  out = []
+  for i in np.flatnonzero(np.asarray(failed_at) >= 0):
+    ok = np.flatnonzero(np.all(np.isfinite(q[i]), -1) & np.all(np.isfinite(score[i]), -1))
+    if ok.size > 1:
+      k = ok[-1] + 1
+      out.append((float(np.max(invariant_drift(q[i, :k], score[i, :k]))),
+                  float(np.asarray(t)[i, k - 1])))
+  return out

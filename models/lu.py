@@ -9,6 +9,7 @@ References:
   https://arxiv.org/abs/2011.10036
 """
 import dataclasses
+import functools
 from typing import Callable, NamedTuple, Optional
 
 import chex
@@ -22,7 +23,7 @@ from attndyn.tasks.batch import Batch
 from attndyn.tasks.errors import check, is_concrete_number
 
 __all__ = ["PARAM_GROUPS", "LuModelConfig", "LuOutput", "Model", "check_params", "word_scores",
-           "init", "apply", "lu_attention", "apply_for"]
+           "init", "init_seeds", "apply", "lu_attention", "apply_for"]
 
 PARAM_GROUPS = ("embeddings", "keys", "query", "classifier")
 
@@ -196,6 +197,14 @@ def init(key: jax.Array, cfg: LuModelConfig, dtype=jnp.float32) -> dict:
       "classifier": init_classifier(k_cls, cfg.classifier, cfg.embed_dim, cfg.n_classes,
                                     hidden_dim=cfg.hidden_dim, fc_init=cfg.fc_init, dtype=dtype),
   }
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def init_seeds(seeds: jax.Array, cfg: LuModelConfig, dtype=jnp.float32) -> dict:
+  """:func:`init` of ``PRNGKey(seed)`` for every seed of ``seeds [S]`` (as ``attndyn run``'s
+  sweep draws them), stacked on a leading axis, in one compiled program: run op by op, each
+  initialiser would compile a small program of its own."""
+  return jax.vmap(lambda seed: init(jax.random.PRNGKey(seed), cfg, dtype))(seeds)
 
 
 def apply(params: dict, batch: Batch, normaliser: str = "softmax") -> LuOutput:

@@ -15,16 +15,17 @@ References:
   Lu, Mao & Nayak, "On the Dynamics of Training Attention Models", ICLR 2021,
   Section 3 and Section 5. https://arxiv.org/abs/2011.10036
 """
-from typing import Mapping
+from typing import Callable, Mapping
 
 import jax
 import jax.numpy as jnp
 
 from attndyn.models.attention import attend, softmax_attention
-from attndyn.models.lu import LuOutput, word_scores
+from attndyn.models.classifiers import LINEAR_CLASSIFIERS
+from attndyn.models.lu import LuModelConfig, LuOutput, apply, word_scores
 from attndyn.tasks.batch import Batch
 
-__all__ = ["apply_linear", "gate"]
+__all__ = ["apply_linear", "apply_linear_for", "gate"]
 
 
 def apply_linear(params: dict, batch: Batch) -> LuOutput:
@@ -42,6 +43,12 @@ def apply_linear(params: dict, batch: Batch) -> LuOutput:
   attention = softmax_attention(scores, batch.mask)
   projected = params["embeddings"] @ params["classifier"]["U"]
   return LuOutput(attend(projected[batch.tokens], attention), attention, scores, None)
+
+
+def apply_linear_for(cfg: LuModelConfig) -> Callable:
+  """The forward pass of ``cfg``: :func:`apply_linear` (projected through U, exact) for the
+  linear classifiers, else the plain :func:`models.lu.apply`."""
+  return apply_linear if cfg.classifier in LINEAR_CLASSIFIERS else apply
 
 
 def gate(params: dict, flags: Mapping[str, jax.Array]) -> dict:

@@ -41,7 +41,7 @@ from attndyn.tasks.errors import ConfigError, check
 
 __all__ = ["SPLITS", "PAD", "UNK", "PADDINGS", "VOCAB_FROM", "LABELS", "DEFAULT_ROOT", "Sentence",
            "SSTData", "parse_tree", "read_trees", "to_binary", "build_vocab", "to_batch",
-           "word_class_counts", "load_sst"]
+           "word_class_counts", "load_sst", "splits_of"]
 
 SPLITS = ("train", "dev", "test")
 PAD = "<pad>"
@@ -380,3 +380,13 @@ def load_sst(root: Union[str, pathlib.Path, None] = None, *, fine_grained: bool,
   return SSTData(train=batches["train"], dev=batches["dev"], test=batches["test"], vocab=vocab,
                  n_classes=n_classes, padding=padding, sentences=sentences,
                  label_counts=label_counts, train_word_class_counts=counts)
+
+
+def splits_of(data: "SSTData", padding: str, max_sentences: int = 0) -> Dict[str, Batch]:
+  """``{"train", "dev", "test": Batch}`` of loaded SST data with masked padding (score −∞,
+  the paper's text) or the authors' unmasked ``<pad>`` word (``"pad_word"``: every position
+  counts, the mask all true); ``max_sentences > 0`` keeps only the first that many sentences
+  of every split (tests)."""
+  cut = (lambda b: jax.tree.map(lambda x: x[:max_sentences], b)) if max_sentences else (lambda b: b)
+  pad = (lambda b: b._replace(mask=jnp.ones_like(b.mask))) if padding == "pad_word" else (lambda b: b)
+  return {split: pad(cut(getattr(data, split))) for split in ("train", "dev", "test")}

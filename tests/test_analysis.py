@@ -110,6 +110,23 @@ def test_invariant_drift_shape_and_value():
   np.testing.assert_allclose(drift, [[0, 0, 0], [0, 0, 0.05]], atol=1e-15)
 
 
+def test_max_drift_and_the_drift_before_a_failure():
+  """The largest drift over the topic words; a run that failed is judged on its finite records
+  only (a run with one finite record has no span), a run that did not fail is left out."""
+  from attndyn.analysis.theorem1 import drift_before_failure, max_invariant_drift
+  time = np.linspace(0.0, 1.0, 5)
+  score = np.broadcast_to((4.0 * time)[None, :, None], (3, 5, 2)).copy()
+  q = np.ones((3, 5, 2))
+  q[:, :, 1] += 0.4 * time                                  # drift 0.4 / 4 on word 1, all runs
+  np.testing.assert_allclose(max_invariant_drift({"invariant": q, "score": score}), [0.1] * 3)
+  q[1, 3:], score[1, 3:] = np.nan, np.nan                   # run 1 failed after record 2
+  q[2, 1:] = np.nan                                         # run 2 failed after record 0
+  t = np.tile(time, (3, 1))
+  got = drift_before_failure(q, score, t, np.array([-1, 0.6, 0.1]))
+  assert len(got) == 1
+  np.testing.assert_allclose(got[0], (0.1, 0.5))            # 0.2 / 2 up to t = 0.5
+
+
 # --- GD vs ODE deviation --------------------------------------------------------------------
 
 def _traj(score, t=None):
@@ -137,6 +154,12 @@ def test_rise_lag_and_shifted_deviation_of_a_late_copy(lag, width):
   assert np.all(dev <= 4.0 * 1.0 / width + 1e-9), dev
   if abs(lag) > 50:
     assert np.all(analysis.max_abs_deviation(a, b) > 10 * dev)
+
+
+def test_half_rise_step_of_a_linear_rise_is_its_midpoint():
+  t = np.arange(0.0, 11.0)
+  a = _traj(np.stack([t, 2 * t, np.minimum(t, 4.0)])[:, :, None])   # rises ending at 10, 10, 4
+  np.testing.assert_allclose(analysis.deviation.half_rise_step(a, t), [5.0, 5.0, 2.0])
 
 
 def test_deviation_metrics():

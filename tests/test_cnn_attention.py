@@ -98,3 +98,49 @@ def test_bad_config_and_too_short_sentences_are_one_clear_error(setup):
   with pytest.raises(tasks.ConfigError, match="at least 2 words"):
     model.apply(params, tasks.Batch(jnp.zeros((2, 1), jnp.int32), jnp.ones((2, 1), bool),
                                     jnp.zeros((2,), jnp.int32)))
+
+
+def test_a_pair_run_starts_centred_and_its_masks_partition_the_pairs():
+  """Appendix A's run (analysis.pairs.train_on_pairs): the centred topic-pair values start at 0
+  and equal the [V, V] centred pairs' entries at the end; the non-topic mask leaves out exactly
+  the topic pairs, and the pairs sharing a topic word are among the non-topic ones."""
+  from attndyn.analysis import pairs
+  task = tasks.MarkovPairsConfig(n_words=8, n_topics=2, pairs_per_topic=2, sentence_length=6,
+                                 n_train=40, n_test=20)
+  model = models.CNNAttentionConfig(n_words=8, n_classes=2, classifier="tc", embed_dim=4,
+                                    key_dim=3, embed_std=0.1, key_std=0.1)
+  run = jax.jit(pairs.train_on_pairs, static_argnums=(1, 2, 3))   # as the sweep compiles it
+  out = run(3, task, model, dynamics.TrainConfig(lr=0.5, steps=4, record_every=2))
+  obs = out["obs"]
+  np.testing.assert_array_equal(obs["score"][0], 0.0)
+  np.testing.assert_array_equal(obs["emb_norm"][0], 0.0)
+  topic = ~np.asarray(out["nontopic"])                      # the topic pairs, [V, V]
+  assert int(topic.sum()) == task.n_topics * task.pairs_per_topic
+  for name, key in (("pair_score", "score"), ("pair_norm", "emb_norm")):
+    np.testing.assert_allclose(np.sort(np.asarray(out[name])[topic]), np.sort(obs[key][-1]),
+                               rtol=1e-5, atol=1e-7)
+  assert not np.any(out["shares_word"] & ~out["nontopic"])
+
+
+def test_split_change_ratios_are_the_ratio_over_each_part():
+  from attndyn.analysis import pairs
+  from attndyn.analysis.assumption1 import change_ratio
+  rng = np.random.default_rng(0)
+  values, top = rng.normal(size=(3, 10)), rng.normal(size=(3, 2))
+  part = np.zeros((3, 10), bool)
+  part[:, :4] = True
+  split = pairs.split_change_ratios({"score": values}, {"score": top},
+                                    {"in": part, "out": ~part})
+  np.testing.assert_array_equal(split["in"]["score"], change_ratio(values[:, :4], top))
+  np.testing.assert_array_equal(split["out"]["score"], change_ratio(values[:, 4:], top))
+
+
+def test_sen_kendall_tau_is_one_for_a_rising_relation_and_minus_one_for_a_falling_one():
+  from attndyn.analysis.kendall import sen_kendall_tau
+  t = np.linspace(0.0, 1.0, 20)
+  score = np.stack([np.stack([t, t ** 2], -1)] * 2)          # [R = 2, T, W = 2]
+  norm = np.stack([np.exp(score[0]), -score[1]])             # run 0 rises with s, run 1 falls
+  np.testing.assert_allclose(sen_kendall_tau(score, norm), [1.0, -1.0])
+  flat = np.stack([score[0], np.zeros_like(score[0])])      # run 1: a constant score
+  tau = sen_kendall_tau(flat, np.exp(flat))
+  assert tau[0] == pytest.approx(1.0) and np.isnan(tau[1])

@@ -81,3 +81,29 @@ def test_purity_record_is_a_make_train_observable():
   # Attended: 2, 3, 2, 3 -> purities 0, 1/3, 0, 1/3.
   np.testing.assert_allclose(stats.purity, 1 / 6)
   np.testing.assert_allclose(stats.word_purity, [(1 / 3 + 0 + 1 / 3) / 3])
+
+
+def test_purity_curves_follow_the_attended_words_along_training():
+  """Figs 6-7's curves: each record is that record's attended-word statistics; the word curves
+  average over the given words that occur (word 4 occurs in no sentence: left out)."""
+  from attndyn.analysis import purity as pur
+  counts = tasks.word_class_counts(HAND, 5, 2)
+  purity, occ = analysis.topic_purity(counts), analysis.occurrence_counts(counts)
+  attended = np.array([[[3, 3, 3, 3], [2, 1, 3, 3]]])       # [P = 1, T = 2, n = 4]
+  curves = pur.purity_curves(attended, HAND, purity, occ, [0], [np.array([1, 2, 4])])
+  np.testing.assert_allclose(curves["all_purity"], [[1 / 3, (0 + 1 + 2 / 3) / 4]])
+  np.testing.assert_allclose(curves["all_occ"], [[3.0, 2.5]])
+  np.testing.assert_allclose(curves["word_purity"][0, 1], (0.5 + 1 / 6) / 2)
+  np.testing.assert_allclose(curves["word_occ"][0, 1], (2.0 + 2.5) / 2)
+
+
+def test_purity_trends_compare_the_early_and_last_records():
+  from attndyn.analysis import purity as pur
+  curves = {"all_purity": np.array([[0.0, 0.2, 0.5], [0.0, 0.5, 0.2]]),
+            "all_occ": np.array([[9.0, 8.0, 3.0], [9.0, 8.0, 3.0]]),
+            "word_purity": np.array([[0.0, 0.2, 0.9], [0.0, 0.2, 0.1]]),
+            "word_occ": np.array([[9.0, 8.0, 9.0], [9.0, 8.0, 3.0]])}
+  trend = pur.purity_trends(curves)
+  np.testing.assert_array_equal(trend["all"], [True, False])       # run 1's purity falls
+  np.testing.assert_array_equal(trend["word"], [False, False])     # occurrence rises; purity falls
+  np.testing.assert_array_equal(trend["word_above_all"], [True, False])

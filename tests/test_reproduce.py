@@ -148,6 +148,52 @@ def test_diminution_init_makes_eq8_negative(tiny_data):
   assert changed.tolist() == [0]
 
 
+def test_a_diminution_run_starts_where_diminution_init_moves_the_seed(tiny_data):
+  """analysis.ablation.from_diminution_start: Eq (8) at the moved start is negative, at the
+  seed's own start it is diminution_init's input's, and GD from the moved start records the
+  moved start first."""
+  task, data = tiny_data
+  cfg = models.LuModelConfig(n_words=task.n_words, n_classes=task.n_topics, embed_dim=4,
+                             key_dim=3, classifier="tc", embed_std=0.3, query_norm=1.0)
+  one = abl.from_diminution_start(cfg, dynamics.TrainConfig(lr=0.1, steps=4, record_every=2),
+                                  data, 0, 0.5, jnp.float64)
+  out = one(2)
+  params = models.lu.init(jax.random.PRNGKey(2), cfg, jnp.float64)
+  loss = models.make_loss(models.lu.apply)
+  moved = abl.diminution_init(loss, params, data, 0, 0.5)
+  assert float(out["eq8"]) < 0
+  np.testing.assert_allclose(out["eq8_standard"], abl.eq8_projection(loss, params, data, 0),
+                             rtol=1e-10)
+  np.testing.assert_allclose(out["obs"]["score"][0], models.word_scores(moved)[:task.n_topic_words],
+                             rtol=1e-12)
+
+
+def test_at_step_reads_each_run_at_its_own_step():
+  steps = np.arange(0, 50, 10)
+  x = np.arange(10.0).reshape(2, 5)
+  np.testing.assert_array_equal(abl.at_step(steps, x, [20.0, np.nan]), [2.0, 9.0])
+  np.testing.assert_array_equal(abl.at_step(steps, x, [15.0, 99.0]), [2.0, 9.0])
+
+
+def test_init_seeds_and_word_values_are_init_and_the_words_per_seed(tiny_data):
+  from attndyn.analysis import observables
+  from attndyn.models.lu_linear import apply_linear_for
+  task, _ = tiny_data
+  cfg = models.LuModelConfig(n_words=task.n_words, n_classes=task.n_topics, embed_dim=4,
+                             key_dim=3, classifier="tc", embed_std=0.3, key_std=0.2)
+  seeds = jnp.asarray([0, 5], jnp.uint32)
+  stacked = models.lu.init_seeds(seeds, cfg, jnp.float64)
+  words = observables.initial_word_values(seeds, cfg, jnp.float64)
+  for i, seed in enumerate((0, 5)):
+    one = models.lu.init(jax.random.PRNGKey(seed), cfg, jnp.float64)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a[i], b, rtol=1e-12, atol=1e-15),
+                 stacked, one)                   # compiled vs op by op: equal up to rounding
+    np.testing.assert_allclose(words["score"][i], models.word_scores(one), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(words["norm"][i], analysis.embedding_norms(one), rtol=1e-12)
+  assert apply_linear_for(cfg) is apply_linear
+  assert apply_linear_for(dataclasses.replace(cfg, classifier="tl")) is models.lu.apply
+
+
 def test_segmented_early_stopping_finds_the_one_long_run_best(tiny_data):
   task, data = tiny_data
   flip = jax.random.bernoulli(jax.random.PRNGKey(9), 0.3, data.test.labels.shape)

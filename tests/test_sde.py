@@ -240,3 +240,46 @@ def test_noise_statistics():
                                                      1.0), [1.5, np.nan])
   ratio, lo, hi, _ = sgd_noise.variance_ratio(2 * samples[0], samples[0], n_boot=100)
   assert ratio == pytest.approx(4.0) and lo <= 4.0 <= hi
+
+
+def test_tau_grid_records_every_lr_on_the_same_times():
+  """On the grid, every lr's record nearest each τ sits exactly on it (lr · step = τ), and a
+  grid that some lr cannot hit in whole steps is refused."""
+  lrs = (0.5, 1.0)
+  tau, every, steps = sgd_noise.tau_grid(lrs, 10, 40)
+  np.testing.assert_array_equal(tau, [0.0, 10.0, 20.0, 30.0, 40.0])
+  t_steps = np.arange(0, steps + 1, every)
+  for lr in lrs:
+    obs = {"x": (lr * t_steps)[None]}                         # [S = 1, K]: the run's own τ
+    np.testing.assert_array_equal(sgd_noise.on_grid(obs, t_steps, lr, tau)["x"][0], tau)
+  assert sgd_noise.tau_grid((0.3, 1.0), 10, 40) is None       # 10 / 0.3 is no whole step count
+  assert sgd_noise.tau_grid((2.0,), 1, 40) is None            # less than one step between records
+
+
+def test_variance_ratio_at_and_epoch_ends():
+  rng = np.random.default_rng(1)
+  ref = rng.normal(size=(300, 4, 3))
+  ratio, lo, hi = sgd_noise.variance_ratio_at(3 * ref, ref, 2, n_boot=50)
+  assert ratio == pytest.approx(9.0) and lo <= 9.0 <= hi
+  assert sgd_noise.variance_ratio_at(3 * ref, ref, 2, word_mean=True, n_boot=50)[0] == \
+      pytest.approx(9.0)
+  tau = np.arange(0.0, 50.0, 10.0)                            # steps 0, 10, 20, 30, 40 at lr 1
+  assert sgd_noise.last_epoch_end(tau, 4, 1.0, 20) == 4
+  assert sgd_noise.last_epoch_end(tau, 3, 1.0, 20) == 2
+  assert sgd_noise.last_epoch_end(tau, 1, 1.0, 20) is None    # record 0 is no epoch's end
+
+
+def test_invariant_drift_and_sen_errors_per_seed():
+  """A conserved Q_t has no drift, a Q_t that moves by as much as the score grows has drift 1;
+  ‖v‖ on Eq (10) has no Corollary-1 error, whatever happens before the window."""
+  from attndyn.analysis.sen import sen_norm
+  tau = np.linspace(0.0, 10.0, 11)
+  score = np.stack([np.outer(tau, [1.0, 2.0])] * 2)          # [S = 2, K, W = 2]
+  q = np.stack([np.ones_like(score[0]), score[0]])           # seed 0 conserved, seed 1 moves
+  np.testing.assert_allclose(sgd_noise.mean_invariant_drift({"invariant": q, "score": score}),
+                             [0.0, 1.0])
+  norm = np.array(sen_norm(score, 5))
+  norm[:, :3] *= 2                                           # off the curve before τ = 5 only
+  err = sgd_noise.sen_errors({"score": score, "emb_norm": norm}, tau, 5, 5.0)
+  np.testing.assert_allclose(err, 0.0, atol=1e-12)
+  assert np.all(sgd_noise.sen_errors({"score": score, "emb_norm": norm}, tau, 5, 0.0) > 0.5)

@@ -148,3 +148,68 @@ def test_a_group_resumes_under_settings_that_only_choose_groups_or_judge_them():
                "max_steps.sst2=10"):
     assert key(changed(item)) != key(s), item
   assert key(s, ("fc",)) != key(s)
+
+
+def test_splits_of_cuts_every_split_and_the_pad_word_unmasks_only():
+  sentences = [sst.Sentence(("a", "b", "c"), 1), sst.Sentence(("b",), 0),
+               sst.Sentence(("c", "a"), 1)]
+  vocab = sst.build_vocab([sentences])
+  batch = tasks.to_batch(sentences, vocab, max_len=4, padding="masked")
+  data = type("Loaded", (), {"train": batch, "dev": batch, "test": batch})()
+  masked = sst.splits_of(data, "masked", 2)
+  pad_word = sst.splits_of(data, "pad_word")
+  for split in ("train", "dev", "test"):
+    np.testing.assert_array_equal(masked[split].tokens, batch.tokens[:2])
+    np.testing.assert_array_equal(masked[split].mask, batch.mask[:2])
+    np.testing.assert_array_equal(pad_word[split].tokens, batch.tokens)
+    assert bool(jnp.all(pad_word[split].mask))
+
+
+def test_top_sen_fraction_counts_the_top_words_on_eq10():
+  from attndyn.analysis import sst_words
+  from attndyn.analysis.sen import sen_norm
+  score = np.array([[9.0, 3.0, 2.0, 1.0, 0.5]])              # word 0 (padding) left out
+  m = np.full(5, 4.0)
+  norm = np.asarray(sen_norm(score, 4.0), np.float64).copy()
+  norm[0, 2] *= 1.5                                         # one of the top 3 off the curve
+  assert sst_words.top_sen_fraction(score, norm, [0], m, 3, 0.25)[0] == pytest.approx(2 / 3)
+  assert sst_words.top_sen_fraction(score, norm, [0], m, 3, 0.6)[0] == 1.0
+
+
+def test_a_group_starts_at_each_points_init_and_fc_reduces_exactly(tiny_data):
+  """analysis.sst_runs.make_group: the points are variant-major over the seeds; FC's reduced
+  start evaluates to the full model's word scores, norms and accuracy; one segment trains."""
+  from attndyn import analysis
+  from attndyn import dynamics
+  from attndyn.analysis import sst_runs
+  task, data = tiny_data
+  base = dict(n_words=task.n_words, n_classes=task.n_topics, embed_dim=4, key_dim=3,
+              embed_std=0.3, key_std=0.2)
+  cfgs = [models.LuModelConfig(classifier="fc", fc_init=f, **base)
+          for f in ("randn_unit_diag", "orthonormal")]
+  seeds = np.arange(2, dtype=np.uint32)
+  group = sst_runs.make_group(cfgs, seeds, dynamics.TrainConfig(lr=0.1, steps=4, record_every=2),
+                              patience=2, eval_every=2)
+  np.testing.assert_array_equal(group.seed, [0, 1, 0, 1])
+  np.testing.assert_array_equal(group.which, [0, 0, 1, 1])
+  acc, score, norm = group.evaluate(group.params0, group.aux, data.test)
+  for i, (seed, w) in enumerate(zip(group.seed, group.which)):
+    full = models.lu.init(jax.random.PRNGKey(seed), cfgs[w])
+    np.testing.assert_allclose(score[i], models.word_scores(full), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(norm[i], analysis.embedding_norms(full), rtol=1e-5, atol=1e-6)
+  res = group.segment(group.params0, group.aux, {"train": data.train, "dev": data.test})
+  assert np.asarray(res.trajectory.observables["score"]).shape[:2] == (4, 3)
+
+
+def test_merged_groups_repeat_the_last_record_of_the_one_that_stopped_sooner():
+  from attndyn.analysis import sst_runs
+  part = lambda n, t, v: {"variant": np.array([v] * n), "seed": np.arange(n),
+                          "test_acc": np.zeros(n), "best_step": np.zeros(n),
+                          "stopped_at": np.zeros(n), "final_score": np.zeros((n, 3)),
+                          "final_norm": np.zeros((n, 3)), "steps": np.arange(t),
+                          "obs": {"loss": np.arange(n * t, dtype=float).reshape(n, t)}}
+  out = sst_runs.merge_groups([part(2, 4, "fc"), part(1, 2, "tc")], 10)
+  np.testing.assert_array_equal(out["steps"], [0, 10, 20, 30])
+  np.testing.assert_array_equal(out["variant"], ["fc", "fc", "tc"])
+  np.testing.assert_array_equal(out["obs"]["loss"][2], [0.0, 1.0, 1.0, 1.0])
+  np.testing.assert_array_equal(out["obs"]["loss"][:2], np.arange(8.0).reshape(2, 4))

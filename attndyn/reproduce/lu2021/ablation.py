@@ -15,13 +15,9 @@ seeds' engine initialisation, moved, with :func:`dynamics.make_auto_train`
 import dataclasses
 import math
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attndyn import analysis
-from attndyn import dynamics
-from attndyn import models
 from attndyn import settings
 from attndyn.analysis import ablation as abl
 from attndyn.analysis import lu2021_figures as figs
@@ -31,7 +27,7 @@ from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 
 __all__ = ["NAME", "TITLE", "Settings", "FULL", "QUICK", "PAPER_STEPS", "FIG3_REF", "DIM_REF",
-           "SOURCES", "at_step", "STANDARD", "DIMINUTION", "validate", "run"]
+           "SOURCES", "STANDARD", "DIMINUTION", "validate", "run"]
 
 NAME = "ablation"
 TITLE = "Fig 3: mutual enhancement (TC vs KF vs EF, σ²/d = 0.1) and a constructed mutual diminution"
@@ -90,11 +86,6 @@ SOURCES = {
 }
 
 
-def at_step(steps, x, when) -> np.ndarray:
-  """``x[r, t]`` at the recorded step ``when[r]`` of each run (the last step where ``when`` is NaN)."""
-  steps = np.asarray(steps, np.float64)
-  idx = [int(np.searchsorted(steps, w)) if np.isfinite(w) else len(steps) - 1 for w in when]
-  return np.asarray([x[r, min(i, len(steps) - 1)] for r, i in enumerate(idx)])
 # variant: the parameter groups it freezes; the standard-start variants run on the engine.
 STANDARD = {"TC": [], "TC-KF": ["keys"], "TC-EF": ["embeddings"]}
 DIMINUTION = {"TC (diminution start)": [], "TC-KF (diminution start)": ["keys"]}
@@ -122,20 +113,9 @@ def _from_diminution_start(ctx, name: str, s: Settings, freeze: list) -> dict:
   raw = _run_config(s, freeze)
   cfg = engine.validate(raw, f"{NAME} run")
   _, data = common.topic_data({k: v for k, v in cfg.to_dict()["task"].items() if k != "kind"})
-  apply = common.apply_for(cfg.model)
-  loss_fn = models.make_loss(apply)
-  choice = dynamics.make_auto_train(loss_fn, data.train, analysis.topic_observables(apply, data),
-                                    cfg.train, cfg.model.trainable(), model_cfg=cfg.model)
-  dtype, word = jnp.dtype(cfg.precision), s.word
-
-  def one(seed):
-    key = jax.random.PRNGKey(seed)
-    p0 = models.lu.init(key, cfg.model, dtype)          # the engine's initialisation of `seed`
-    p_dim = abl.diminution_init(loss_fn, p0, data, word, s.alpha)
-    return {"obs": choice.train(p_dim, key).observables,
-            "eq8": abl.eq8_projection(loss_fn, p_dim, data, word),
-            "eq8_standard": abl.eq8_projection(loss_fn, p0, data, word)}
-
+  word = s.word
+  one = abl.from_diminution_start(cfg.model, cfg.train, data, word, s.alpha,
+                                  jnp.dtype(cfg.precision))
   seeds = np.asarray([p["seed"] for p in cfg.sweep.points()], np.uint32)
   return engine.sweep(ctx, name, one, seeds, {"run": raw, "word": word, "alpha": s.alpha},
                       what="seeds")
@@ -178,8 +158,8 @@ def run(ctx, s) -> Outcome:
                   figure=figure, quick=q),
         rep.claim(f"{NAME}.{what}_tc_minus_{tag.lower()}", f"{label} at TC's convergence epoch: "
                   f"TC − {tag}, per seed (same seed, same start)", paper="> 0",
-                  ours=rep.paired_ci(at_step(steps, curves["TC"], t_conv),
-                                     at_step(steps, curves[other], t_conv)),
+                  ours=rep.paired_ci(abl.at_step(steps, curves["TC"], t_conv),
+                                     abl.at_step(steps, curves[other], t_conv)),
                   tolerance=rep.Tolerance("at_least", 0.0, "≥ 0 (paired)", source=SOURCES[what]),
                   figure=figure, quick=q),
     ]
@@ -236,22 +216,11 @@ def run(ctx, s) -> Outcome:
   ]
 
   sigma2, lr = result.config.model.embed_std ** 2, result.config.train.lr
-  cut = steps <= s.plot_steps
-  cut_dim = steps <= s.diminution_plot_steps
-  x, xd = steps[cut], steps[cut_dim]
-  figs.curve_panels([
-      {"title": f"score of topic word {word}", "ylabel": "$s_t$",
-       "curves": [(v, x, score[v][:, cut]) for v in ("TC", "TC-KF", "TC-EF")]},
-      {"title": f"‖v‖ of topic word {word}", "ylabel": "$\\|v_t\\|$",
-       "curves": [(v, x, norm[v][:, cut]) for v in ("TC", "TC-KF", "TC-EF")]},
-      {"title": "training loss", "ylabel": "loss", "logy": True,
-       "curves": [(v, x, loss[v][:, cut]) for v in ("TC", "TC-KF", "TC-EF")]},
-      {"title": f"diminution start: score of word {word}", "ylabel": "$s_t$",
-       "curves": [(v, xd, score[v][:, cut_dim]) for v in (dim, dim_kf)]},
-      {"title": f"diminution start: ‖v‖ of word {word}", "ylabel": "$\\|v_t\\|$",
-       "curves": [(v, xd, norm[v][:, cut_dim]) for v in (dim, dim_kf)]},
-  ], ctx.path("fig3_ablation.png"), title=f"Fig 3: σ²/d = {sigma2:.2g}, "
-      f"mean and min–max over {n} runs")
+  figs.curve_panels(figs.fig3_panels(steps, {"score": score, "norm": norm, "loss": loss}, word,
+                                     ("TC", "TC-KF", "TC-EF"), (dim, dim_kf), s.plot_steps,
+                                     s.diminution_plot_steps),
+                    ctx.path("fig3_ablation.png"), title=f"Fig 3: σ²/d = {sigma2:.2g}, "
+                    f"mean and min–max over {n} runs")
   notes = [f"Embeddings N(0, {sigma2:.2g}), TC, GD lr {lr:g} × {n_steps} epochs, {n} seeds; "
            f"the variants of a seed share its init (TC, KF, EF: runs/ablation-*; the diminution "
            f"starts: dynamics.make_auto_train from the same init, moved). {conv_note}.",

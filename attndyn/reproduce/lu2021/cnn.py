@@ -16,14 +16,13 @@ is reported only: its m is the word model's, not derived for pairs.
 import dataclasses
 from typing import Optional
 
-import jax
 import numpy as np
-from scipy import stats
 
 from attndyn import dynamics
 from attndyn import models
 from attndyn import tasks
 from attndyn.analysis import lu2021_figures as figs
+from attndyn.analysis import kendall
 from attndyn.analysis import pairs
 from attndyn.analysis import replication as rep
 from attndyn.analysis.assumption1 import change_ratio
@@ -34,7 +33,7 @@ from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 
 __all__ = ["NAME", "TITLE", "Task", "Model", "Settings", "FULL", "QUICK", "SOURCES", "PAPER_REF",
-           "sen_kendall_tau", "validate", "run"]
+           "validate", "run"]
 
 NAME = "cnn"
 TITLE = "Appendix A / Figs 8-9: Attn-TC-CNN on the Markov word-pair task"
@@ -132,24 +131,6 @@ PAPER_REF = {"test_acc": "App. A, ¶ “In our experiments…”",
              "sen": "App. A, ¶ “Randomly picking a topic word pair…”"}
 
 
-def sen_kendall_tau(score: np.ndarray, norm: np.ndarray) -> np.ndarray:
-  """Per run, Kendall's τ-b between score and norm over time, averaged over the words.
-
-  Args:
-    score, norm: ``[R, T, W]`` along training.
-
-  Returns:
-    ``[R]``; a word whose score or norm never changes contributes NaN (ignored).
-  """
-  out = np.full(score.shape[0], np.nan)
-  for r in range(score.shape[0]):
-    taus = [stats.kendalltau(score[r, :, w], norm[r, :, w]).statistic
-            for w in range(score.shape[-1])]
-    if np.any(np.isfinite(taus)):
-      out[r] = float(np.nanmean(taus))
-  return out
-
-
 def _configs(s: Settings):
   """``(task, model, train)`` configs of the settings; a bad value names its setting."""
   with schema.at(f"{NAME}.task"):
@@ -170,26 +151,9 @@ def validate(s: Settings) -> None:
 
 def run(ctx, s) -> Outcome:
   task_cfg, cfg, train_cfg = _configs(s)
-  model = models.cnn_attention(cfg)
-  loss_fn = models.make_loss(model.apply)
 
   def one(inp):
-    key = jax.random.PRNGKey(inp["seed"])
-    data = tasks.make_markov_pairs_dataset(key, task_cfg)
-
-    def record(params, params0):
-      ds, dn = pairs.topic_pair_changes(params, params0, data.pairs)
-      return {"loss": loss_fn(params, data.train)[0],
-              "test_acc": models.accuracy(model.apply(params, data.test).logits, data.test.labels),
-              "score": ds, "emb_norm": dn}
-
-    train = dynamics.make_train(loss_fn, data.train, record, train_cfg, cfg.trainable())
-    params0 = model.init(jax.random.fold_in(key, 1))
-    traj = train(params0, key)
-    ds, dn = pairs.centred_pairs(traj.final_params, params0)
-    mask = pairs.nontopic_pair_mask(data.pairs, task_cfg.n_words)
-    return {"obs": traj.observables, "pair_score": ds, "pair_norm": dn, "nontopic": mask,
-            "shares_word": mask & pairs.shares_topic_word(data.pairs, task_cfg.n_words)}
+    return pairs.train_on_pairs(inp["seed"], task_cfg, cfg, train_cfg)
 
   ctx.log(f"{NAME}: Attn-TC-CNN x {s.runs} runs, {s.steps} epochs")
   # Not an `attndyn run` config (another model, a per-seed Markov-pair dataset): the engine's
@@ -210,17 +174,14 @@ def run(ctx, s) -> Outcome:
   # output mixes in a topic word's moving embedding or key) and over those that do not; how
   # many share one differs between runs, so per run.
   shares = out["shares_word"].reshape(s.runs, -1)
-  disjoint = nontopic & ~shares
-  split = {
-      part: {key: np.array([change_ratio(values[r][sel[r]][None], top[r][None])[0]
-                            for r in range(s.runs)])
-             for key, values, top in (("score", ns, top_score), ("norm", nn, top_norm))}
-      for part, sel in (("shared", shares), ("disjoint", disjoint))}
+  split = pairs.split_change_ratios({"score": ns, "norm": nn},
+                                    {"score": top_score, "norm": top_norm},
+                                    {"shared": shares, "disjoint": nontopic & ~shares})
   share_note = (f"non-topic pairs sharing a word with a topic pair per run: "
                 + ", ".join(str(int(k)) for k in shares.sum(-1)) + f" of {n_nt}")
   acc = 100 * obs["test_acc"][:, -1]
   sen_err = windowed_max_error(steps, obs["score"], obs["emb_norm"], m)
-  sen_tau = sen_kendall_tau(np.asarray(obs["score"]), np.asarray(obs["emb_norm"]))
+  sen_tau = kendall.sen_kendall_tau(np.asarray(obs["score"]), np.asarray(obs["emb_norm"]))
   bound = s.assumption1_ratio
   q = ctx.quick
   claims = [

@@ -6,22 +6,18 @@ J = 4 topics × 2 topic words, M = 5000 non-topic words, m = 20 per sentence,
 score starts at 0), a fixed query of unit norm, FC's U with orthonormal
 columns, full-batch gradient descent with lr 0.1.
 """
-import functools
-from typing import Callable, Dict
+from typing import Dict
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from attndyn import analysis
 from attndyn import models
 from attndyn import tasks
 from attndyn import presets, schema
 from attndyn.dynamics import xla_options
-from attndyn.models.lu_linear import apply_linear
 
-__all__ = ["TEXT_TASK", "TEXT_MODEL", "NAMES", "topic_data", "text_run", "lu_config", "apply_for",
-           "seeds", "init_seeds", "word_values", "host", "as_float"]
+__all__ = ["TEXT_TASK", "TEXT_MODEL", "NAMES", "topic_data", "text_run", "lu_config", "seeds",
+           "host"]
 
 # The paper's text settings, from the one place they are written (attndyn.presets).
 TEXT_TASK = {k: v for k, v in presets.preset("lu2021-text-tc")["task"].items() if k != "kind"}
@@ -61,33 +57,11 @@ def lu_config(task_cfg: tasks.TopicTaskConfig, classifier: str, model: Dict, *,
                                 classifier=classifier, **fields)
 
 
-def apply_for(cfg: models.LuModelConfig) -> Callable:
-  """The forward pass: projected through U for the linear classifiers (exact), else the plain one."""
-  return apply_linear if cfg.classifier in models.LINEAR_CLASSIFIERS else models.lu.apply
-
-
 def seeds(n: int) -> np.ndarray:
   """``[n]`` uint32 init seeds ``0..n-1`` (the sweep input)."""
   return np.arange(int(n), dtype=np.uint32)
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def init_seeds(seeds: jax.Array, cfg: models.LuModelConfig, dtype=jnp.float32) -> dict:
-  """``models.lu.init(PRNGKey(seed), cfg, dtype)`` for every seed of ``seeds`` (as the engine
-  draws them), stacked, in one compiled program: run op by op, each initialiser would compile
-  a small program of its own."""
-  return jax.vmap(lambda seed: models.lu.init(jax.random.PRNGKey(seed), cfg, dtype))(seeds)
-
-
-def word_values(params: dict) -> Dict[str, jax.Array]:
-  """``{"score": [V], "norm": [V]}``: every word's score and embedding norm ``‖q‖‖ν_w‖``."""
-  return {"score": models.word_scores(params), "norm": analysis.embedding_norms(params)}
-
-
 def host(tree):
   """NumPy copies of every leaf."""
   return jax.tree.map(np.asarray, tree)
-
-
-def as_float(x) -> float:
-  return float(np.asarray(x))

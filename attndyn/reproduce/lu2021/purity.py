@@ -10,7 +10,6 @@ over the sentences containing each of the five top-scored words (Fig 6).
 import dataclasses
 from typing import Literal
 
-import jax.numpy as jnp
 import numpy as np
 
 from attndyn import settings
@@ -18,14 +17,13 @@ from attndyn.analysis import lu2021_figures as figs
 from attndyn.analysis import purity as pur
 from attndyn.analysis import replication as rep
 from attndyn.analysis import sst_words
-from attndyn.analysis.sen import sen_norm
 from attndyn.reproduce import runner
 from attndyn.reproduce.lu2021 import sst
 from attndyn.reproduce.runner import Outcome
 from attndyn.tasks.sst import word_class_counts
 
 __all__ = ["NAME", "USES", "TITLE", "Settings", "PaperCounts", "FULL", "QUICK", "PAIR_REF", "TREND_REF", "SOURCES",
-           "purity_curves", "run"]
+           "run"]
 
 NAME = "purity"
 USES = ("sst",)   # the experiments whose runs it reuses: their settings key its job too
@@ -80,25 +78,6 @@ SOURCES = {
 }
 
 
-def purity_curves(run: dict, idx, purity, occurrence, words_per_point) -> dict:
-  """Figs 6-7 along training for the points ``idx``: ``{all_purity, all_occ, word_purity, word_occ}``.
-
-  ``all_*`` are ``[R, T]`` (over all training sentences); ``word_*`` are ``[R, T]``
-  averaged over the given words of each point (Fig 6's top-5 words).
-  """
-  batch = run["batches"]["train"]
-  out = {"all_purity": [], "all_occ": [], "word_purity": [], "word_occ": []}
-  for p, words in zip(idx, words_per_point):
-    rows = [pur.attended_purity_stats(jnp.asarray(att), batch, purity, occurrence,
-                                      jnp.asarray(words))
-            for att in run["obs"]["attended"][p]]
-    out["all_purity"].append([float(r.purity) for r in rows])
-    out["all_occ"].append([float(r.occurrence) for r in rows])
-    out["word_purity"].append([float(np.nanmean(np.asarray(r.word_purity))) for r in rows])
-    out["word_occ"].append([float(np.nanmean(np.asarray(r.word_occurrence))) for r in rows])
-  return {k: np.asarray(v) for k, v in out.items()}
-
-
 def run(ctx, s) -> Outcome:
   sst_module = runner.select("lu2021", ["sst"])[0]
   sst_s = runner.settings_for(sst_module, quick=ctx.quick, items=ctx.items)
@@ -145,17 +124,14 @@ def run(ctx, s) -> Outcome:
             f"falls {c['frequent_falls_from_peak']}, overtake epoch {c['overtake_step']:g}"
             for c in comp)))
     top = [sst_words.top_words(r["final_score"][p], s.top_k, exclude=[0]) for p in idx]
-    curves = purity_curves(r, idx, purity, occurrence, top)
+    curves = pur.purity_curves(r["obs"]["attended"], batch, purity, occurrence, idx, top)
     early, last = 1, -1
-    rises = (curves["all_purity"][:, last] > curves["all_purity"][:, early]) & (
-        curves["all_occ"][:, last] < curves["all_occ"][:, early])
-    rises6 = (curves["word_purity"][:, last] > curves["word_purity"][:, early]) & (
-        curves["word_occ"][:, last] < curves["word_occ"][:, early])
-    above = curves["word_purity"][:, last] > curves["all_purity"][:, last]
+    trend = pur.purity_trends(curves, early, last)
     claims += [
         rep.claim(f"{NAME}.{v}.fig7_trend", f"{label}, all training sentences: the attended "
                   f"words' mean purity rises and their mean occurrence falls (epoch {steps[early]} "
-                  "→ end)", paper="purity ↑, occurrence ↓ (Fig 7)", ours=rep.mean_ci(rises),
+                  "→ end)", paper="purity ↑, occurrence ↓ (Fig 7)",
+                  ours=rep.mean_ci(trend["all"]),
                   tolerance=rep.Tolerance("all_true", source=SOURCES["trend"]), figure="Fig 7",
                   comparable=False, quick=q,
                   note=f"purity {curves['all_purity'][:, early].mean():.3f} → "
@@ -163,15 +139,16 @@ def run(ctx, s) -> Outcome:
                        f"{curves['all_occ'][:, early].mean():.0f} → {curves['all_occ'][:, last].mean():.0f}"),
         rep.claim(f"{NAME}.{v}.fig6_trend", f"{label}, sentences containing a top-{s.top_k} "
                   "word: the same trend", paper="purity ↑ to ≈ 1, occurrence ↓ (Fig 6)",
-                  ours=rep.mean_ci(rises6), tolerance=rep.Tolerance("all_true",
-                                                                    source=SOURCES["trend"]),
+                  ours=rep.mean_ci(trend["word"]),
+                  tolerance=rep.Tolerance("all_true", source=SOURCES["trend"]),
                   figure="Fig 6",
                   comparable=False, quick=q,
                   note=f"purity {curves['word_purity'][:, early].mean():.3f} → "
                        f"{curves['word_purity'][:, last].mean():.3f}"),
         rep.claim(f"{NAME}.{v}.fig6_above_fig7", f"{label}: final purity of the attended words "
                   f"higher for top-{s.top_k}-word sentences (Fig 6) than for all (Fig 7)",
-                  paper="Fig 7's purity ends lower than Fig 6's", ours=rep.mean_ci(above),
+                  paper="Fig 7's purity ends lower than Fig 6's",
+                  ours=rep.mean_ci(trend["word_above_all"]),
                   tolerance=rep.Tolerance("all_true", source=SOURCES["fig6_above_fig7"]),
                   figure="Figs 6-7", comparable=False,
                   quick=q),
@@ -182,29 +159,8 @@ def run(ctx, s) -> Outcome:
     fig7.append({"title": f"{label}: all training sentences", "x": steps,
                  "left": ("mean purity δ", curves["all_purity"]),
                  "right": ("mean occurrence", curves["all_occ"])})
-    p0 = idx[0]
-    panels = []
-    for w, wid in ((s.pure, pw), (s.frequent, fw)):
-      grid = np.linspace(min(0.0, sc[p0, :, wid].min()), max(sc[p0, :, wid].max(), 1e-3), 100)
-      panels.append({"title": f"{label}: SEN of '{w}'", "xlabel": "score", "ylabel": "‖v‖",
-                     "curves": [("empirical", sc[p0, :, wid], nm[p0, :, wid][None])],
-                     "theory": (grid, np.asarray(sen_norm(grid, m_word[wid])),
-                                f"Eq (10), m = {m_word[wid]:.1f}")})
-    panels.append({"title": f"{label}: score", "ylabel": "score",
-                   "curves": [(w, steps, sc[p0, :, wid][None]) for w, wid in
-                              ((s.frequent, fw), (s.pure, pw))]})
-    panels.append({"title": f"{label}: ‖v‖", "ylabel": "‖v‖",
-                   "curves": [(w, steps, nm[p0, :, wid][None]) for w, wid in
-                              ((s.frequent, fw), (s.pure, pw))]})
-    if shared is not None:
-      toks = np.asarray(batch.tokens[shared])[np.asarray(batch.mask[shared])]
-      distinct, cols = np.unique(toks, return_inverse=True)
-      weights = sst_words.sentence_weights(sc[p0][:, distinct], cols)
-      pick = lambda wid: weights[:, int(np.flatnonzero(toks == wid)[0])][None]
-      panels.append({"title": f"{label}: weights in sentence {shared}", "ylabel": "attention",
-                     "curves": [(w, steps, pick(wid)) for w, wid in
-                                ((s.frequent, fw), (s.pure, pw))]})
-    fig5_panels += panels
+    fig5_panels += figs.fig5_panels(label, steps, sc[idx[0]], nm[idx[0]],
+                                    ((s.frequent, fw), (s.pure, pw)), m_word, batch, shared)
   if shared is not None:
     toks = np.asarray(batch.tokens[shared])[np.asarray(batch.mask[shared])]
     notes.append(f"Shared sentence {shared}: \"{' '.join(data.vocab[t] for t in toks)}\".")

@@ -23,30 +23,25 @@ import math
 import time
 from typing import Literal
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from attndyn import analysis
 from attndyn import dynamics
 from attndyn import models
 from attndyn import tasks
 from attndyn.analysis import lu2021_figures as figs
 from attndyn.analysis import replication as rep
+from attndyn.analysis import sst_runs
 from attndyn.analysis import sst_words
-from attndyn.analysis.sen_checks import relative_error
 from attndyn import schema, settings
 from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 from attndyn.dynamics import segmented as dynamics_segmented
-from attndyn.models import lu_fc_reduced as fc_reduced
-from attndyn.models.lu_linear import apply_linear
 
 __all__ = ["NAME", "TITLE", "PAPER_ACC", "VARIANTS", "LABELS", "Model", "MaxSteps", "Settings",
            "FULL", "QUICK", "WATCH",
            "PAPER_REF", "SOURCES", "load", "TRAINING", "segment_settings", "train_config",
-           "top_sen_fraction", "run"]
+           "run"]
 
 NAME = "sst"
 TITLE = "Section 5.2: SST-2 / SST-5 test accuracy (masked and unmasked padding), Fig 4"
@@ -153,9 +148,7 @@ def load(dataset: str, padding: str, max_sentences: int = 0) -> tasks.SSTData:
   if dataset not in _LOADED:
     _LOADED[dataset] = tasks.load_sst(fine_grained=dataset == "sst5")
   data = _LOADED[dataset]
-  cut = (lambda b: jax.tree.map(lambda x: x[:max_sentences], b)) if max_sentences else (lambda b: b)
-  pad = (lambda b: b._replace(mask=jnp.ones_like(b.mask))) if padding == "pad_word" else (lambda b: b)
-  return data, {split: pad(cut(getattr(data, split))) for split in ("train", "dev", "test")}
+  return data, tasks.sst.splits_of(data, padding, max_sentences)
 
 
 # The settings that decide a group's training (its segment checkpoint's digest). The rest choose
@@ -183,44 +176,11 @@ def _group(ctx, s: Settings, data, b: dict, variants, steps: int, label: str) ->
   with schema.at(f"{NAME}.model"):
     cfgs = [models.LuModelConfig(classifier="fc" if fc else "tc",
                                  fc_init=VARIANTS[v][0] or "orthonormal", **base) for v in variants]
-  seed = np.tile(common.seeds(s.seeds), len(variants))
-  which = np.repeat(np.arange(len(variants)), s.seeds)
-  full0 = [common.init_seeds(jnp.asarray(seed), c, jnp.float32) for c in cfgs]
-  full0 = jax.tree.map(lambda *xs: jnp.stack(xs)[which, np.arange(len(which))], *full0)
-  if fc:
-    params0, aux = jax.vmap(fc_reduced.reduce)(full0)
-    trainable = {"b": True, "sigma": True}
-    apply_of = fc_reduced.make_apply
-    scores_of = lambda p, c: fc_reduced.scores(p, c)
-    norms_of = lambda p, c: fc_reduced.embedding_norms(p, c)
-  else:
-    params0, aux = full0, jnp.zeros(len(which))
-    trainable = cfgs[0].trainable()
-    apply_of = lambda c: apply_linear
-    scores_of = lambda p, c: models.word_scores(p)
-    norms_of = lambda p, c: analysis.embedding_norms(p)
   segment = min(s.segment, steps)
   seg_cfg = dynamics.TrainConfig(lr=s.lr, steps=segment, record_every=s.record_every)
-  tie_key = jax.random.PRNGKey(0)
-
-  def one(params, c, batches):
-    loss_fn = models.make_loss(apply_of(c))
-
-    def record(p, p0):
-      del p0
-      dev_loss, dev_out = loss_fn(p, batches["dev"])
-      return {"score": scores_of(p, c), "norm": norms_of(p, c),
-              "attended": analysis.attended_words(p, batches["train"], tie_key,
-                                                  lambda q: scores_of(q, c)),
-              "train_loss": loss_fn(p, batches["train"])[0], "dev_loss": dev_loss,
-              "dev_acc": models.accuracy(dev_out.logits, batches["dev"].labels)}
-
-    train = dynamics.make_train_early_stopping(
-        loss_fn, batches["train"], batches["dev"], record, seg_cfg, trainable,
-        patience=s.patience, eval_every=s.eval_every, monitor="dev_loss")
-    return train(params, tie_key)
-
-  seg = jax.jit(jax.vmap(one, in_axes=(0, 0, None)))
+  group = sst_runs.make_group(cfgs, common.seeds(s.seeds), seg_cfg, patience=s.patience,
+                              eval_every=s.eval_every)
+  params0, aux, seed, which = group.params0, group.aux, group.seed, group.which
   n_seg = math.ceil(steps / segment)
   ctx.log(f"{NAME}: {label}: {', '.join(variants)} x {s.seeds} seeds, up to {n_seg} x "
           f"{segment} epochs (early stopping on dev loss, patience "
@@ -237,15 +197,13 @@ def _group(ctx, s: Settings, data, b: dict, variants, steps: int, label: str) ->
   name = f"{NAME}-{label.replace(' ', '-')}-{'fc' if fc else 'tc'}"
   settings = segment_settings(s, variants, steps, label)
   with engine.segment_checkpoint(ctx, name, settings, params0) as (start, on_state):
-    res = dynamics_segmented.run_segments(lambda p: seg(p, aux, b), params0, segment=segment,
+    res = dynamics_segmented.run_segments(lambda p: group.segment(p, aux, b), params0,
+                                          segment=segment,
                                           max_segments=n_seg, record_every=s.record_every,
                                           on_segment=progress,
                                           patience_steps=s.patience * s.eval_every,
                                           start=start, on_state=on_state)
-  evaluate = jax.jit(jax.vmap(lambda p, c, batch: (
-      models.accuracy(apply_of(c)(p, batch).logits, batch.labels), scores_of(p, c), norms_of(p, c)),
-      in_axes=(0, 0, None)))
-  acc, score, norm = evaluate(res.best_params, aux, b["test"])
+  acc, score, norm = group.evaluate(res.best_params, aux, b["test"])
   return {"variant": np.asarray([variants[i] for i in which]), "seed": seed,
           "test_acc": 100 * np.asarray(acc), "best_step": res.best_step,
           "stopped_at": res.stopped_at, "steps": res.steps, "obs": res.observables,
@@ -275,17 +233,7 @@ def train_config(ctx, s: Settings, dataset: str, padding: str) -> dict:
   groups = [[v for v in s.variants if VARIANTS[v][0] is not None],
             [v for v in s.variants if VARIANTS[v][0] is None]]
   parts = [_group(ctx, s, data, b, g, steps, f"{dataset} {padding}") for g in groups if g]
-  t = max(p["steps"].shape[0] for p in parts)
-
-  def pad(x):   # repeat the last record of a group that stopped sooner
-    if x.ndim < 2 or x.shape[1] == t:
-      return x
-    return np.concatenate([x, np.repeat(x[:, -1:], t - x.shape[1], axis=1)], axis=1)
-
-  out = {k: np.concatenate([p[k] for p in parts]) for k in
-         ("variant", "seed", "test_acc", "best_step", "stopped_at", "final_score", "final_norm")}
-  out["obs"] = {k: np.concatenate([pad(p["obs"][k]) for p in parts]) for k in parts[0]["obs"]}
-  out["steps"] = np.arange(t) * s.record_every
+  out = sst_runs.merge_groups(parts, s.record_every)
   out.update(data=data, batches=b)
   cache[key] = out
   return out
@@ -293,16 +241,6 @@ def train_config(ctx, s: Settings, dataset: str, padding: str) -> dict:
 
 def _sel(run: dict, variant: str) -> np.ndarray:
   return np.flatnonzero(run["variant"] == variant)
-
-
-def top_sen_fraction(run: dict, idx, m_word: np.ndarray, k: int, sen_ok: float) -> np.ndarray:
-  """Per point: fraction of its ``k`` top-scored words whose ‖v‖ is within ``sen_ok`` of Eq (10) at the best step."""
-  out = []
-  for p in idx:
-    words = sst_words.top_words(run["final_score"][p], k, exclude=[0])
-    err = relative_error(run["final_score"][p, words], run["final_norm"][p, words], m_word[words])
-    out.append(float(np.mean(err <= sen_ok)))
-  return np.asarray(out)
 
 
 def run(ctx, s) -> Outcome:
@@ -345,7 +283,8 @@ def run(ctx, s) -> Outcome:
               note="extra: the text's orthonormal U learns ~200× slower" if v == "fc_orthonormal"
               else "the paper reports masked padding only" if padding == "pad_word" else ""))
         if padding == "masked" and v in ("fc", "tc"):
-          frac = top_sen_fraction(r, idx, m_word, s.top_words, s.sen_ok)
+          frac = sst_words.top_sen_fraction(r["final_score"], r["final_norm"], idx, m_word,
+                                            s.top_words, s.sen_ok)
           claims.append(rep.claim(
               f"{dataset}.{v}.sen_top_words", f"{dataset.upper()} {LABELS[v]}: fraction of the "
               f"{s.top_words} top-scored words whose ‖v‖ is within {s.sen_ok:.0%} of Eq (10) "

@@ -22,7 +22,6 @@ classifier absorbs signal (:mod:`analysis.absence`): per topic, the test
 recall with the topic word masked out.
 """
 import dataclasses
-import functools
 from typing import Literal
 
 import jax
@@ -31,16 +30,18 @@ import numpy as np
 
 from attndyn import config, dynamics, settings
 from attndyn.analysis import lu2021_figures as figs
+from attndyn.analysis import observables
 from attndyn.analysis import replication as rep
 from attndyn.analysis.absence import recall_without_topic_word
 from attndyn.analysis.assumption1 import change_ratio, largest_change_ratio
-from attndyn.analysis.deviation import (crossing_time, final_abs_deviation, max_abs_deviation, rise_lag,
-                                shifted_max_deviation)
-from attndyn.analysis.theorem1 import invariant_drift
+from attndyn.analysis.deviation import (final_abs_deviation, half_rise_step, max_abs_deviation,
+                                        rise_lag, shifted_max_deviation)
+from attndyn.analysis.theorem1 import drift_before_failure, max_invariant_drift
 from attndyn.analysis.sen_checks import windowed_max_error
 from attndyn.reproduce import engine
 from attndyn.reproduce.lu2021 import common
 from attndyn.dynamics.ode import SOLVERS
+from attndyn.models.lu_linear import apply_linear_for
 from attndyn.reproduce.runner import Outcome
 
 __all__ = ["NAME", "TITLE", "CLASSIFIERS", "ODE_KINDS", "ODE_NAMES", "OdeKinds", "InvariantSeeds",
@@ -209,15 +210,10 @@ def _run_config(classifier: str, s: Settings, *, invariant: bool = False) -> dic
   return raw
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def _words_at_init(seeds: jax.Array, model_cfg, dtype) -> dict:
-  return jax.vmap(common.word_values)(common.init_seeds(seeds, model_cfg, dtype))
-
-
 def _initial_words(cfg, seeds) -> dict:
   """Every word's score and norm at each seed's initialisation (as the engine draws it)."""
-  return common.host(_words_at_init(jnp.asarray(seeds, jnp.uint32), cfg.model,
-                                    jnp.dtype(cfg.precision)))
+  return common.host(observables.initial_word_values(jnp.asarray(seeds, jnp.uint32), cfg.model,
+                                                     jnp.dtype(cfg.precision)))
 
 
 def _train_classifier(ctx, classifier: str, s: Settings, data) -> dict:
@@ -227,14 +223,14 @@ def _train_classifier(ctx, classifier: str, s: Settings, data) -> dict:
   cfg = result.config
   seeds = [p["seed"] for p in result.points]
   final = result.gd.final_params
-  apply = common.apply_for(cfg.model)
+  apply = apply_linear_for(cfg.model)
   absent = jax.vmap(lambda p: recall_without_topic_word(
       apply, p, data.test, data.n_topic_words, cfg.task.n_topics))(
           jax.tree.map(jnp.asarray, final))
   out = {"name": name, "result": result, "steps": np.asarray(cfg.train.record_steps()),
          "obs": {k: np.asarray(v) for k, v in result.gd.observables.items()},
          "start": _initial_words(cfg, seeds),
-         "end": common.host(jax.vmap(common.word_values)(jax.tree.map(jnp.asarray, final))),
+         "end": common.host(jax.vmap(observables.word_values)(jax.tree.map(jnp.asarray, final))),
          "absent_recall": np.asarray(absent)}
   out["invariant"] = None
   if s.invariant.seeds[classifier] >= 1:
@@ -255,16 +251,10 @@ def _stopped_note(inv) -> str:
   if not np.any(failed >= 0):
     return ""
   o = ode.observables
-  q, score = (np.asarray(o[k], np.float64) for k in ("invariant", "score"))
   reasons = (sorted({dynamics.FAILURE_REASONS[int(r)] for r in np.asarray(ode.ode.reason)[failed >= 0]})
              if ode.ode is not None else ["failure"])
-  spans = []
-  for i in np.flatnonzero(failed >= 0):
-    ok = np.flatnonzero(np.all(np.isfinite(q[i]), -1) & np.all(np.isfinite(score[i]), -1))
-    if ok.size > 1:
-      k = ok[-1] + 1
-      spans.append(f"{float(np.max(invariant_drift(q[i, :k], score[i, :k]))):.3g} up to "
-                   f"t = {float(np.asarray(ode.t)[i, k - 1]):g}")
+  spans = [f"{drift:.3g} up to t = {t:g}" for drift, t in
+           drift_before_failure(o["invariant"], o["score"], ode.t, failed)]
   end = float(np.asarray(ode.t)[0, -1])
   return (f"; {int(np.sum(failed >= 0))} solve(s) stopped early at t = "
           f"{', '.join(f'{t:g}' for t in failed[failed >= 0])} of {end:g} "
@@ -319,9 +309,7 @@ def _ode_rows(c: str, r: dict, s: Settings, m: int, quick: bool, converged: bool
   q_ode = np.array([])
   note = f"not run in this mode (synthetic.invariant.seeds.{c} = 0)"
   if inv is not None and "reduced" in inv.odes:
-    o = inv.odes["reduced"].observables
-    q_ode = np.max(np.asarray(invariant_drift(np.asarray(o["invariant"], np.float64),
-                                              np.asarray(o["score"], np.float64))), axis=-1)
+    q_ode = max_invariant_drift(inv.odes["reduced"].observables)
     note = (f"float64 (its inits are drawn in float64, so they are not GD's float32 ones), "
             f"rtol {s.invariant.rtol:g}, atol {s.invariant.atol:g}, "
             f"{len(q_ode)} seed(s)"
@@ -338,13 +326,10 @@ def _ode_rows(c: str, r: dict, s: Settings, m: int, quick: bool, converged: bool
       tolerance=rep.Tolerance("at_most", s.invariant_tolerance,
                               f"≤ {s.invariant_tolerance:g}", source=SOURCES["invariant"])))
   obs = r["obs"]
-  q_gd = np.max(np.asarray(invariant_drift(np.asarray(obs["invariant"], np.float64),
-                                           np.asarray(obs["score"], np.float64))), axis=-1)
+  q_gd = max_invariant_drift(obs)
   ext = result.odes.get("extended")
   if ext is not None:
-    o = ext.observables
-    q_ext = np.max(np.asarray(invariant_drift(np.asarray(o["invariant"], np.float64),
-                                              np.asarray(o["score"], np.float64))), axis=-1)
+    q_ext = max_invariant_drift(ext.observables)
     rows.append(rep.claim(
         f"{NAME}.{c}.extended.theorem1_drift",
         f"{name}: drift of Theorem 1's Q_t along the extended reduced ODE, max_τ |Q_t(τ) − "
@@ -373,11 +358,8 @@ def _timing_rows(c: str, kind: str, gd, ode, top, quick: bool, comparable: bool,
   if ode is not None:
     lag = rise_lag(gd, ode, "score")
     shifted, shift = shifted_max_deviation(gd, ode, "score")
-    t = np.asarray(gd.t, np.float64)[0]
-    at = dict(t=t, axis=1)
-    half = lambda traj: np.nanmean(
-        crossing_time(x=np.asarray(traj.observables["score"]), fraction=0.5, **at), -1)
-    half_gd, half_ode = half(gd), half(ode)
+    t = np.asarray(gd.t, np.float64)[0]                       # GD's record steps, for both
+    half_gd, half_ode = half_rise_step(gd, t), half_rise_step(ode, t)
     lag_note = ("mean half-rise step GD / ODE per seed: "
                 + ", ".join(f"{g:.0f}/{o:.0f}" for g, o in zip(half_gd, half_ode)))
     shift_note = ("best shift of the ODE per seed (steps, + = ODE moved earlier): "

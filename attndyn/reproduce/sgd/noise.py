@@ -41,8 +41,8 @@ from attndyn import settings
 from attndyn.analysis import replication as rep
 from attndyn.analysis import sgd_figures as figs
 from attndyn.analysis import sgd_noise as stats
-from attndyn.analysis.sen_checks import windowed_max_error
 from attndyn.models.classifiers import CLASSIFIERS
+from attndyn.models.lu_linear import apply_linear_for
 from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 from attndyn.reproduce import engine
@@ -172,52 +172,10 @@ SOURCES = {
 SHUFFLED = (("shuffle_batch_sizes", "shuffle"), ("keep_last_batch_sizes", "shuffle_keep_last"))
 
 
-def _slope_estimate(fit, seeds: int) -> rep.Estimate:
-  """A log-log slope fit as a row's value: the slope, its bootstrap 95% interval, the ±
-  shown being half that interval."""
-  return rep.Estimate((fit.slope,), fit.slope, (fit.hi - fit.lo) / 2, seeds, "mean", fit.lo,
-                      fit.hi)
-
-
-def _grid(s):
-  """``(τ grid [K], record_every, steps)`` such that every lr records exactly on the τ grid."""
-  lrs = [float(v) for v in s.lrs]
-  tau_every, tau_end = float(s.tau_every), float(s.tau_end)
-  every = tau_every / max(lrs)
-  steps = tau_end / min(lrs)
-  ok = abs(every - round(every)) < 1e-9 and every >= 1 and abs(steps - round(steps)) < 1e-9
-  ok = ok and all(abs(tau_every / (lr * round(every)) - round(tau_every / (lr * round(every))))
-                  < 1e-9 for lr in lrs)
-  if not ok or round(steps) % round(every):
-    raise ConfigError(f"noise: tau_every = {tau_every:g} / lr and tau_end = {tau_end:g} / lr must "
-                      f"be whole step counts for every lr in {lrs} (e.g. lrs 0.5 and 1 with "
-                      f"tau_every 10).")
-  tau = np.arange(0.0, tau_end + 0.5 * tau_every, tau_every)
-  return tau, int(round(every)), int(round(steps))
-
-
-def _on_grid(obs, t_steps, lr, tau):
-  """Observables of runs at learning rate ``lr`` (recorded at steps ``t_steps``) at times ``tau``."""
-  idx = [int(np.argmin(np.abs(lr * t_steps - x))) for x in tau]
-  return {k: v[:, idx] for k, v in obs.items()}
-
-
-def _sen_errors(obs, tau, m, start):
-  """Per-seed largest Corollary-1 error over ``τ ≥ start`` and the topic words."""
-  return windowed_max_error(tau, obs["score"], obs["emb_norm"], m,
-                            start_fraction=start / tau[-1])
-
-
-def _drift(obs):
-  """Per-seed Theorem-1 drift (max |ΔQ| / score growth), mean over topic words."""
-  return np.asarray(analysis.invariant_drift(jnp.asarray(obs["invariant"]),
-                                             jnp.asarray(obs["score"]))).mean(-1)
-
-
 def run(ctx, s) -> Outcome:
   task_cfg, data = common.topic_data(s.task, path=f"{NAME}.task")
   cfg = common.lu_config(task_cfg, s.classifier, s.model, path=f"{NAME}.model")
-  apply = common.apply_for(cfg)
+  apply = apply_linear_for(cfg)
   loss_fn = models.make_loss(apply)
   record = analysis.topic_observables(apply, data)
   trainable = cfg.trainable()
@@ -229,8 +187,13 @@ def run(ctx, s) -> Outcome:
         raise ConfigError(f"noise.{key} holds {b}: a shuffled batch size is 1..task.n_train "
                           f"= {n}.")
   params0 = models.lu.init(jax.random.PRNGKey(s.init_seed), cfg)
-  tau, every, steps = _grid(s)
   lrs = [float(v) for v in s.lrs]
+  grid = stats.tau_grid(lrs, s.tau_every, s.tau_end)
+  if grid is None:
+    raise ConfigError(f"noise: tau_every = {float(s.tau_every):g} / lr and tau_end = "
+                      f"{float(s.tau_end):g} / lr must be whole step counts for every lr in "
+                      f"{lrs} (e.g. lrs 0.5 and 1 with tau_every 10).")
+  tau, every, steps = grid
   S = int(s.seeds)
   keys = np.arange(S, dtype=np.uint32) + np.uint32(1000)
   iv = stats.index_at(tau, s.tau_var)
@@ -259,7 +222,8 @@ def run(ctx, s) -> Outcome:
                         settings_json)
   t_steps = gd_all["t"][0]
   gd = {lr: {k: gd_all[k][i][None] for k in keep} for i, lr in enumerate(lrs)}
-  gd = {lr: {k: v[0] for k, v in _on_grid(o, t_steps, lr, tau).items()} for lr, o in gd.items()}
+  gd = {lr: {k: v[0] for k, v in stats.on_grid(o, t_steps, lr, tau).items()}
+        for lr, o in gd.items()}
   gf_takeoff = float(stats.takeoff_times(tau, gf["score"].T, s.takeoff).mean())
   ctx.log(f"{NAME}: gradient flow take-off (s_t ≥ {s.takeoff:g}) at τ ≈ {gf_takeoff:.0f}")
 
@@ -277,7 +241,8 @@ def run(ctx, s) -> Outcome:
               "lr": np.repeat(np.asarray(lrs, np.float32), S)}
     ctx.log(f"{NAME}: SGD B = {batch_size} ({sampling}) × lr {lrs} × {S} seeds, {steps} steps")
     obs = engine.sweep(ctx, f"{NAME}-sgd-b{batch_size}-{sampling}", one, inputs, settings_json)
-    return {lr: _on_grid({k: v[i * S:(i + 1) * S] for k, v in obs.items()}, t_steps, lr, tau)
+    return {lr: stats.on_grid({k: v[i * S:(i + 1) * S] for k, v in obs.items()}, t_steps, lr,
+                              tau)
             for i, lr in enumerate(lrs)}
 
   sgd = {}
@@ -322,7 +287,7 @@ def run(ctx, s) -> Outcome:
   var_def = (f"Var = across-seed variance of each topic word's s_t, averaged over the {words} "
              "topic words")
   # the bootstrap interval itself (it need not be symmetric about the fit), not fit ± half-width
-  ours = _slope_estimate(fit, S)
+  ours = rep.interval_estimate(fit.slope, fit.lo, fit.hi, S)
   if fit.lo > 1 or fit.hi < 1:
     excess = (f"the interval excludes 1: {fit.slope - 1:+.3f} from the first-order exponent; "
               "the SME is first order in lr, and the higher-order terms it leaves out bend the "
@@ -340,7 +305,7 @@ def run(ctx, s) -> Outcome:
   claims.append(rep.claim(
       f"{NAME}.var_slope_word_mean", f"the same slope with Var = across-seed variance of the "
       f"{words} topic words' mean s_t (τ = {tau[iv]:g})", paper=1.0,
-      ours=_slope_estimate(fit_wm, S),
+      ours=rep.interval_estimate(fit_wm.slope, fit_wm.lo, fit_wm.hi, S),
       tolerance=rep.Tolerance("info"), figure="fig_variance_scaling", quick=ctx.quick,
       note=f"bootstrap 95% [{fit_wm.lo:.3f}, {fit_wm.hi:.3f}]; per-word Var / this Var: "
            f"{min(per_over_mean):.3g}–{max(per_over_mean):.3g} over the configurations ({words} "
@@ -351,7 +316,7 @@ def run(ctx, s) -> Outcome:
   claims.append(rep.claim(
       f"{NAME}.var_slope_takeoff", f"same slope (per-word Var) at the gradient-flow take-off "
       f"τ = {tau[iv_mid]:g} (mid-transition)", paper=1.0,
-      ours=_slope_estimate(fit_mid, S),
+      ours=rep.interval_estimate(fit_mid.slope, fit_mid.lo, fit_mid.hi, S),
       tolerance=rep.Tolerance("info"), figure="fig_variance_scaling", quick=ctx.quick,
       note=f"bootstrap 95% [{fit_mid.lo:.3f}, {fit_mid.hi:.3f}]"))
   details["variance"] = {"definition": var_def, "lr_over_B": ratios, "var_tau_var": var,
@@ -392,12 +357,6 @@ def run(ctx, s) -> Outcome:
 
   sde_rows, shuffle_curves = [], {}
 
-  def ratio_at(obs, ref, k, word_mean=False):
-    a, b_ = obs["score"][:, k], ref[:, k]
-    if word_mean:
-      a, b_ = a.mean(-1, keepdims=True), b_.mean(-1, keepdims=True)
-    return stats.variance_ratio(a, b_, n_boot=s.bootstrap)[:3]
-
   def shuffled_terms(b, sampling):
     """(claim words, predicted ratio words, predicted ratio, note on τ_var within an epoch)."""
     epoch = dynamics.steps_per_epoch(n, b, sampling)
@@ -414,8 +373,7 @@ def run(ctx, s) -> Outcome:
       how = f"a final short batch of the {r} samples left, {epoch} steps per epoch"
       said = f"the short batch's noise alone predicts {pred:.3g}"
     steps = int(round(tau[iv] / lr_sde))
-    ends = [k for k in range(iv, 0, -1) if int(round(tau[k] / lr_sde)) % epoch == 0]
-    return how, said, pred, epoch, steps, (ends[0] if ends else None)
+    return how, said, pred, epoch, steps, stats.last_epoch_end(tau, iv, lr_sde, epoch)
 
   for sampling, bs in (("replacement", sd.batch_sizes), ("shuffle", sd.shuffle_batch_sizes)):
     for b in bs:
@@ -430,9 +388,11 @@ def run(ctx, s) -> Outcome:
                               and (lr_sde, b, "shuffle_keep_last") in sgd else [])
       for smp in against:
         ref = sgd[lr_sde, b, smp]["score"]
-        ratio, lo, hi = ratio_at(obs, ref, iv)
-        r_mid, lo_mid, hi_mid = ratio_at(obs, ref, iv_mid)
-        r_wm, lo_wm, hi_wm = ratio_at(obs, ref, iv, word_mean=True)
+        ratio, lo, hi = stats.variance_ratio_at(obs["score"], ref, iv, n_boot=s.bootstrap)
+        r_mid, lo_mid, hi_mid = stats.variance_ratio_at(obs["score"], ref, iv_mid,
+                                                        n_boot=s.bootstrap)
+        r_wm, lo_wm, hi_wm = stats.variance_ratio_at(obs["score"], ref, iv, word_mean=True,
+                                                     n_boot=s.bootstrap)
         v_sgd, v_sde = stats.word_variance(ref[:, iv]), stats.word_variance(obs["score"][:, iv])
         common_note = (f"bootstrap 95% [{lo:.3f}, {hi:.3f}]; Var_SGD {v_sgd:.3g}, Var_SDE "
                        f"{v_sde:.3g} (per-word Var); with Var of the {words} words' mean s_t: "
@@ -451,7 +411,7 @@ def run(ctx, s) -> Outcome:
               f"Var_SDE / Var_SGD of s_t at τ = {tau[iv]:g}, lr {lr_sde:g}, B {b} (with "
               f"replacement; lr/B = {lr_sde / b:.3g}{', SDE valid regime' if valid else ''}; "
               f"{var_def})", paper=1.0,
-              ours=rep.Estimate((ratio,), ratio, (hi - lo) / 2, S, "mean", lo, hi), tolerance=tol,
+              ours=rep.interval_estimate(ratio, lo, hi, S), tolerance=tol,
               figure="fig_sde_variance", quick=ctx.quick, comparable=S >= 256,
               note=f"{common_note}; one init: the interval covers seed noise only"))
           var_curves[f"SGD B={b} {smp}"] = ref.var(0, ddof=1).mean(-1)
@@ -464,7 +424,8 @@ def run(ctx, s) -> Outcome:
           else:
             where = f"τ = {tau[iv]:g} is {steps % epoch} steps into an epoch"
             if end is not None:
-              r_end, lo_end, hi_end = ratio_at(obs, ref, end)
+              r_end, lo_end, hi_end = stats.variance_ratio_at(obs["score"], ref, end,
+                                                              n_boot=s.bootstrap)
               where += (f"; at τ = {tau[end]:g}, the last recorded epoch end: {r_end:.3g} "
                         f"[{lo_end:.3g}, {hi_end:.3g}]")
               row.update(tau_epoch_end=float(tau[end]), ratio_epoch_end=r_end,
@@ -474,7 +435,7 @@ def run(ctx, s) -> Outcome:
               f"Var_SDE / Var_SGD of s_t at τ = {tau[iv]:g}, lr {lr_sde:g}, B {b}, shuffled "
               f"epochs ({how}); {said} (docs/sgd_sde.md)", paper="none: Li, Tai & E's SME "
               "assumes independent minibatches",
-              ours=rep.Estimate((ratio,), ratio, (hi - lo) / 2, S, "mean", lo, hi),
+              ours=rep.interval_estimate(ratio, lo, hi, S),
               tolerance=rep.Tolerance("info"), figure="fig_shuffle", quick=ctx.quick,
               note=f"{common_note}; {where}; the SME's c_s = (n − B)/(n − 1) = "
                    f"{sde.finite_population_factor(n, b, smp):.3g} is one step's "
@@ -495,7 +456,7 @@ def run(ctx, s) -> Outcome:
     claims.append(rep.claim(
         f"{NAME}.reduced_sde_var_ratio.B{b}", f"reduced SEN system's SDE (Assumption 1: non-topic "
         f"words frozen): Var / Var_SGD of s_t at τ = {tau[iv]:g}, lr {lr_sde:g}, B {b}",
-        paper=1.0, ours=rep.Estimate((ratio,), ratio, (hi - lo) / 2, S, "mean", lo, hi),
+        paper=1.0, ours=rep.interval_estimate(ratio, lo, hi, S),
         tolerance=rep.Tolerance("info"), figure="fig_sde_variance", quick=ctx.quick,
         note=f"bootstrap 95% [{lo:.3f}, {hi:.3f}]; max |mean s_t − SGD mean| "
              f"{float(np.max(np.abs(obs['score'].mean(0) - ref.mean(0)))):.3g}"))
@@ -505,8 +466,8 @@ def run(ctx, s) -> Outcome:
   # --- 4. Corollary 1 per seed; Theorem 1's drift; take-off times.
   sen_rows, drift_x, drift_y, sen_y, takeoffs = [], [], [], [], {}
   for (lr, b, sampling), o in sorted(sgd.items()):
-    err = _sen_errors(o, tau, m, s.sen_start_tau)
-    drift = _drift(o)
+    err = stats.sen_errors(o, tau, m, s.sen_start_tau)
+    drift = stats.mean_invariant_drift(o)
     tk = stats.takeoff_times(tau, np.moveaxis(o["score"], -1, 1), s.takeoff).mean(-1)
     label = f"lr {lr:g}, B {b}" + ("" if sampling == "replacement" else
                                    " shuffled (B divides n)" if n % b == 0 else
@@ -520,7 +481,7 @@ def run(ctx, s) -> Outcome:
         tolerance=rep.Tolerance("all_true", source=SOURCES["sen"]), figure="Eq (10)",
         quick=ctx.quick,
         note=f"per-seed error mean {np.mean(err):.4f}, max {np.max(err):.4f}; GD at this lr: "
-             f"{float(_sen_errors({k: v[None] for k, v in gd[lr].items()}, tau, m, s.sen_start_tau)[0]):.4f}"))
+             f"{float(stats.sen_errors({k: v[None] for k, v in gd[lr].items()}, tau, m, s.sen_start_tau)[0]):.4f}"))
     excess = stats.excess_invariant_drift(o["invariant"], gd[lr]["invariant"], gd[lr]["score"])
     if sampling == "replacement":
       drift_x.append(lr / b)
@@ -532,7 +493,7 @@ def run(ctx, s) -> Outcome:
           paper="0 along the flow (eq 9)", ours=rep.mean_ci(excess),
           tolerance=rep.Tolerance("info"), figure="fig_invariant", quick=ctx.quick,
           note=f"total drift max|ΔQ_t|/growth per seed {np.mean(drift):.4f} (GD alone: "
-               f"{_drift({k: v[None] for k, v in gd[lr].items()})[0]:.4f})"))
+               f"{stats.mean_invariant_drift({k: v[None] for k, v in gd[lr].items()})[0]:.4f})"))
     claims.append(rep.claim(
         f"{NAME}.takeoff.lr_{lr:g}.B{b}.{sampling}", f"{label}: take-off time τ at which s_t "
         f"first reaches {s.takeoff:g} (mean over topic words), over seeds",
@@ -567,18 +528,8 @@ def run(ctx, s) -> Outcome:
   # --- figures.
   figures = []
   lr0 = lr_sde
-  show = batch_sizes if len(batch_sizes) <= 3 else [
-      batch_sizes[0], batch_sizes[len(batch_sizes) // 2], batch_sizes[-1]]
-  panels = []
-  for q, ylabel, logy in (("score", "topic score $s_t$ (word 0)", False),
-                          ("emb_norm", "$\\|v_t\\|$ (word 0)", False), ("loss", "training loss", True)):
-    pick = (lambda a: a[..., 0]) if q != "loss" else (lambda a: a)
-    curves = [(f"SGD B={b}", tau, pick(sgd[lr0, b, "replacement"][q])) for b in show]
-    curves += [(f"SDE B={b}", tau, pick(o[q])) for (b, smp), o in sde_runs.items()
-               if smp == "replacement" and b == show[0]]
-    panels.append({"title": q, "ylabel": ylabel, "logy": logy, "curves": curves,
-                   "refs": [("gradient flow", tau, pick(gf[q])), (f"GD lr {lr0:g}", tau, pick(gd[lr0][q]))]})
-  figs.band_panels(panels, ctx.path("fig_bands.png"),
+  figs.band_panels(figs.bands_of_runs(tau, sgd, sde_runs, gf, gd[lr0], lr0, batch_sizes),
+                   ctx.path("fig_bands.png"),
                    title=f"lr {lr0:g}: mean ± sd over {S} seeds (same init)")
   figures.append("fig_bands.png")
   series = {f"lr {lr:g}": ([lr / b for b in batch_sizes],
