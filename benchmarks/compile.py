@@ -19,16 +19,21 @@ compiled by an earlier workload or another command is loaded. The workloads:
 
 In the child, ``jax.monitoring`` listeners count what JAX reports:
 
-* ``/jax/core/compile/backend_compile_duration``: one event per XLA program compiled (or
-  loaded from the cache: with a cold cache none is loaded, which ``cache_hits`` checks),
-  with its seconds and the traced function's name;
+* ``/jax/core/compile/backend_compile_duration``: one event per program JAX asks XLA for,
+  with its seconds and the traced function's name (``programs``: the same in every run of the
+  same code and settings, whatever the load);
 * ``/jax/core/compile/jaxpr_trace_duration`` and ``.../jaxpr_to_mlir_module_duration``:
   tracing and lowering;
-* ``/jax/compilation_cache/cache_hits`` / ``cache_misses``: loads from and misses of the cache.
+* ``/jax/compilation_cache/cache_hits``: programs loaded from the cache instead. The cache
+  starts empty, but a program asked for twice in one run (the same computation jitted in two
+  places) is loaded the second time when the first was written; JAX writes only programs that
+  took at least :data:`attndyn.compile_cache.MIN_COMPILE_SECONDS` to compile
+  (``cache_misses`` counts those writes), so both depend on the machine's speed and load.
+  ``compiled = programs - cache_hits``.
 
 ``compile_s`` is the time covered by the union of those three events' spans (a jit traced
 inside another's trace would otherwise count twice); ``compute_s = wall_s - compile_s``.
-``programs_by_name`` counts the compiled programs per traced function's name: a name compiled
+``programs_by_name`` counts the programs per traced function's name: a name compiled
 more often than expected is a program compiled again for new shapes, dtypes or weak types.
 Points per call: ``dynamics.run_sweep`` is wrapped in the child (nothing in attndyn changes)
 to record, per sweep, its points and the points of each compiled call (``chunk_size`` rounded
@@ -188,8 +193,9 @@ def child(what: str, out: str, result: str, tiny: bool, profile: str = None) -> 
   calls = sum(s["calls"] for s in sweeps)
   doc = {"workload": what, "tiny": tiny, "command": "attndyn " + " ".join(argv),
          "exit_code": code, "cache": os.environ.get("ATTNDYN_COMPILE_CACHE"),
-         "programs_compiled": counts["backend_compile"],
-         "cache_hits": events["cache_hits"], "cache_misses": events["cache_misses"],
+         "programs": counts["backend_compile"],
+         "programs_compiled": counts["backend_compile"] - events["cache_hits"],
+         "cache_hits": events["cache_hits"], "cache_writes": events["cache_misses"],
          "traces": counts["trace"], "lowerings": counts["lower"],
          "wall_s": wall, "compile_s": compile_s, "compute_s": wall - compile_s,
          "seconds_by_phase": {k: durations[k] for k in EVENTS},
@@ -236,7 +242,7 @@ def run_workload(what: str, tiny: bool, keep: str = None, profile: str = None) -
 
 def table(records: list) -> str:
   """The records as a markdown table."""
-  lines = ["| workload | exit | programs compiled | compile s | wall s | compute s | "
+  lines = ["| workload | exit | programs (loaded from cache) | compile s | wall s | compute s | "
            "sweep calls | points per call |", "|---|---|---|---|---|---|---|---|"]
   for r in records:
     if "error" in r:
@@ -244,7 +250,8 @@ def table(records: list) -> str:
       continue
     ppc = "-" if r["points_per_call"] is None else f"{r['points_per_call']:.1f}"
     lines.append(f"| {r['workload']}{' (tiny)' if r['tiny'] else ''} | {r['exit_code']} | "
-                 f"{r['programs_compiled']} | {r['compile_s']:.1f} | {r['wall_s']:.1f} | "
+                 f"{r['programs']} ({r['cache_hits']}) | {r['compile_s']:.1f} | "
+                 f"{r['wall_s']:.1f} | "
                  f"{r['compute_s']:.1f} | {r['sweep_calls']} | {ppc} |")
   for r in records:
     if "atlas" in r:
