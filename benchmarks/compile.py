@@ -41,6 +41,11 @@ to the devices; ``dynamics.sweep.chunk_length``); the atlas also reports, from i
 the points one bucket's compiled GD program serves (σ × lr × seeds) and one call of it computes
 (σ × seeds: one chunk holds one lr's points).
 
+``python -m benchmarks.compile --compare A.json B.json`` runs nothing: per workload of both
+files, it prints the counts that differ (programs, traces, lowerings, sweeps, calls, points per
+call, subprocesses, modules imported) and every traced function's name whose count of programs
+differs: two versions of attndyn compared by what does not depend on the load.
+
 ``--tiny`` runs the same code on tiny settings (the main job's ``theorem2`` alone with a few
 steps; the atlas's one tiny Attn-TC bucket), for a test. Writes ``FILE.json`` (one object per
 workload) and prints a markdown table. Wall and compute seconds depend on the machine and its
@@ -262,6 +267,32 @@ def table(records: list) -> str:
   return "\n".join(lines)
 
 
+COUNTS = ("programs", "traces", "lowerings", "sweeps", "sweep_calls", "points_per_call",
+          "subprocesses", "modules_imported")
+
+
+def compare(a: list, b: list) -> list:
+  """Lines naming what differs between two files' records of the same workloads: the counts of
+  :data:`COUNTS`, then each name whose programs differ, as ``name: A -> B``."""
+  lines = []
+  by_b = {r["workload"]: r for r in b}
+  for ra in a:
+    rb = by_b.get(ra["workload"])
+    if rb is None:
+      continue
+    lines.append(f"{ra['workload']}:")
+    for k in COUNTS:
+      if ra.get(k) != rb.get(k):
+        lines.append(f"  {k}: {ra.get(k)} -> {rb.get(k)}")
+    pa, pb = ra.get("programs_by_name", {}), rb.get("programs_by_name", {})
+    for name in sorted(set(pa) | set(pb), key=lambda n: -abs(pb.get(n, 0) - pa.get(n, 0))):
+      if pa.get(name, 0) != pb.get(name, 0):
+        lines.append(f"  programs of {name}: {pa.get(name, 0)} -> {pb.get(name, 0)}")
+    if len(lines) > 0 and lines[-1].endswith(":"):
+      lines.append("  no count differs")
+  return lines
+
+
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(prog="python -m benchmarks.compile",
                                description=__doc__.splitlines()[0])
@@ -274,11 +305,17 @@ def main(argv=None) -> int:
                   help="write cProfile's statistics of each workload to DIR/WORKLOAD.prof "
                        "(its call counts; profiling slows the Python parts, so the seconds "
                        "are not comparable with an unprofiled run's)")
+  ap.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
+                  help="run nothing: print the counts that differ between two files")
   ap.add_argument("--child", choices=("main", "atlas"), help=argparse.SUPPRESS)
   ap.add_argument("--result", help=argparse.SUPPRESS)
   args = ap.parse_args(argv)
   if args.child:
     return child(args.child, args.out, args.result, args.tiny, args.profile)
+  if args.compare:
+    a, b = (json.loads(Path(f).read_text()) for f in args.compare)
+    print("\n".join(compare(a, b)))
+    return 0
   if not args.out:
     ap.error("--out FILE.json is required")
   whats = ("main", "atlas") if args.what == "both" else (args.what,)

@@ -38,3 +38,12 @@ def test_tiny_atlas_counted():
   assert r["points_per_call"] == r["atlas"]["gd_points_per_call"]["mean"] == 4
   assert r["programs_by_name"].get("jit(traced_once)") == 1
   assert "| atlas (tiny) | 0 |" in bench.table([r])
+
+
+def test_compare_names_what_differs():
+  a = [{"workload": "main", "programs": 3, "traces": 2, "programs_by_name": {"jit(f)": 2,
+                                                                           "jit(g)": 1}}]
+  b = [{"workload": "main", "programs": 4, "traces": 2, "programs_by_name": {"jit(f)": 2,
+                                                                           "jit(g)": 2}}]
+  assert bench.compare(a, b) == ["main:", "  programs: 3 -> 4", "  programs of jit(g): 1 -> 2"]
+  assert bench.compare(a, a) == ["main:", "  no count differs"]
