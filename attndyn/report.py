@@ -6,7 +6,6 @@ run records), so ``attndyn report DIR`` prints the same table from files as
 """
 from typing import Mapping, Sequence, Tuple
 
-from attndyn.analysis.summary import run_headline
 
 __all__ = ["label", "table", "theory_lines", "diverged_lines", "ode_failed_lines", "all_odes_failed",
            "md_row", "md_table", "markdown"]
@@ -188,6 +187,7 @@ def _run_rows(doc: Mapping):
   body = []
   for i, (run, point) in enumerate(zip(runs, doc["points"])):
     status = "ok" if run.get("failed_at") is None else f"diverged at step {run['failed_at']}"
+    from attndyn.analysis.summary import run_headline   # not at import: the CLI's parser loads this module
     numbers = _numbers({**run, **run_headline(run)}, run["ode_max_abs_score_dev"], kinds)
     if run.get("failed_at") is not None:  # frozen parameters: the numbers mean nothing
       numbers = ["-"] * len(numbers)

@@ -72,3 +72,15 @@ def test_a_rerun_loads_its_programs_and_computes_the_same(tmp_path):
     assert sorted(a.files) == sorted(b.files) and any(k.startswith("reduced") for k in a.files)
     for k in a.files:
       np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+def test_parsing_a_command_does_not_import_equinox():
+  # compile_cache.enable sets EQX_ON_ERROR=nan only if equinox is not imported yet: were the
+  # parser to import it (through a module of a subcommand), every ODE program would hold a
+  # host callback and none would be cached.
+  code = ("import sys\nfrom attndyn import cli\n"
+          "cli._parser().parse_args(['run', '--preset', 'quick', '--out', 'x'])\n"
+          "print(sorted(m for m in ('equinox', 'diffrax') if m in sys.modules))")
+  done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+  assert done.returncode == 0, done.stderr
+  assert done.stdout.strip() == "[]"
