@@ -74,6 +74,36 @@ def test_a_rerun_loads_its_programs_and_computes_the_same(tmp_path):
       np.testing.assert_array_equal(a[k], b[k], err_msg=k)
 
 
+def test_the_cache_stays_bounded_and_scans_only_when_its_count_passes_the_bound(tmp_path):
+  # JAX's LRU cache scans every entry before every write (N²/2 file reads for N programs);
+  # ours scans at its first write and then only when the bytes it knows of would pass
+  # max_size, evicting the least recently used as JAX does.
+  from jax._src import lru_cache
+  cls = compile_cache._healing_class()
+  cache = cls(str(tmp_path), max_size=10_000)
+  scans = []
+  original = lru_cache.LRUCache._evict_if_needed
+
+  def counted(self, **kwargs):
+    scans.append(kwargs)
+    return original(self, **kwargs)
+
+  lru_cache.LRUCache._evict_if_needed = counted
+  try:
+    sizes = []
+    for i in range(40):
+      cache.put(f"k{i}", bytes(900))   # ~1 kB sealed: about 10 fit
+      sizes.append(sum(p.stat().st_size for p in tmp_path.glob("*-cache")))
+      assert sizes[-1] <= 10_000
+  finally:
+    lru_cache.LRUCache._evict_if_needed = original
+  entry = (tmp_path / "k39-cache").stat().st_size
+  fit = 10_000 // entry
+  assert len(scans) == 1 + (40 - fit)          # the first write, then one per write once full
+  # the least recently used went first: the newest entries that fit are kept
+  assert {p.name for p in tmp_path.glob("*-cache")} == {f"k{i}-cache" for i in range(40 - fit, 40)}
+
+
 def test_parsing_a_command_does_not_import_equinox():
   # compile_cache.enable sets EQX_ON_ERROR=nan only if equinox is not imported yet: were the
   # parser to import it (through a module of a subcommand), every ODE program would hold a
