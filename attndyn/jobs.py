@@ -366,9 +366,13 @@ def cluster(*, workers: int = 2, scheduler: Optional[str] = None, client=None) -
     yield client
     return
   import dask
-  logger = logging.getLogger("distributed")
-  level = logger.level
-  logger.setLevel(logging.CRITICAL)   # a job's failure is the command's line, not Dask's log
+  # a job's failure, or a lost scheduler, is the command's one line, not Dask's log (whose
+  # modules' loggers have levels of their own: distributed.client logs a lost connection)
+  loggers = [logging.getLogger(name) for name in ["distributed", *logging.root.manager.loggerDict]
+             if name == "distributed" or name.startswith("distributed.")]
+  levels = [(logger, logger.level) for logger in loggers]
+  for logger in loggers:
+    logger.setLevel(logging.CRITICAL)
   try:
     with contextlib.ExitStack() as stack:
       # A job holds its core for minutes: the workers' sampling profiler (every 10 ms) and
@@ -394,7 +398,8 @@ def cluster(*, workers: int = 2, scheduler: Optional[str] = None, client=None) -
       made.register_plugin(setup(cores), name=_Setup.name)
       yield made
   finally:
-    logger.setLevel(level)
+    for logger, level in levels:
+      logger.setLevel(level)
 
 
 _local = threading.local()   # the job running in this thread: its name, topic and report hook
@@ -558,13 +563,23 @@ def _run(pending, client, on_report, finish) -> None:
       for future in batch:
         job = by_future.pop(future)
         names_running.discard(job.name)
+        if future.status == "cancelled":   # the scheduler was lost, or someone cancelled it
+          try:
+            future.result()
+            why = "cancelled"
+          except BaseException as err:
+            why = " ".join(str(err).split())[:200]
+          raise ConfigError(f"job {job.name} did not finish on the Dask cluster ({why}); the "
+                            f"jobs that finished are kept in the store: once the scheduler "
+                            f"answers again, run the same command with --resume.")
         if future.status == "error":
           finish(job, err=future.exception(), tb=future.traceback())
         else:
           finish(job, future.result())
   finally:
     if by_future:   # interrupted: nothing more is started; what finished is in the store
-      client.cancel(list(by_future), force=True)
+      with contextlib.suppress(Exception):   # the scheduler may be gone
+        client.cancel(list(by_future), force=True)
     if on_report is not None:
       with contextlib.suppress(Exception):
         client.unsubscribe_topic(topic)

@@ -52,12 +52,10 @@ def one_process(tmp_path_factory):
   return atlas.run_atlas(out, items=TINY, progress=False, findings=False)
 
 
-@pytest.fixture(scope="module")
-def dask_cluster(tmp_path_factory):
-  """``dask scheduler`` and two ``dask worker`` processes on localhost (no nanny: a killed
-  worker stays dead)."""
+def _start_cluster(folder, workers: int):
+  """``dask scheduler`` and ``workers`` ``dask worker`` processes on localhost (no nanny: a
+  killed worker stays dead): ``(address, [scheduler, *workers])``."""
   import distributed
-  folder = tmp_path_factory.mktemp("dask")
   file = folder / "scheduler.json"
   quiet = dict(cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   procs = [subprocess.Popen([sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1",
@@ -69,17 +67,32 @@ def dask_cluster(tmp_path_factory):
         break
       time.sleep(0.1)
     address = json.loads(file.read_text())["address"]
-    for i in range(2):
+    for i in range(workers):
       procs.append(subprocess.Popen(
           [sys.executable, "-m", "dask", "worker", address, "--nthreads", "1", "--no-nanny",
            "--no-dashboard", "--name", f"w{i}", "--local-directory", str(folder)], **quiet))
     with distributed.Client(address, timeout=60) as client:
-      client.wait_for_workers(2, timeout=120)
+      client.wait_for_workers(workers, timeout=120)
+  except BaseException:
+    _stop(procs)
+    raise
+  return address, procs
+
+
+def _stop(procs) -> None:
+  for p in procs:
+    p.kill()
+    p.wait()
+
+
+@pytest.fixture(scope="module")
+def dask_cluster(tmp_path_factory):
+  """A scheduler and two workers, separate processes on localhost."""
+  address, procs = _start_cluster(tmp_path_factory.mktemp("dask"), workers=2)
+  try:
     yield address, procs
   finally:
-    for p in procs:
-      p.kill()
-      p.wait()
+    _stop(procs)
 
 
 def test_a_worker_killed_mid_job_costs_nothing(dask_cluster, one_process, tmp_path):
@@ -148,3 +161,32 @@ def _written(result, tmp_path):
   path = tmp_path / "reference.csv"
   atlas.write_table(path, result.rows)
   return path
+
+
+def test_a_lost_scheduler_is_one_line_and_resume_continues(one_process, tmp_path):
+  (tmp_path / "dask").mkdir()
+  address, procs = _start_cluster(tmp_path / "dask", workers=1)
+  out = tmp_path / "atlas"
+  cmd = [sys.executable, "-m", "attndyn.cli", "atlas", "--out", str(out), "--no-progress"] + \
+      [a for item in TINY for a in ("--set", item)]
+  store = out / atlas.STORE
+  try:
+    proc = subprocess.Popen(cmd + ["--scheduler", address], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    while proc.poll() is None and len(list(store.glob("*.json"))) < 1:
+      time.sleep(0.05)
+    procs[0].kill()   # the scheduler
+    _, err = proc.communicate(timeout=300)
+  finally:
+    _stop(procs)
+  kept = len(list(store.glob("*.json")))
+  assert 1 <= kept < 3, f"the kill came too late: {kept} buckets finished"
+  lines = err.strip().splitlines()
+  assert proc.returncode == 2 and len(lines) == 1, err      # no traceback, no Dask log
+  assert "did not finish on the Dask cluster" in lines[0] and "--resume" in lines[0], err
+  again = subprocess.run(cmd + ["--workers", "1", "--resume"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+  assert again.returncode == 0, again.stderr
+  assert len(json.loads((out / "atlas.json").read_text())["reused"]) == kept
+  assert not _same(atlas.read_table(out / "atlas.csv"), atlas.read_table(
+      _written(one_process, tmp_path)))
