@@ -343,6 +343,27 @@ def _check_address(address: str) -> None:
                       f"`dask scheduler` prints, e.g. tcp://10.0.0.5:8786.") from None
 
 
+CONNECT_SECONDS = 30   # how long a --scheduler address has to answer
+
+
+def _handshake(address: str) -> None:
+  """Connect to ``address`` and complete Dask's handshake within :data:`CONNECT_SECONDS`:
+  the client's own ``timeout`` bounds the connection but not the handshake, so a port that
+  accepts and never answers would hold the command for ever."""
+  import asyncio
+
+  from distributed.comm import connect
+
+  async def probe():
+    comm = await connect(address, timeout=CONNECT_SECONDS)
+    await comm.close()
+
+  try:
+    asyncio.run(asyncio.wait_for(probe(), CONNECT_SECONDS))
+  except asyncio.TimeoutError:
+    raise TimeoutError(f"no answer within {CONNECT_SECONDS} s") from None
+
+
 @contextlib.contextmanager
 def cluster(*, workers: int = 2, scheduler: Optional[str] = None, client=None) -> Iterator:
   """A :class:`distributed.Client` to run jobs on (:func:`execute` runs ``workers = 1`` in
@@ -383,7 +404,8 @@ def cluster(*, workers: int = 2, scheduler: Optional[str] = None, client=None) -
       if scheduler is not None:
         _check_address(scheduler)
         try:
-          made = stack.enter_context(distributed.Client(scheduler, timeout=30,
+          _handshake(scheduler)
+          made = stack.enter_context(distributed.Client(scheduler, timeout=CONNECT_SECONDS,
                                                         set_as_default=False))
         except Exception as err:   # refused, timed out, not a Dask scheduler at all
           raise ConfigError(f"--scheduler {scheduler!r}: no Dask scheduler answers there "

@@ -52,3 +52,25 @@ def test_outside_a_checkout_the_source_itself_keys_the_jobs(monkeypatch):
   monkeypatch.setattr(Path, "read_bytes", edited)
   monkeypatch.setattr(jobs, "_REVISION", {})
   assert jobs.revision() is None and jobs.key_of("p") != key
+
+
+def test_a_scheduler_address_that_accepts_and_never_answers_is_one_error(monkeypatch):
+  # a port that accepts connections and never speaks (another service, a stalled host):
+  # the command says so once the wait is over, instead of waiting for ever
+  import socket
+  import time
+
+  from attndyn.tasks.errors import ConfigError
+  silent = socket.socket()
+  silent.bind(("127.0.0.1", 0))
+  silent.listen(4)
+  monkeypatch.setattr(jobs, "CONNECT_SECONDS", 2)
+  address = "tcp://127.0.0.1:%d" % silent.getsockname()[1]
+  t0 = time.monotonic()
+  try:
+    with pytest.raises(ConfigError, match="no Dask scheduler answers there"):
+      with jobs.cluster(scheduler=address):
+        pass
+  finally:
+    silent.close()
+  assert time.monotonic() - t0 < 30
