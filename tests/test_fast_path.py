@@ -399,3 +399,30 @@ def test_auto_train_of_another_model_with_the_lu_config_is_generic(data):
              "t": jnp.ones(())}
   traj = choice.train(params0, jax.random.PRNGKey(0))
   assert float(traj.observables["t"][-1]) != 1.0
+
+
+class _Device:
+  """A stand-in for a jax Device: its platform and what memory_stats reports."""
+
+  def __init__(self, platform, stats):
+    self.platform, self._stats = platform, stats
+
+  def memory_stats(self):
+    if isinstance(self._stats, Exception):
+      raise self._stats
+    return self._stats
+
+
+def test_default_seed_tile_is_cache_sized_on_cpu_and_memory_sized_on_an_accelerator():
+  from attndyn.dynamics.fast_lu import SEED_TILE, default_seed_tile
+  from attndyn.dynamics.fast_lu.train import MEMORY_SHARE
+  assert default_seed_tile(4096, 10**6, _Device("cpu", {"bytes_limit": 10**12})) == SEED_TILE
+  gpu = lambda limit: _Device("gpu", {"bytes_limit": limit})
+  # room for every seed: one tile
+  assert default_seed_tile(4096, 10**6, gpu(10**11)) == 4096
+  # room for fewer: as many as MEMORY_SHARE of the memory holds, at least one
+  assert default_seed_tile(4096, 10**6, gpu(4 * 10**8)) == int(MEMORY_SHARE * 4 * 10**8 // 10**6)
+  assert default_seed_tile(4096, 10**9, gpu(10**8)) == 1
+  # a device that reports no limit (or fails to): every seed
+  assert default_seed_tile(300, 10**6, _Device("tpu", {})) == 300
+  assert default_seed_tile(300, 10**6, _Device("gpu", RuntimeError("no stats"))) == 300

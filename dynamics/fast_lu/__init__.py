@@ -75,8 +75,9 @@ Algebra (one seed; sentence ``i`` has words ``w_il``, ``n`` sentences,
    reduction over a non-minor axis is slow; :mod:`dynamics.fast_lu.xla_cpu`).
 
 Every array keeps the seed axis innermost (``[..., S]``) so each elementwise
-loop vectorises across seeds; seeds are processed in tiles of ``seed_tile``
-(``lax.map`` over tiles) so a tile's state stays in cache. The shift ``c`` is
+loop vectorises across seeds; on a CPU seeds are processed in tiles of ``seed_tile``
+(``lax.map`` over tiles) so a tile's state stays in cache; on an accelerator a tile is
+every seed its memory holds (``default_seed_tile``). The shift ``c`` is
 each seed's largest score at every step (any constant gives the same
 trajectory; this one guards ``exp`` against overflow). The one limit of the
 factored form: a sentence whose words all score more than ~87 (float32;
@@ -109,9 +110,11 @@ from attndyn.dynamics.fast_lu.step import GATHER_COST as GATHER_COST
 from attndyn.dynamics.fast_lu.step import projected_forward_pays as projected_forward_pays
 from attndyn.dynamics.fast_lu.train import COMPILER_OPTIONS as COMPILER_OPTIONS
 from attndyn.dynamics.fast_lu.train import SEED_TILE as SEED_TILE
+from attndyn.dynamics.fast_lu.train import default_seed_tile as default_seed_tile
 from attndyn.dynamics.fast_lu.train import make_fast_sweep_train as make_fast_sweep_train
 from attndyn.dynamics.fast_lu.train import make_fast_train as make_fast_train
 
 __all__ = ["FastPathCheck", "fast_path_applies", "HEAVY_COUNT", "WordPlan", "plan_words",
            "GATHER_COST", "projected_forward_pays", "COMPILER_OPTIONS", "SEED_TILE",
+           "default_seed_tile",
            "make_fast_sweep_train", "make_fast_train"]

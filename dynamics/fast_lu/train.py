@@ -14,12 +14,48 @@ from attndyn.dynamics.trajectory import Trajectory, checked_record
 from attndyn.tasks.batch import Batch
 from attndyn.tasks.errors import ConfigError
 
-__all__ = ["SEED_TILE", "COMPILER_OPTIONS", "make_fast_sweep_train", "make_fast_train"]
+__all__ = ["SEED_TILE", "COMPILER_OPTIONS", "default_seed_tile", "make_fast_sweep_train",
+           "make_fast_train"]
 
-# Seeds per tile: a tile's state ([V, d, S] float32) should stay in the last-level cache, so
-# seeds are advanced in tiles rather than all at once (`python -m benchmarks.xla_options`
-# times SEED_TILE against one tile of all seeds; `benchmarks/run.py` the default's speed).
+# Seeds per tile on a CPU: a tile's state ([V, d, S] float32) should stay in the last-level
+# cache, so seeds are advanced in tiles rather than all at once (`python -m
+# benchmarks.xla_options` times SEED_TILE against one tile of all seeds; `benchmarks/run.py`
+# the default's speed). An accelerator has no such cache to keep and runs tiles one after
+# another, so there a tile is every seed its memory holds (default_seed_tile).
 SEED_TILE = 16
+# On an accelerator, the share of its memory a tile's seeds may take, and how many times a
+# seed's state and per-token channels (seed_bytes) a step holds at once (state, gradients,
+# the forward and backward channels): a bound for choosing the tile, not a measurement.
+MEMORY_SHARE = 0.25
+STEP_COPIES = 4
+
+
+def seed_bytes(plan, lay, itemsize: int) -> int:
+  """Bytes one seed's step touches (×STEP_COPIES): the weighted embeddings and scores of the
+  ``V_a(+1)`` rows, their ``K``-channel projections and backward sums, and each token's
+  ``K + 1`` forward channels."""
+  rows = len(plan.words) + int(plan.dummy)
+  tokens = int(np.asarray(plan.row_tokens).size)
+  elements = 2 * rows * (lay.d + 1) + 2 * rows * lay.k + tokens * (lay.k + 1) \
+      + 2 * rows * (lay.k + 1)
+  return STEP_COPIES * itemsize * elements
+
+
+def default_seed_tile(n_seeds: int, per_seed_bytes: int, device=None) -> int:
+  """Seeds advanced together when the caller names no tile: :data:`SEED_TILE` on a CPU
+  (cache-sized tiles); on an accelerator, all ``n_seeds`` or as many as
+  :data:`MEMORY_SHARE` of its memory holds at ``per_seed_bytes`` each (all of them where
+  the device reports no memory limit)."""
+  device = jax.devices()[0] if device is None else device
+  if device.platform == "cpu":
+    return SEED_TILE
+  try:
+    limit = (device.memory_stats() or {}).get("bytes_limit")
+  except Exception:   # noqa: BLE001 - not every backend reports memory
+    limit = None
+  if not limit:
+    return n_seeds
+  return max(1, min(n_seeds, int(MEMORY_SHARE * limit // max(1, per_seed_bytes))))
 # XLA options for compiling the fast path (pass to jax.jit or dynamics.run_sweep): LLVM at -O1.
 # Its kernels are sums of gathers and elementwise loops, where -O2's extra LLVM passes buy no
 # speed for more compile time (`python -m benchmarks.xla_options` times both ways).
@@ -35,7 +71,7 @@ def _check_batch(batch: Batch):
 
 def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainConfig,
                           trainable: Optional[dict] = None, *, record_params: bool = False,
-                          seed_tile: int = SEED_TILE, unroll: int = 1,
+                          seed_tile: Optional[int] = None, unroll: int = 1,
                           project: Optional[bool] = None):
   """Build ``train_batch(params0, lr=None) -> Trajectory`` for S seeds sharing ``batch``.
 
@@ -57,7 +93,9 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
       from ``model_cfg``'s initialiser has them zero when ``fast_path_applies`` says yes).
     record_params: also return the parameters at every recorded step.
     seed_tile: seeds advanced together; larger sweeps run tile after tile
-      (``lax.map``) inside the same compiled program.
+      (``lax.map``) inside the same compiled program. Default
+      (:func:`default_seed_tile`): :data:`SEED_TILE` on a CPU, every seed the
+      memory holds on an accelerator. The trajectory does not depend on it.
     unroll: steps unrolled per iteration of the inner ``lax.scan``.
     project: gather ``Wᵀx_w`` in the forward pass (True) or ``x_w`` (False);
       default: whichever :func:`projected_forward_pays` says is cheaper. Both
@@ -141,7 +179,11 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
     n_seeds = jax.tree.leaves(params0)[0].shape[0]
     lr = cfg.lr if lr is None else lr
     lr = jnp.broadcast_to(jnp.asarray(lr), (n_seeds,))
-    tile = max(1, min(seed_tile, n_seeds))
+    if seed_tile is None:
+      itemsize = jnp.dtype(params0["embeddings"].dtype).itemsize
+      tile = default_seed_tile(n_seeds, seed_bytes(plan, lay, itemsize))
+    else:
+      tile = max(1, min(seed_tile, n_seeds))
     n_tiles = -(-n_seeds // tile)
     if n_tiles == 1:
       obs, params_t, final, failed = run_tile(params0, lr)
@@ -160,7 +202,7 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
 
 def make_fast_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: TrainConfig,
                     trainable: dict, *, model_cfg, record_params: bool = False,
-                    seed_tile: int = SEED_TILE, unroll: int = 1,
+                    seed_tile: Optional[int] = None, unroll: int = 1,
                     project: Optional[bool] = None):
   """Drop-in for :func:`dynamics.make_train` on the Lu model with a fixed query (or a trained
   one from zero keys).
