@@ -123,8 +123,9 @@ class ODEConfig:
     solver: diffrax solver name.
     rtol: relative tolerance of the adaptive step-size controller, > 0. It holds
       for every run: with one data seed and FC or TC, each chunk's reduced ODEs
-      are solved as one system whose shared step is accepted only if every
-      run's own error passes; TL's runs are solved separately.
+      (below 200 points per call) are solved as one system whose shared step is
+      accepted only if every run's own error passes; otherwise, and for TL, each
+      run is solved with its own steps.
     atol: absolute tolerance of the adaptive step-size controller, > 0.
     max_steps: most solver steps per run (per chunk where the reduced ODEs are
       solved as one system) before it is reported as failed.

@@ -19,7 +19,10 @@ program size: the shared step follows the most demanding seed at each time, so
 it takes more steps than the slowest seed alone, but a vmapped ``diffeqsolve``
 turns every scalar of the step-size logic into a per-seed select and is slower
 to trace and compile; for a smooth field (FC/TC) the shared solve is the faster
-from cold (``benchmarks.run``'s reduced-ODE timing measures both).
+from cold on narrow chunks (``benchmarks.run``'s reduced-ODE timing measures both). Its
+steps grow with the seeds, each of which is demanding at its own times, so wide chunks are
+the vmap's (:data:`dynamics.strategy.SHARED_SOLVE_MAX_POINTS`; ``benchmarks.ode_width``
+counts both).
 
 A discontinuous field is the exception: TL's ReLU kinks shorten each seed's
 steps at its own times, and the shared step takes them all, many times the steps

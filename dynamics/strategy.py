@@ -21,7 +21,7 @@ from attndyn.dynamics.reduced_ode import COMPILER_OPTIONS as REDUCED_COMPILER_OP
 from attndyn.dynamics.reduced_ode import LINEAR_COMPILER_OPTIONS as REDUCED_LINEAR_COMPILER_OPTIONS
 from attndyn.models.classifiers import LINEAR_CLASSIFIERS
 
-__all__ = ["REDUCED_KINDS", "StagePlan", "Plan", "fast_path_for_sweep", "gd_stage", "ode_stage",
+__all__ = ["REDUCED_KINDS", "SHARED_SOLVE_MAX_POINTS", "StagePlan", "Plan", "fast_path_for_sweep", "gd_stage", "ode_stage",
            "lrs_together", "host_bytes", "device_budget", "points_per_call", "plan"]
 
 # The ODEs solved by the reduced-ODE code (dynamics.reduced_ode): one system per chunk for
@@ -29,6 +29,12 @@ __all__ = ["REDUCED_KINDS", "StagePlan", "Plan", "fast_path_for_sweep", "gd_stag
 REDUCED_KINDS = ("reduced", "extended")
 # The share of a device's memory (or of the host's RAM, on CPU) a chunk may use.
 _BUDGET_FRACTION = 0.5
+# From this many points per call the reduced ODE of FC/TC is solved point by point (vmapped,
+# each point its own step size) rather than as one system: the shared step is the smallest any
+# point needs at each time, so its steps grow with the points (`python -m
+# benchmarks.ode_width`, docs/measurements/ode-width.md: on a 2-core CPU, cold, the shared
+# solve was the faster at 160 points and the slower at 240).
+SHARED_SOLVE_MAX_POINTS = 200
 
 
 class StagePlan(NamedTuple):
@@ -115,12 +121,17 @@ def gd_stage(model_cfg, train_cfg, *, gd_path: str = "auto", grid=(), n_datasets
   return StagePlan("generic", verdict.reason, serial=_on_cpu(devices))
 
 
-def ode_stage(kind: str, classifier: str, shared_data: bool) -> StagePlan:
-  """An ODE stage (``kind``: ``"reduced"``, ``"extended"``, ``"gradient_flow"``).
+def ode_stage(kind: str, classifier: str, shared_data: bool,
+              points: Optional[int] = None) -> StagePlan:
+  """An ODE stage (``kind``: ``"reduced"``, ``"extended"``, ``"gradient_flow"``; ``points``:
+  the points of one compiled call, ``None`` if not known).
 
   Points sharing one dataset solve the reduced ODE together (one ``diffeqsolve`` per chunk),
   except with TL, whose ReLU kinks cut each seed's steps at its own times: shared steps would
-  take them all, more steps than per-seed solves take together. TL's ODEs run one point after
+  take them all, more steps than per-seed solves take together. FC/TC's smooth fields have the
+  same cost in a milder form, which grows with the points: from
+  :data:`SHARED_SOLVE_MAX_POINTS` points per call they are vmapped, each point with its own
+  step size (a larger program to compile, fewer steps to run). TL's ODEs run one point after
   another, so each takes its own number of steps: vmapped, every point steps until the slowest
   is done (the seeds' step counts differ several-fold), and a vmapped vector field costs no
   less than the points' own (the reduced ODE of the atlas's quick TL base bucket:
@@ -137,6 +148,10 @@ def ode_stage(kind: str, classifier: str, shared_data: bool) -> StagePlan:
     return StagePlan("point", "TL: a solve per point, each with its own steps", serial, options)
   if not shared_data:
     return StagePlan("point", "several data seeds: a solve per point", serial, options)
+  if points is not None and points >= SHARED_SOLVE_MAX_POINTS:
+    return StagePlan("point", f"{points} points per call: a solve per point, vmapped (one "
+                     f"shared step from {SHARED_SOLVE_MAX_POINTS} points takes more steps)",
+                     serial, options)
   return StagePlan("sweep", "one dataset: one solve for a chunk's points", serial, options)
 
 
@@ -231,6 +246,12 @@ def plan(model_cfg, train_cfg, *, ode_kinds=(), grid=(), n_datasets: int = 1,
                        loss_fn=loss_fn, devices=devices)
   else:
     gd_plan = StagePlan("none", "gd = False")
-  odes = {kind: ode_stage(kind, model_cfg.classifier, n_datasets == 1) for kind in ode_kinds}
-  return Plan(gd_plan, odes, lrs_together(train_cfg, grid),
-              points_per_call(n_points, bytes_per_point, devices, chunk_size))
+  chunk = points_per_call(n_points, bytes_per_point, devices, chunk_size)
+  together = lrs_together(train_cfg, grid)
+  # the ODE stage's points per call: the chunk, of the points without their lr when the
+  # learning rates are solved together (pipeline._solved_over_lrs)
+  ode_points = n_points // len(dict(grid)["train.lr"]) if together else n_points
+  ode_points = ode_points if chunk is None else min(chunk, ode_points)
+  odes = {kind: ode_stage(kind, model_cfg.classifier, n_datasets == 1, ode_points)
+          for kind in ode_kinds}
+  return Plan(gd_plan, odes, together, chunk)

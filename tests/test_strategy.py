@@ -70,6 +70,29 @@ def test_tl_solves_each_point_on_its_own_and_several_datasets_each_point_too():
   assert (fc.odes["extended"].path, fc.odes["extended"].serial) == ("point", False)
 
 
+def test_wide_calls_solve_the_reduced_ode_point_by_point():
+  """From SHARED_SOLVE_MAX_POINTS points per call of the ODE stage, FC/TC's reduced ODE is
+  vmapped per point; the call's points are the chunk's, and without their lr when the
+  learning rates are solved together."""
+  wide = strategy.SHARED_SOLVE_MAX_POINTS
+  path = lambda **kw: strategy.plan(_model(classifier="tc"), _train(**kw.pop("train", {})),
+                                    ode_kinds=("reduced", "extended"), **kw).odes
+  for ode in path(n_points=wide).values():
+    assert (ode.path, ode.serial) == ("point", False) and f"{wide} points per call" in ode.reason
+    assert ode.compiler_options is dynamics.reduced_ode.LINEAR_COMPILER_OPTIONS
+  assert path(n_points=wide - 1)["reduced"].path == "sweep"
+  assert path(n_points=10 * wide, chunk_size=wide - 1)["reduced"].path == "sweep"
+  lrs = (("train.lr", (0.5, 1.0)),)
+  # 2·wide points over two learning rates solved together: wide points per ODE call
+  assert path(n_points=2 * wide, grid=lrs, train=dict(flow_time=20.0))["reduced"].path == "point"
+  assert path(n_points=2 * wide - 2, grid=lrs,
+              train=dict(flow_time=20.0))["reduced"].path == "sweep"
+  assert path(n_points=2 * wide - 2, grid=lrs)["reduced"].path == "point"   # not together
+  # TL is solved point after point at any width
+  tl = strategy.plan(_model(classifier="tl"), _train(), ode_kinds=("reduced",), n_points=wide)
+  assert (tl.odes["reduced"].path, tl.odes["reduced"].serial) == ("point", True)
+
+
 def test_learning_rates_are_solved_together_only_when_every_run_ends_at_one_flow_time():
   lrs = (("train.lr", (0.5, 1.0)),)
   assert strategy.lrs_together(_train(flow_time=20.0), lrs)
