@@ -415,14 +415,21 @@ class _Device:
 
 def test_default_seed_tile_is_cache_sized_on_cpu_and_memory_sized_on_an_accelerator():
   from attndyn.dynamics.fast_lu import SEED_TILE, default_seed_tile
-  from attndyn.dynamics.fast_lu.train import MEMORY_SHARE
+  from attndyn.dynamics.fast_lu.train import ACCELERATOR_SEED_TILE as most, MEMORY_SHARE
   assert default_seed_tile(4096, 10**6, _Device("cpu", {"bytes_limit": 10**12})) == SEED_TILE
   gpu = lambda limit: _Device("gpu", {"bytes_limit": limit})
-  # room for every seed: one tile
-  assert default_seed_tile(4096, 10**6, gpu(10**11)) == 4096
+  # room for every seed: one tile up to the cap, then equal tiles of at most the cap
+  assert default_seed_tile(most - 3, 10**6, gpu(10**12)) == most - 3
+  assert default_seed_tile(16 * most, 10**6, gpu(10**12)) == most
+  assert default_seed_tile(most + 2, 10**6, gpu(10**12)) == most // 2 + 1
   # room for fewer: as many as MEMORY_SHARE of the memory holds, at least one
-  assert default_seed_tile(4096, 10**6, gpu(4 * 10**8)) == int(MEMORY_SHARE * 4 * 10**8 // 10**6)
+  room = int(MEMORY_SHARE * 4 * 10**8 // 10**6)
+  assert room < most and default_seed_tile(4 * room, 10**6, gpu(4 * 10**8)) == room
   assert default_seed_tile(4096, 10**9, gpu(10**8)) == 1
-  # a device that reports no limit (or fails to): every seed
+  # a device that reports no limit (or fails to): the cap alone
   assert default_seed_tile(300, 10**6, _Device("tpu", {})) == 300
   assert default_seed_tile(300, 10**6, _Device("gpu", RuntimeError("no stats"))) == 300
+  for n in (1, 7, most, 3 * most + 1, 10**5):     # tiles cover every seed, padding < tiles
+    tile = default_seed_tile(n, 10**6, gpu(10**12))
+    tiles = -(-n // tile)
+    assert tile <= most and 0 <= tiles * tile - n < tiles

@@ -21,13 +21,17 @@ __all__ = ["SEED_TILE", "COMPILER_OPTIONS", "default_seed_tile", "make_fast_swee
 # cache, so seeds are advanced in tiles rather than all at once (`python -m
 # benchmarks.xla_options` times SEED_TILE against one tile of all seeds; `benchmarks/run.py`
 # the default's speed). An accelerator has no such cache to keep and runs tiles one after
-# another, so there a tile is every seed its memory holds (default_seed_tile).
+# another, so there a tile is as many seeds as run at full speed (default_seed_tile).
 SEED_TILE = 16
 # On an accelerator, the share of its memory a tile's seeds may take, and how many times a
 # seed's state and per-token channels (seed_bytes) a step holds at once (state, gradients,
 # the forward and backward channels): a bound for choosing the tile, not a measurement.
 MEMORY_SHARE = 0.25
 STEP_COPIES = 4
+# The most seeds per tile on an accelerator: on one H200 the text TC preset ran 951k
+# seed·epochs/s in one tile of 1,024 seeds and 234k in one of 4,096 (docs/usage.md,
+# benchmarks.gpu), so larger sweeps run in tiles of at most this many.
+ACCELERATOR_SEED_TILE = 1024
 
 
 def seed_bytes(plan, lay, itemsize: int) -> int:
@@ -43,9 +47,9 @@ def seed_bytes(plan, lay, itemsize: int) -> int:
 
 def default_seed_tile(n_seeds: int, per_seed_bytes: int, device=None) -> int:
   """Seeds advanced together when the caller names no tile: :data:`SEED_TILE` on a CPU
-  (cache-sized tiles); on an accelerator, all ``n_seeds`` or as many as
-  :data:`MEMORY_SHARE` of its memory holds at ``per_seed_bytes`` each (all of them where
-  the device reports no memory limit)."""
+  (cache-sized tiles); on an accelerator, at most :data:`ACCELERATOR_SEED_TILE` and as many
+  as :data:`MEMORY_SHARE` of its memory holds at ``per_seed_bytes`` each, the tiles made
+  equal so the last is padded by fewer seeds than there are tiles."""
   device = jax.devices()[0] if device is None else device
   if device.platform == "cpu":
     return SEED_TILE
@@ -53,9 +57,13 @@ def default_seed_tile(n_seeds: int, per_seed_bytes: int, device=None) -> int:
     limit = (device.memory_stats() or {}).get("bytes_limit")
   except Exception:   # noqa: BLE001 - not every backend reports memory
     limit = None
-  if not limit:
-    return n_seeds
-  return max(1, min(n_seeds, int(MEMORY_SHARE * limit // max(1, per_seed_bytes))))
+  most = min(n_seeds, ACCELERATOR_SEED_TILE)
+  if limit:
+    most = max(1, min(most, int(MEMORY_SHARE * limit // max(1, per_seed_bytes))))
+  n_tiles = -(-n_seeds // most)
+  return -(-n_seeds // n_tiles)
+
+
 # XLA options for compiling the fast path (pass to jax.jit or dynamics.run_sweep): LLVM at -O1.
 # Its kernels are sums of gathers and elementwise loops, where -O2's extra LLVM passes buy no
 # speed for more compile time (`python -m benchmarks.xla_options` times both ways).
@@ -94,8 +102,9 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
     record_params: also return the parameters at every recorded step.
     seed_tile: seeds advanced together; larger sweeps run tile after tile
       (``lax.map``) inside the same compiled program. Default
-      (:func:`default_seed_tile`): :data:`SEED_TILE` on a CPU, every seed the
-      memory holds on an accelerator. The trajectory does not depend on it.
+      (:func:`default_seed_tile`): :data:`SEED_TILE` on a CPU, up to
+      :data:`ACCELERATOR_SEED_TILE` that the memory holds on an accelerator. The
+      trajectory does not depend on it.
     unroll: steps unrolled per iteration of the inner ``lax.scan``.
     project: gather ``Wᵀx_w`` in the forward pass (True) or ``x_w`` (False);
       default: whichever :func:`projected_forward_pays` says is cheaper. Both
