@@ -126,12 +126,10 @@ class Settings:
     ode_rtol: the reduced ODE's relative tolerance.
     ode_classifiers: classifiers whose buckets solve Lemma 2's reduced ODE.
     extended_classifiers: those (of ode_classifiers) that also solve the extended one.
-    chunk: the points of one compiled call: ``lr`` (one learning rate's σ × seeds, so each
-      call runs only its own length), ``bucket`` (every point of the bucket, as many as the
-      device's memory holds: one call runs to the longest length, the shorter runs masked)
-      or ``auto`` (``lr`` on a CPU, whose cores the masked steps would take; ``bucket`` on
-      an accelerator, where a wider call costs little more and the calls of a bucket's
-      learning rates no longer run one after another).
+    chunk: the points of one compiled call: ``bucket`` (every point of the bucket, as many
+      as the device's memory holds: one call runs to the longest run length, each run
+      stopped at its own; the fast path's seed tiles, ordered by lr, stop with their own
+      longest) or ``lr`` (one call per learning rate, one after another).
   """
   tau: typed.Number
   steps: typed.Count
@@ -149,7 +147,7 @@ class Settings:
   ode_rtol: typed.Number
   ode_classifiers: tuple[Classifier, ...]
   extended_classifiers: tuple[Classifier, ...]
-  chunk: Literal["auto", "lr", "bucket"] = "auto"
+  chunk: Literal["bucket", "lr"] = "bucket"
 
 
 # Full grid: 60 fast-path buckets (a trainable query included) × 16 σ × 12 lr and 6 autodiff
@@ -321,15 +319,6 @@ def _work(s: Settings, bucket: Bucket) -> float:
   return float(steps) * (1.0 if fast_path(bucket) else 1e6)
 
 
-def chunk_by(s: Settings) -> str:
-  """``s.chunk``, with ``auto`` resolved for the default device of the process that makes
-  the jobs (a client on a CPU sending jobs to accelerators names ``bucket`` itself)."""
-  if s.chunk != "auto":
-    return s.chunk
-  import jax
-  return "lr" if jax.default_backend() == "cpu" else "bucket"
-
-
 def run_config(s: Settings, bucket: Bucket) -> dict:
   """The bucket's ``attndyn run`` config (TOML shape): the ``lu2021-text-<classifier>`` preset
   with the bucket's sizes, the σ × lr grid and the seeds."""
@@ -346,12 +335,12 @@ def run_config(s: Settings, bucket: Bucket) -> dict:
   # Every run stops at flow time τ (train.flow_time). Chunked by lr, a chunk holds one lr's
   # points (lr is the grid's outer axis), so each chunk computes only its own run length,
   # with the one compiled program that serves every chunk; chunked by bucket, one call holds
-  # every lr and runs to the longest length (chunk_by).
+  # every lr and runs to the longest length, each run stopped at its own.
   raw["train"].update({"lr": lrs[0], "steps": s.steps, "record_every": s.record_every,
                        "flow_time": s.tau})
   raw["sweep"] = {"seeds": s.seeds, "data_seeds": [0], "grid": {"train.lr": lrs,
                                                                  "model.embed_std": sigmas}}
-  if chunk_by(s) == "lr":
+  if s.chunk == "lr":
     raw["sweep"]["chunk_size"] = len(sigmas) * s.seeds
   # Lemma 2's reduced ODE is derived for softmax attention and a fixed query.
   ode = solves_ode(s, bucket)

@@ -108,15 +108,15 @@ def test_rows_equal_attndyn_run_of_the_same_config(tiny_atlas):
 
 
 def test_a_bucket_in_one_call_gives_the_rows_of_a_call_per_lr(tiny_atlas, tmp_path):
-  """``chunk=bucket`` (the default on an accelerator) runs both learning rates in one call to
-  the longer length, the shorter runs stopped at their own; ``auto`` on a CPU is ``lr``.
-  float64: the same operations vmapped over 8 points instead of 4, so rtol 1e-9."""
+  """``chunk=bucket`` (the default) runs both learning rates in one call to the longer
+  length, the shorter runs stopped at their own; ``chunk=lr`` one call per lr. float64: the
+  same operations vmapped over 8 points instead of 4, so rtol 1e-9."""
   s = atlas.settings(items=TINY)
-  assert (s.chunk, atlas.chunk_by(s)) == ("auto", "lr")
-  assert atlas.run_config(s, atlas.buckets(s)[0])["sweep"]["chunk_size"] == 4
-  wide = atlas.settings(items=TINY + ["chunk=\"bucket\""])
-  assert "chunk_size" not in atlas.run_config(wide, atlas.buckets(wide)[0])["sweep"]
-  got = atlas.run_atlas(tmp_path, items=TINY + ["chunk=\"bucket\""], progress=False,
+  assert s.chunk == "bucket"
+  assert "chunk_size" not in atlas.run_config(s, atlas.buckets(s)[0])["sweep"]
+  per_lr = atlas.settings(items=TINY + ["chunk=\"lr\""])
+  assert atlas.run_config(per_lr, atlas.buckets(per_lr)[0])["sweep"]["chunk_size"] == 4
+  got = atlas.run_atlas(tmp_path, items=TINY + ["chunk=\"lr\""], progress=False,
                         findings=False).rows
   want = tiny_atlas[1].rows
   assert len(got) == len(want) == 8
