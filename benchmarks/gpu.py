@@ -19,7 +19,9 @@ one out, e.g. to give the full atlas the whole budget):
    timed calls after a warm-up, compiled apart), in seed·epochs/s, and its share of the
    measured bandwidth: :func:`benchmarks.workload.model_bytes_per_seed_epoch` × seed·epochs/s
    ÷ the triad's bandwidth, ``attndyn bench``'s BW% formula with the device's triad in place
-   of the host's.
+   of the host's. Each row records its seeds per tile (``seed_tile``, the default,
+   :func:`dynamics.fast_lu.default_seed_tile`); one more row (``one_tile``) times the middle
+   seed count (4,096) in a single tile, the choice the default's cap was made against.
 3. ``atlas-quick``: ``attndyn atlas --quick`` into a new folder, and its wall time.
 4. ``atlas-store``, ``atlas-full``, ``atlas-store``: ``attndyn atlas`` (the full grid) in a
    copy of ``--atlas-from`` (default docs/atlas/h100/full, which is only read), with whatever
@@ -120,15 +122,33 @@ def _step_bench(args) -> list:
   from benchmarks import impls
   from benchmarks.run import time_impl
   from benchmarks.workload import make_workload, model_bytes_per_seed_epoch
+  from attndyn.dynamics import fast_lu
   rows = []
-  for seeds in SEEDS[args.mode]:
+  # every seed count in the default tiles, then the middle one in a single tile (the cap
+  # lifted: fast_lu.ACCELERATOR_SEED_TILE was chosen from one such pair of runs)
+  middle = SEEDS[args.mode][1]
+  for seeds, tile in [(n, None) for n in SEEDS[args.mode]] + [(middle, middle)]:
     w = make_workload(seeds, **WORKLOAD[args.mode])
-    row = time_impl("attndyn", impls.IMPLS["attndyn"], w, EPOCHS[args.mode][seeds], REPS)
+    build = lambda w_, epochs, tile=tile: impls.attndyn(w_, epochs, seed_tile=tile)
+    row = time_impl("attndyn", build, w, EPOCHS[args.mode][seeds], REPS)
     row["model_bytes_per_seed_epoch"] = model_bytes_per_seed_epoch(w)
+    row["one_tile"] = tile is not None
+    row["seed_tile"] = tile or fast_lu.default_seed_tile(
+        seeds, fast_lu.train.seed_bytes(*_plan_layout(w), 4))
     rows.append(row)
     _write_result(args.result, rows)
     del w
   return rows
+
+
+def _plan_layout(w) -> tuple:
+  """The fast path's word plan and layout of a workload (for its default seed tile)."""
+  from attndyn.dynamics.fast_lu.plan import HEAVY_COUNT, _plan_for
+  from attndyn.dynamics.fast_lu.step import _Layout
+  plan = _plan_for(w.data.train, HEAVY_COUNT)
+  cfg = w.model_cfg
+  k = cfg.hidden_dim if cfg.classifier == "tl" else cfg.n_classes
+  return plan, _Layout(plan.n, cfg.embed_dim, k, cfg.n_classes, cfg.classifier)
 
 
 def _step_atlas_store(args) -> dict:
@@ -321,7 +341,8 @@ def _limited(cmd: list, limit: float, grace: float, log: Path) -> dict:
 
 def _goals(doc: dict) -> dict:
   """The issue's goals against what was measured (``None``: not measured, or not this size)."""
-  rate = next((r["seed_epochs_per_s"] for r in doc["bench"] if r["seeds"] == 4096), None)
+  rate = next((r["seed_epochs_per_s"] for r in doc["bench"]
+               if r["seeds"] == 4096 and not r.get("one_tile")), None)
   full = doc["atlas_full"] or {}
   seconds = full.get("seconds_if_run_alone")
   return {"seed_epochs_per_s_at_4096": {"goal": GOALS["seed_epochs_per_s_at_4096"],
@@ -479,7 +500,7 @@ def table(doc: dict) -> str:
            f"`{' '.join(doc['command'])}`, {doc['started']}.", "",
            "| seeds | attndyn seed·epochs/s | share of measured bandwidth | compile |",
            "|---|---|---|---|"]
-  by = {row["seeds"]: row for row in doc["bench"]}
+  by = {row["seeds"]: row for row in doc["bench"] if not row.get("one_tile")}
   for seeds in SEEDS[doc["mode"]]:
     row = by.get(seeds)
     if row is None:
@@ -491,7 +512,17 @@ def table(doc: dict) -> str:
                    f"{row['compile_s']:.2f} s |")
   quick = doc.get("atlas_quick") or {}
   full = doc.get("atlas_full") or {}
-  lines += ["", f"- Quick atlas: {_status(quick)}."]
+  lines.append("")
+  tiles = ", ".join(f"{r['seeds']:,}: {r['seed_tile']:,}" for r in by.values()
+                    if r.get("seed_tile"))
+  if tiles:
+    lines.append(f"- Seeds per tile (seeds: tile): {tiles}.")
+  for row in (r for r in doc["bench"] if r.get("one_tile")):
+    share = row["bandwidth_share"]
+    lines.append(f"- {row['seeds']:,} seeds in one tile: {row['seed_epochs_per_s']:,.0f} "
+                 f"seed·epochs/s, {'not measured' if share is None else f'{100 * share:.1f} %'}"
+                 " of the measured bandwidth.")
+  lines += [f"- Quick atlas: {_status(quick)}."]
   text = _status(full)
   if full.get("buckets") is not None:
     text += (f"; {full['done']} of {full['buckets']} buckets done ({full['reused_buckets']} "

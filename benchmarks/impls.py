@@ -109,11 +109,13 @@ def _seeds_impl(w: Workload, fn, compiler_options=None) -> Impl:
   return Impl(lambda: jax.block_until_ready(compiled(w.params0, w.keys)), seconds, mem, w.seeds)
 
 
-def attndyn(w: Workload, epochs: int) -> Impl:
-  """The fast path as ``attndyn run`` runs it: all seeds of a chunk advanced together."""
+def attndyn(w: Workload, epochs: int, seed_tile=None) -> Impl:
+  """The fast path as ``attndyn run`` runs it: all seeds of a chunk advanced together, in
+  tiles of ``seed_tile`` (default :func:`dynamics.fast_lu.default_seed_tile`)."""
   train_batch = dynamics.make_fast_sweep_train(w.model_cfg, w.data.train,
                                                _record(w.task.n_topic_words),
-                                               _train_config(w, epochs), w.model_cfg.trainable())
+                                               _train_config(w, epochs), w.model_cfg.trainable(),
+                                               seed_tile=seed_tile)
   return _seeds_impl(w, lambda p, k: train_batch(p).observables["score"][:, -1],
                      compiler_options=dynamics._FAST_COMPILER_OPTIONS)
 

@@ -60,7 +60,13 @@ def test_bench_rows_are_the_bench_rows_and_their_share_of_the_bandwidth(tiny):
   from benchmarks.workload import make_workload, model_bytes_per_seed_epoch
   _, doc = tiny
   rows = doc["bench"]
-  assert [r["seeds"] for r in rows] == list(gpu.SEEDS["tiny"])
+  middle = gpu.SEEDS["tiny"][1]
+  assert [(r["seeds"], r["one_tile"]) for r in rows] == \
+      [(n, False) for n in gpu.SEEDS["tiny"]] + [(middle, True)]
+  # on the CPU the default tile is fast_lu.SEED_TILE (at most the seeds); the extra row one tile
+  from attndyn.dynamics.fast_lu import SEED_TILE
+  assert [r["seed_tile"] for r in rows] == \
+      [min(SEED_TILE, n) for n in gpu.SEEDS["tiny"]] + [middle]
   # the workload's yardstick, computed here apart: the same dataset for every seed count
   bytes_per = model_bytes_per_seed_epoch(make_workload(1, **gpu.WORKLOAD["tiny"]))
   triad = doc["device"]["bandwidth"]["triad_gbs"]
@@ -102,8 +108,13 @@ def test_the_table_holds_the_measured_rows(tiny):
   text = (out / gpu.TABLE).read_text(encoding="utf-8")
   assert text == gpu.table(doc)
   for r in doc["bench"]:
-    assert (f"| {r['seeds']:,} | {r['seed_epochs_per_s']:,.0f} | "
-            f"{100 * r['bandwidth_share']:.1f} % |") in text
+    if r["one_tile"]:
+      assert (f"- {r['seeds']:,} seeds in one tile: {r['seed_epochs_per_s']:,.0f} "
+              f"seed·epochs/s, {100 * r['bandwidth_share']:.1f} %") in text
+    else:
+      assert (f"| {r['seeds']:,} | {r['seed_epochs_per_s']:,.0f} | "
+              f"{100 * r['bandwidth_share']:.1f} % |") in text
+  assert "- Seeds per tile (seeds: tile): 8: 8, 16: 16, 32: 16." in text
   assert "not measured" not in text
   assert f"2 of 2 buckets done (0 reused" in text
 

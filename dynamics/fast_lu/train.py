@@ -52,7 +52,7 @@ def default_seed_tile(n_seeds: int, per_seed_bytes: int, device=None) -> int:
   equal so the last is padded by fewer seeds than there are tiles."""
   device = jax.devices()[0] if device is None else device
   if device.platform == "cpu":
-    return SEED_TILE
+    return max(1, min(SEED_TILE, n_seeds))
   try:
     limit = (device.memory_stats() or {}).get("bytes_limit")
   except Exception:   # noqa: BLE001 - not every backend reports memory
