@@ -102,7 +102,8 @@ def _union(spans) -> float:
 
 def _atlas_points(out: Path) -> dict:
   """Per bucket of the atlas in ``out``: σ × lr × seeds (one compiled GD program's points) and
-  σ × seeds (one call's: a chunk holds one lr's points), from its atlas.json settings."""
+  one call's points (the run config's ``chunk_size``: σ × seeds with ``chunk = "lr"``; unset,
+  the whole bucket, which the atlas's buckets fit in memory), from its atlas.json settings."""
   from attndyn import atlas
   from attndyn import settings as typed
   doc = json.loads((out / "atlas.json").read_text())
@@ -111,7 +112,7 @@ def _atlas_points(out: Path) -> dict:
   for b in atlas.buckets(s):
     sigmas, lengths = atlas.continuous(s, b)
     program.append(len(sigmas) * len(lengths) * s.seeds)
-    call.append(len(sigmas) * s.seeds)
+    call.append(atlas.run_config(s, b)["sweep"].get("chunk_size") or program[-1])
   return {"buckets": len(program), "gd_points_per_program": _spread(program),
           "gd_points_per_call": _spread(call)}
 

@@ -29,13 +29,13 @@ def test_tiny_atlas_counted():
   assert 0 < r["compile_s"] <= r["wall_s"]
   assert r["compile_s"] >= max(r["seconds_by_phase"].values()) - 1e-6
   assert r["compute_s"] == pytest.approx(r["wall_s"] - r["compile_s"])
-  # the tiny atlas: one bucket of 2 σ × 2 lr × 2 seeds, its GD swept one lr per call (2 calls
-  # of 2 σ × 2 seeds), by one compiled program (the sweep's jitted call compiled once)
+  # the tiny atlas: one bucket of 2 σ × 2 lr × 2 seeds, its GD swept in one call (the atlas's
+  # chunk = "bucket"), by one compiled program (the sweep's jitted call compiled once)
   assert r["atlas"]["buckets"] == 1
   assert r["atlas"]["gd_points_per_program"]["max"] == 8
-  assert r["atlas"]["gd_points_per_call"]["max"] == 4
-  assert r["sweeps"] == 1 and r["sweep_calls"] == 2
-  assert r["points_per_call"] == r["atlas"]["gd_points_per_call"]["mean"] == 4
+  assert r["atlas"]["gd_points_per_call"]["max"] == 8
+  assert r["sweeps"] == 1 and r["sweep_calls"] == 1
+  assert r["points_per_call"] == r["atlas"]["gd_points_per_call"]["mean"] == 8
   assert r["programs_by_name"].get("jit(traced_once)") == 1
   assert "| atlas (tiny) | 0 |" in bench.table([r])
 
