@@ -21,8 +21,9 @@ from attndyn.dynamics.reduced_ode import COMPILER_OPTIONS as REDUCED_COMPILER_OP
 from attndyn.dynamics.reduced_ode import LINEAR_COMPILER_OPTIONS as REDUCED_LINEAR_COMPILER_OPTIONS
 from attndyn.models.classifiers import LINEAR_CLASSIFIERS
 
-__all__ = ["REDUCED_KINDS", "SHARED_SOLVE_MAX_POINTS", "StagePlan", "Plan", "fast_path_for_sweep", "gd_stage", "ode_stage",
-           "lrs_together", "host_bytes", "device_budget", "points_per_call", "plan"]
+__all__ = ["REDUCED_KINDS", "SHARED_SOLVE_MAX_POINTS", "StagePlan", "Plan", "fast_path_for_sweep",
+           "gd_stage", "ode_stage", "lrs_together", "host_bytes", "device_budget",
+           "points_per_call", "plan"]
 
 # The ODEs solved by the reduced-ODE code (dynamics.reduced_ode): one system per chunk for
 # FC/TC, and its XLA options.
