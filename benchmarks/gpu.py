@@ -133,22 +133,11 @@ def _step_bench(args) -> list:
     row = time_impl("attndyn", build, w, EPOCHS[args.mode][seeds], REPS)
     row["model_bytes_per_seed_epoch"] = model_bytes_per_seed_epoch(w)
     row["one_tile"] = tile is not None
-    row["seed_tile"] = tile or fast_lu.default_seed_tile(
-        seeds, fast_lu.train.seed_bytes(*_plan_layout(w), 4))
+    row["seed_tile"] = tile or fast_lu.train.seed_tile_for(w.model_cfg, w.data.train, seeds)
     rows.append(row)
     _write_result(args.result, rows)
     del w
   return rows
-
-
-def _plan_layout(w) -> tuple:
-  """The fast path's word plan and layout of a workload (for its default seed tile)."""
-  from attndyn.dynamics.fast_lu.plan import HEAVY_COUNT, _plan_for
-  from attndyn.dynamics.fast_lu.step import _Layout
-  plan = _plan_for(w.data.train, HEAVY_COUNT)
-  cfg = w.model_cfg
-  k = cfg.hidden_dim if cfg.classifier == "tl" else cfg.n_classes
-  return plan, _Layout(plan.n, cfg.embed_dim, k, cfg.n_classes, cfg.classifier)
 
 
 def _step_atlas_store(args) -> dict:

@@ -45,6 +45,21 @@ def seed_bytes(plan, lay, itemsize: int) -> int:
   return STEP_COPIES * itemsize * elements
 
 
+def _layout(plan, model_cfg) -> _Layout:
+  """The static sizes of the fast state for ``model_cfg`` on ``plan``'s sentences."""
+  kind, n_cls = model_cfg.classifier, model_cfg.n_classes
+  return _Layout(plan.n, model_cfg.embed_dim, model_cfg.hidden_dim if kind == "tl" else n_cls,
+                 n_cls, kind)
+
+
+def seed_tile_for(model_cfg, batch: Batch, n_seeds: int, dtype=jnp.float32) -> int:
+  """The seeds per tile :func:`make_fast_sweep_train` takes by default for ``n_seeds`` seeds
+  of ``model_cfg`` on ``batch`` (:func:`default_seed_tile` of :func:`seed_bytes`)."""
+  plan = _plan_for(batch, HEAVY_COUNT)
+  per_seed = seed_bytes(plan, _layout(plan, model_cfg), jnp.dtype(dtype).itemsize)
+  return default_seed_tile(n_seeds, per_seed)
+
+
 def default_seed_tile(n_seeds: int, per_seed_bytes: int, device=None) -> int:
   """Seeds advanced together when the caller names no tile: :data:`SEED_TILE` on a CPU
   (cache-sized tiles); on an accelerator, at most :data:`ACCELERATOR_SEED_TILE` and as many
@@ -127,9 +142,7 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
   plan = _plan_for(batch, HEAVY_COUNT)
   labels = np.asarray(batch.labels)
   n_cls = model_cfg.n_classes
-  kind = model_cfg.classifier
-  kk = model_cfg.hidden_dim if kind == "tl" else n_cls
-  lay = _Layout(plan.n, model_cfg.embed_dim, kk, n_cls, kind)
+  lay = _layout(plan, model_cfg)
   projected = projected_forward_pays(plan, lay, trainable) if project is None else bool(project)
   onehot = np.eye(n_cls)[labels]
   t = cfg.record_steps().astype(jax.dtypes.canonicalize_dtype(jnp.float64))
