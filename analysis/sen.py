@@ -1,8 +1,19 @@
 """Corollary 1 of Lu et al. (2021): the score–embedding-norm (SEN) relation of a topic word."""
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["sen_norm", "sen_relative_error"]
+__all__ = ["sen_norm", "sen_relative_error", "array_module"]
+
+
+def array_module(*arrays):
+  """``jax.numpy`` if any of ``arrays`` is a JAX array (or a tracer), else ``numpy``.
+
+  The theory quantities below are evaluated inside compiled programs and on recorded
+  trajectories already on the host. On the host, NumPy computes them in the arrays' own dtype
+  without compiling a program per operation and shape (each ``jnp`` call on a host array
+  compiles one, and reading a sweep's rows made hundreds)."""
+  return jnp if any(isinstance(a, jax.Array) for a in arrays) else np
 
 
 def sen_norm(score: jax.Array, m) -> jax.Array:
@@ -19,12 +30,16 @@ def sen_norm(score: jax.Array, m) -> jax.Array:
     m: number of non-topic words per sentence (scalar or broadcastable).
 
   Returns:
-    Predicted ``‖v_t‖``, same shape as ``score``.
+    Predicted ``‖v_t‖``, same shape as ``score`` (a NumPy array for host inputs:
+    :func:`array_module`).
   """
-  return jnp.sqrt(jnp.maximum(2.0 * (score + jnp.expm1(score) / m), 0.0))
+  xp = array_module(score, m)
+  with np.errstate(over="ignore", invalid="ignore"):   # as jnp: inf and NaN, no warning
+    return xp.sqrt(xp.maximum(2.0 * (score + xp.expm1(score) / m), 0.0))
 
 
 def sen_relative_error(score: jax.Array, emb_norm: jax.Array, m) -> jax.Array:
   """``|‖v_t‖ − SEN(s_t)| / SEN(s_t)``: how far a run is from Corollary 1."""
   predicted = sen_norm(score, m)
-  return jnp.abs(emb_norm - predicted) / predicted
+  with np.errstate(divide="ignore", invalid="ignore"):
+    return array_module(emb_norm, predicted).abs(emb_norm - predicted) / predicted

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attndyn.analysis.sen import array_module
 from attndyn.models.lu import word_scores
 from attndyn.tasks.topic import TopicDataset
 
@@ -74,11 +75,13 @@ def invariant_drift(q: jax.Array, score: jax.Array) -> jax.Array:
     score: ``[..., time, T]`` recorded ``s_t``.
 
   Returns:
-    ``[..., T]`` ``max_τ |Q_t(τ) − Q_t(0)| / |s_t(end) − s_t(0)|``.
+    ``[..., T]`` ``max_τ |Q_t(τ) − Q_t(0)| / |s_t(end) − s_t(0)|`` (NumPy for host inputs).
   """
-  change = jnp.max(jnp.abs(q - q[..., :1, :]), axis=-2)
-  growth = jnp.abs(score[..., -1, :] - score[..., 0, :])
-  return change / growth
+  xp = array_module(q, score)
+  change = xp.max(xp.abs(q - q[..., :1, :]), axis=-2)
+  growth = xp.abs(score[..., -1, :] - score[..., 0, :])
+  with np.errstate(divide="ignore", invalid="ignore"):   # a word that did not move: inf, NaN
+    return change / growth
 
 
 def max_invariant_drift(observables: dict) -> np.ndarray:

@@ -8,6 +8,8 @@ trajectory in ``τ``: solved once with ``lr = 1`` and saved at every learning
 rate's recorded flow times (:func:`flow_time_grid`), it gives each run's records
 (:func:`at_learning_rate`) for the price of one solve.
 """
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -95,6 +97,12 @@ def runs_at_learning_rates(flow: Trajectory, group, taus, lr, records, record_ev
   solve: ``flow`` the groups' solves in flow time (leading axis ``G``), ``group``, ``lr`` and
   ``records`` ``[P]`` (:func:`without_learning_rate`), the rest as :func:`at_learning_rate`.
   Returned as NumPy arrays."""
-  runs = jax.vmap(at_learning_rate, (0, None, 0, 0, None, None))(
+  return jax.tree.map(np.asarray, _runs_at_learning_rates(flow, group, taus, lr, records,
+                                                          record_every, n_records))
+
+
+# One compiled program: op by op, the indexing and failure checks compiled a program each.
+@functools.partial(jax.jit, static_argnums=(5, 6))
+def _runs_at_learning_rates(flow, group, taus, lr, records, record_every, n_records):
+  return jax.vmap(at_learning_rate, (0, None, 0, 0, None, None))(
       jax.tree.map(lambda x: x[group], flow), taus, lr, records, record_every, n_records)
-  return jax.tree.map(np.asarray, runs)
