@@ -58,6 +58,9 @@ class Job:
     key: :func:`key_of` what decides the result.
     weight: its share of the study's work, for progress (e.g. its configurations).
     priority: larger runs earlier when workers are free (e.g. the costliest first).
+    after: the names of jobs of the study that must finish before this one starts (it
+      reuses what they leave, e.g. runs in its worker's memory); a job it names that is
+      not run now (read from the store, not in the study) is not waited for.
   """
   name: str
   fn: Callable
@@ -65,6 +68,7 @@ class Job:
   key: str
   weight: float = 1.0
   priority: float = 0.0
+  after: tuple = ()
 
 
 _REVISION = {}
@@ -453,6 +457,29 @@ def _call(name: str, topic: Optional[str], fn: Callable, args: tuple, hook=None)
     _local.name = _local.topic = _local.hook = None
 
 
+def _call_after(after: list, name: str, topic: Optional[str], fn: Callable, args: tuple):
+  """:func:`_call`, on a cluster, once the jobs ``after`` (their results, unused) are done."""
+  return _call(name, topic, fn, args)
+
+
+def _in_order(pending: Sequence[Job]) -> list:
+  """``pending`` with every job after the pending jobs it names in ``after``.
+
+  Raises:
+    ConfigError: jobs that wait for each other."""
+  names = {job.name for job in pending}
+  out, placed, left = [], set(), list(pending)
+  while left:
+    ready = [job for job in left if all(n in placed or n not in names for n in job.after)]
+    if not ready:
+      raise ConfigError(f"jobs {', '.join(job.name for job in left)} wait for each other "
+                        f"(their 'after'): a study's jobs may not.")
+    out += ready
+    placed.update(job.name for job in ready)
+    left = [job for job in left if job.name not in placed]
+  return out
+
+
 class Executed(NamedTuple):
   """What :func:`execute` did.
 
@@ -538,7 +565,7 @@ def execute(jobs: Sequence[Job], store: Store, *, workers: int = 1,
     return done
   if workers == 1 and scheduler is None and client is None:
     import dask
-    for job in pending:
+    for job in _in_order(pending):
       task = dask.delayed(_call, pure=False)(job.name, None, job.fn, job.args, on_report)
       try:
         (result,) = dask.compute(task, scheduler="synchronous")
@@ -570,11 +597,16 @@ def _run(pending, client, on_report, finish) -> None:
         on_report(got["job"], got["value"])
 
   names_running = {job.name for job in pending}
+  submitted = {}
   try:
-    for job in pending:
-      future = client.submit(_call, job.name, topic, job.fn, job.args,
-                             key=f"{job.name}-{job.key}", priority=job.priority, pure=False)
+    for job in _in_order(pending):
+      # Dask starts a job once the futures among its arguments are done (a failed one fails it)
+      after = [submitted[name] for name in job.after if name in submitted]
+      future = client.submit(_call_after, after, job.name, topic, job.fn, job.args,
+                             key=f"{job.name}-{job.key}",
+                             priority=job.priority, pure=False)
       by_future[future] = job
+      submitted[job.name] = future
     finished = distributed.as_completed(list(by_future), loop=client.loop)
     while not finished.is_empty():
       batch = finished.next_batch(block=False)

@@ -1,4 +1,5 @@
-"""A job's key (attndyn.jobs.key_of): what decides a result decides its key."""
+"""A job's key (attndyn.jobs.key_of): what decides a result decides its key; a job's
+``after``: it starts once the jobs it names are done."""
 import numpy as np
 import pytest
 
@@ -74,3 +75,60 @@ def test_a_scheduler_address_that_accepts_and_never_answers_is_one_error(monkeyp
   finally:
     silent.close()
   assert time.monotonic() - t0 < 30
+
+
+# -- a job's `after`: it starts once the jobs it names are done --------------------------------
+
+_STARTED = []
+
+
+def _job(name: str, seconds: float) -> dict:
+  import time
+  _STARTED.append(("start", name))
+  time.sleep(seconds)
+  _STARTED.append(("end", name))
+  return {"name": name}
+
+
+def _study(tmp_path):
+  # "uses" comes first and runs first by priority, but reuses what "made" leaves
+  return [jobs.Job("uses", _job, ("uses", 0.0), "k-uses", priority=1.0, after=("made",)),
+          jobs.Job("made", _job, ("made", 0.5), "k-made"),
+          jobs.Job("other", _job, ("other", 0.0), "k-other")]
+
+
+def _starts_after_end(order, job, before):
+  return order.index(("start", job)) > order.index(("end", before))
+
+
+def test_one_worker_runs_a_job_after_the_jobs_it_names(tmp_path):
+  _STARTED.clear()
+  done = jobs.execute(_study(tmp_path), jobs.Store(tmp_path / "store"))
+  assert sorted(done.results) == ["made", "other", "uses"] and not done.failed
+  assert _starts_after_end(_STARTED, "uses", "made")
+
+
+def test_on_a_cluster_a_job_starts_after_the_jobs_it_names(tmp_path):
+  import distributed
+  _STARTED.clear()
+  # two workers: without `after`, "uses" (the highest priority) would start beside "made"
+  with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                dashboard_address="127.0.0.1:0") as cluster:
+    with distributed.Client(cluster) as client:
+      done = jobs.execute(_study(tmp_path), jobs.Store(tmp_path / "store"), client=client)
+  assert sorted(done.results) == ["made", "other", "uses"] and not done.failed
+  assert _starts_after_end(_STARTED, "uses", "made")
+
+
+def test_a_job_named_but_not_run_now_is_not_waited_for(tmp_path):
+  _STARTED.clear()
+  done = jobs.execute(_study(tmp_path)[:1], jobs.Store(tmp_path / "store"))
+  assert list(done.results) == ["uses"]
+
+
+def test_jobs_that_wait_for_each_other_are_one_error(tmp_path):
+  from attndyn.tasks.errors import ConfigError
+  study = [jobs.Job("a", _job, ("a", 0.0), "k-a", after=("b",)),
+           jobs.Job("b", _job, ("b", 0.0), "k-b", after=("a",))]
+  with pytest.raises(ConfigError, match="wait for each other"):
+    jobs.execute(study, jobs.Store(tmp_path / "store"))

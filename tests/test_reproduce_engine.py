@@ -237,3 +237,20 @@ def test_a_segment_checkpoint_gives_back_the_state_it_kept_and_only_for_the_same
     assert start is None                    # other settings: not resumed
   with engine.segment_checkpoint(ctx, "demo-seg", {"k": 1}, params0) as (start, _):
     assert start is None                    # without --resume: afresh
+
+
+def test_an_experiment_starts_after_those_whose_runs_it_reuses(tmp_path, monkeypatch):
+  # purity reuses sst's runs (its USES): on several workers it must not start beside sst
+  # (it would compute the same runs into the same folders, and stop on their lock)
+  from attndyn import jobs
+  from attndyn.reproduce import runner
+  seen = {}
+
+  def execute(work, store, **kw):
+    seen.update({job.name: job.after for job in work})
+    return jobs.Executed({job.name: {"name": job.name, "claims": []} for job in work}, [], {}, {})
+
+  monkeypatch.setattr(jobs, "execute", execute)
+  runner.run("lu2021", tmp_path / "out", quick=True, only=["purity", "sst"], verbose=False,
+             workers=2)
+  assert seen == {"purity": ("sst",), "sst": ()}

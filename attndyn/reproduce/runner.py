@@ -265,10 +265,12 @@ def run(paper: str, out: Path, *, quick: bool, only: Optional[Sequence[str]] = N
   check_items(paper, items, quick=quick)
   modules = select(paper, only)
   out = Path(out).resolve()   # the workers of a cluster see the same absolute path
+  # in the paper's order; an experiment that reuses another's runs (its USES) starts after it,
+  # so that it finds them rather than computing them again beside it (in the same folders)
   work = [jobs.Job(m.NAME, experiment_job,
                    (m.__name__, str(out), quick, list(items), command, resume, verbose),
                    experiment_key(m, quick, settings_for(m, quick=quick, items=items), items),
-                   priority=-i)     # the paper's order: an experiment may reuse another's runs
+                   priority=-i, after=tuple(getattr(m, "USES", ())))
           for i, m in enumerate(modules)]
   store = jobs.Store(out / STORE)
   atomic.make_dirs(store.root)
