@@ -77,8 +77,8 @@ Algebra (one seed; sentence ``i`` has words ``w_il``, ``n`` sentences,
 Every array keeps the seed axis innermost (``[..., S]``) so each elementwise
 loop vectorises across seeds; on a CPU seeds are processed in tiles of ``seed_tile``
 (``lax.map`` over tiles) so a tile's state stays in cache; on an accelerator a tile is
-up to ``ACCELERATOR_SEED_TILE`` seeds that its memory holds (``default_seed_tile``). The shift ``c`` is
-each seed's largest score at every step (any constant gives the same
+up to ``ACCELERATOR_SEED_TILE`` seeds that its memory holds (``default_seed_tile``).
+The shift ``c`` is each seed's largest score at every step (any constant gives the same
 trajectory; this one guards ``exp`` against overflow). The one limit of the
 factored form: a sentence whose words all score more than ~87 (float32;
 ~708 in float64) below the vocabulary's top score underflows to ``Z_i = 0``;

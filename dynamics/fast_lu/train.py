@@ -28,9 +28,9 @@ SEED_TILE = 16
 # the forward and backward channels): a bound for choosing the tile, not a measurement.
 MEMORY_SHARE = 0.25
 STEP_COPIES = 4
-# The most seeds per tile on an accelerator: on one H200 the text TC preset ran 951k
-# seed·epochs/s in one tile of 1,024 seeds and 234k in one of 4,096 (docs/usage.md,
-# benchmarks.gpu), so larger sweeps run in tiles of at most this many.
+# The most seeds per tile on an accelerator: on one H200 the text TC preset ran several times
+# faster per seed in one tile of 1,024 seeds than in one of 4,096 (`python -m benchmarks.gpu`;
+# its rows are in docs/usage.md), so larger sweeps run in tiles of at most this many.
 ACCELERATOR_SEED_TILE = 1024
 
 
