@@ -254,3 +254,40 @@ def test_an_experiment_starts_after_those_whose_runs_it_reuses(tmp_path, monkeyp
   runner.run("lu2021", tmp_path / "out", quick=True, only=["purity", "sst"], verbose=False,
              workers=2)
   assert seen == {"purity": ("sst",), "sst": ()}
+
+
+def test_on_several_workers_the_synthetic_runs_are_jobs_of_their_own(tmp_path, capsys):
+  # The runs synthetic declares (its `runs`) are computed by jobs of their own, side by side;
+  # the experiment reads them back from their checkpoints and judges the same claims, to the
+  # bit, as when it computes them itself in one process.
+  import distributed
+  from attndyn.reproduce.lu2021 import synthetic
+  alone, spread = tmp_path / "alone", tmp_path / "spread"
+  assert cli.main(["reproduce", "lu2021", "--out", str(alone), "--quick", "--quiet"] + TINY) == 0
+  capsys.readouterr()
+  items = [TINY[i + 1] for i, a in enumerate(TINY) if a == "--set"]
+  planned = synthetic.runs(runner.settings_for(synthetic, quick=True, items=items))
+  assert [p.name for p in planned] == ["synthetic-tc-invariant-float64", "synthetic-tc"]
+  with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                dashboard_address="127.0.0.1:0") as cluster:
+    with distributed.Client(cluster) as client:
+      runner.run("lu2021", spread, quick=True, only=["synthetic"], items=items, client=client)
+  err = capsys.readouterr().err
+  for p in planned:   # computed by its job, then read back whole by the experiment
+    assert f"{p.name}: 2 runs, 60 steps" in err, err
+    assert err.count(f"{p.name}: 2 runs") == 2, err
+    assert "(continuing from its checkpoints)" in err.split(f"{p.name}: 2 runs")[2].split("\n")[0]
+  assert "not resuming" not in err
+  doc = json.loads((spread / runner.EXPERIMENTS_DIR / "synthetic.json").read_text())
+  ref = json.loads((alone / runner.EXPERIMENTS_DIR / "synthetic.json").read_text())
+  assert not doc["error"]
+  assert ({c["id"]: (c["status"], c["ours"]["values"]) for c in doc["claims"]}
+          == {c["id"]: (c["status"], c["ours"]["values"]) for c in ref["claims"]})
+
+
+def test_a_run_job_that_fails_returns_its_error_for_the_experiment_to_meet(tmp_path):
+  from attndyn.reproduce import engine as eng
+  (tmp_path / runner.STORE).mkdir()
+  bad = eng.Planned("synthetic-tc", {"train": {"steps": -1}})
+  doc = runner.run_job("synthetic", str(tmp_path), True, [], None, False, False, bad)
+  assert doc["name"] == "synthetic-tc" and "train.steps" in doc["error"], doc

@@ -23,12 +23,18 @@ A finished run with gradient descent is also written as an ``attndyn run``
 output directory (``summary.json``, ``trajectories.npz``, ``config.toml``,
 ``run_info.json`` and, unless asked not to, the run's figures), so ``attndyn report DIR/runs/NAME``
 and :func:`analysis.load` read it like any other run.
+
+An experiment may declare its runs ahead (a module-level ``runs(settings)`` returning
+:class:`Planned` runs, the longest first). A reproduction on several workers then computes
+each as a job of its own, side by side with the other jobs, before the experiment starts
+(:mod:`attndyn.reproduce.runner`); its :func:`run` of the same config reads the run back
+from the checkpoints those jobs wrote (``ctx.ready``), as ``--resume`` would.
 """
 import contextlib
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import numpy as np
@@ -37,10 +43,23 @@ from attndyn import dynamics
 from attndyn import atomic, checkpoint, chunking, config, jobs, lock, outputs, pipeline
 from attndyn.tasks.errors import ConfigError
 
-__all__ = ["RUNS_DIR", "deep_update", "validate", "run", "sweep", "trajectory_sweep",
+__all__ = ["RUNS_DIR", "Planned", "deep_update", "validate", "run", "sweep", "trajectory_sweep",
            "segment_checkpoint", "run_dir", "figure_path", "stage_error"]
 
 RUNS_DIR = "runs"
+
+
+class Planned(NamedTuple):
+  """A run an experiment will ask :func:`run` for, declared ahead (its ``runs(settings)``).
+
+  Attributes:
+    name: the run's directory name under ``DIR/runs/``.
+    raw: its ``attndyn run`` config, as the experiment hands it to :func:`run`.
+    gd: whether it runs gradient descent (``False``: the ODEs alone).
+  """
+  name: str
+  raw: dict
+  gd: bool = True
 
 
 def deep_update(base: dict, changes: dict) -> dict:
@@ -66,9 +85,11 @@ def validate(raw: dict, where: str) -> config.RunConfig:
 
 def _store(ctx, out: Path, cfg: dict, chunk_size: Optional[int], every: int = 1):
   """``(checkpoints, resumed)``: the ones in ``out`` when resuming the same ``cfg`` (a plain
-  dict: a run's ``RunConfig.to_dict()`` or a sweep's settings), else fresh ones."""
+  dict: a run's ``RunConfig.to_dict()`` or a sweep's settings) or when a job of this command
+  computed them (``ctx.ready``), else fresh ones."""
   writer = outputs.is_writer()
-  if ctx.resume and (out / checkpoint.DIRNAME / checkpoint.MANIFEST).is_file():
+  reuse = ctx.resume or out.name in ctx.ready
+  if reuse and (out / checkpoint.DIRNAME / checkpoint.MANIFEST).is_file():
     store = checkpoint.Checkpoints.resume(out, writer=writer)
     why = store.mismatch(cfg)
     if why is None:

@@ -29,7 +29,7 @@ from attndyn.tasks.errors import ConfigError, check, is_environment_failure
 __all__ = ["EXPERIMENTS_DIR", "STORE", "Outcome", "Context", "paper_module", "experiment_modules",
            "settings_for", "describe_settings", "check_items",
            "select", "write_json", "machine", "run_experiment",
-           "experiment_key", "experiment_job", "run"]
+           "experiment_key", "experiment_job", "run_job", "run"]
 
 EXPERIMENTS_DIR = "experiments"
 
@@ -61,6 +61,9 @@ class Context:
     resume: ``--resume``: runs on the engine continue from their checkpoints
       (:mod:`attndyn.reproduce.engine`), and finished experiments are kept.
     experiment: the name of the experiment running now.
+    ready: the names of the runs on the engine that jobs of this command computed before
+      the experiment started (its ``runs``, :class:`attndyn.reproduce.engine.Planned`): read
+      back from their checkpoints, as with ``resume``.
   """
   out: Path
   quick: bool
@@ -71,6 +74,7 @@ class Context:
   on_partial: Optional[Callable[[Outcome], None]] = None
   resume: bool = False
   experiment: Optional[str] = None
+  ready: frozenset = frozenset()
 
   def partial(self, outcome: Outcome) -> None:
     """Save an unfinished experiment's results so far (``DIR/experiments/NAME.json``, ``partial``)."""
@@ -226,23 +230,50 @@ def experiment_key(module, quick: bool, settings, items: Sequence[str] = ()) -> 
                      study_settings.as_json(settings), used)
 
 
-def experiment_job(module_name: str, out: str, quick: bool, items: list, command,
-                   resume: bool, verbose: bool) -> dict:
-  """One experiment as a job (on a Dask worker): its document (:func:`run_experiment`).
-
-  The experiment writes its figures and ``experiments/NAME.json`` into ``out`` itself, so a
-  worker on another machine needs ``out`` on a shared file system (docs/cluster.md); it
-  says so in one line when it cannot see it."""
+def _worker_context(out: str, quick: bool, items: list, command, resume: bool,
+                    verbose: bool, **fields) -> Context:
+  """The :class:`Context` of a job on a worker, which must see ``out`` (its ``jobs/``)."""
   out = Path(out)
   if not (out / STORE).is_dir():
     raise ConfigError(f"this worker does not see the output directory {str(out)!r} (no "
                       f"{STORE}/ folder there): a reproduction's workers need it on a shared "
                       f"file system (docs/cluster.md).")
+  return Context(out=out, quick=quick, verbose=verbose, items=tuple(items), command=command,
+                 resume=resume, cache=_CACHES.setdefault(str(out.resolve()), {}), **fields)
+
+
+def experiment_job(module_name: str, out: str, quick: bool, items: list, command,
+                   resume: bool, verbose: bool, ready: Sequence[str] = ()) -> dict:
+  """One experiment as a job (on a Dask worker): its document (:func:`run_experiment`).
+
+  The experiment writes its figures and ``experiments/NAME.json`` into ``out`` itself, so a
+  worker on another machine needs ``out`` on a shared file system (docs/cluster.md); it
+  says so in one line when it cannot see it. ``ready``: its runs that jobs of this command
+  computed (:func:`run_job`), read back from their checkpoints."""
   module = importlib.import_module(module_name)
   settings = settings_for(module, quick=quick, items=items)
-  ctx = Context(out=out, quick=quick, verbose=verbose, items=tuple(items), command=command,
-                resume=resume, cache=_CACHES.setdefault(str(out.resolve()), {}))
+  ctx = _worker_context(out, quick, items, command, resume, verbose, ready=frozenset(ready))
   return run_experiment(module, ctx, settings)
+
+
+def run_job(experiment: str, out: str, quick: bool, items: list, command, resume: bool,
+            verbose: bool, planned) -> dict:
+  """One run an experiment declared ahead (:class:`attndyn.reproduce.engine.Planned`), as a
+  job: computed into the checkpoints under ``DIR/runs/NAME``, which the experiment's job
+  reads back (it starts after this one). Its figures are left to the experiment's call.
+
+  A failure is returned (``error``), not raised: the experiment's job still starts, runs it
+  itself and records the failure in its own document, as it does when it runs alone.
+  """
+  from attndyn.reproduce import engine
+  ctx = _worker_context(out, quick, items, command, resume, verbose, experiment=experiment)
+  start = time.perf_counter()
+  try:
+    engine.run(ctx, planned.name, planned.raw, gd=planned.gd, figures=False)
+  except Exception as err:   # noqa: BLE001 -- the experiment meets it again and records it
+    ctx.log(f"{planned.name}: failed ({type(err).__name__}); {experiment} runs it again itself")
+    return {"name": planned.name, "error": f"{type(err).__name__}: {err}"}
+  return {"name": planned.name, "seconds": time.perf_counter() - start}
 
 
 def run(paper: str, out: Path, *, quick: bool, only: Optional[Sequence[str]] = None,
@@ -267,23 +298,39 @@ def run(paper: str, out: Path, *, quick: bool, only: Optional[Sequence[str]] = N
   out = Path(out).resolve()   # the workers of a cluster see the same absolute path
   # in the paper's order; an experiment that reuses another's runs (its USES) starts after it,
   # so that it finds them rather than computing them again beside it (in the same folders)
-  work = [jobs.Job(m.NAME, experiment_job,
-                   (m.__name__, str(out), quick, list(items), command, resume, verbose),
-                   experiment_key(m, quick, settings_for(m, quick=quick, items=items), items),
-                   priority=-i, after=tuple(getattr(m, "USES", ())))
-          for i, m in enumerate(modules)]
   store = jobs.Store(out / STORE)
+  parallel = workers > 1 or scheduler is not None or client is not None
+  work, runs = [], []
+  for i, m in enumerate(modules):
+    s = settings_for(m, quick=quick, items=items)
+    key = experiment_key(m, quick, s, items)
+    where = (str(out), quick, list(items), command, resume, verbose)
+    # On several workers the runs an experiment declares (its `runs`, the longest first) are
+    # jobs of their own, ahead of it and of the next experiment, so that they spread over the
+    # workers instead of running one after another inside the experiment's job. In one
+    # process they would only add a read-back, so the experiment computes them itself; and
+    # an experiment kept from before (--resume) needs none of them.
+    planned = (list(m.runs(s)) if parallel and hasattr(m, "runs")
+               and not (resume and key in store) else [])
+    for j, p in enumerate(planned):
+      runs.append(jobs.Job(p.name, run_job, (m.NAME, *where, p),
+                           jobs.key_of("run", p.name, p.raw, p.gd),
+                           priority=-i + 0.5 + (len(planned) - j) / (2 * len(planned))))
+    work.append(jobs.Job(m.NAME, experiment_job,
+                         (m.__name__, *where, [p.name for p in planned]),
+                         key, priority=-i,
+                         after=tuple(getattr(m, "USES", ())) + tuple(p.name for p in planned)))
   atomic.make_dirs(store.root)
 
   def on_done(job, doc, reused):
-    if reused:
+    if reused and job.fn is experiment_job:
       write_json(out / EXPERIMENTS_DIR / f"{job.name}.json", doc)
       if verbose:
         print(f"[reproduce {time.strftime('%H:%M:%S')}] {job.name}: finished before, kept "
               f"({STORE}/{job.key}.json)", file=sys.stderr, flush=True)
 
   try:
-    done = jobs.execute(work, store, workers=workers, scheduler=scheduler, client=client,
+    done = jobs.execute(runs + work, store, workers=workers, scheduler=scheduler, client=client,
                         resume=resume, errors=out / EXPERIMENTS_DIR, on_done=on_done,
                         keep=lambda doc: not doc.get("error") and not doc.get("partial"))
   finally:
@@ -292,6 +339,8 @@ def run(paper: str, out: Path, *, quick: bool, only: Optional[Sequence[str]] = N
     if isinstance(err, ConfigError):
       raise ConfigError(str(err)) from None
   for name, line in done.failed.items():   # a job that raised outside run_experiment
+    if name not in {job.name for job in work}:
+      continue   # a run's job: its experiment's job failed with it, or ran it itself
     done.results[name] = {"name": name, "error": line, "error_kind": "bug",
                           "traceback": f"{name}.txt", "claims": [], "figures": []}
   return [done.results[job.name] for job in work]
