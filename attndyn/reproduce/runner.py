@@ -287,7 +287,8 @@ def run(paper: str, out: Path, *, quick: bool, only: Optional[Sequence[str]] = N
   ``out`` is kept as it is, and the others continue from the checkpoints of their runs on
   the engine (:mod:`attndyn.reproduce.engine`). An experiment that failed is not kept.
   ``workers``, ``scheduler``, ``client``: where the experiments run
-  (:func:`attndyn.jobs.cluster`; default: this process, one after the other).
+  (:func:`attndyn.jobs.cluster`; default: this process, one after the other). There, the runs
+  an experiment declares ahead (its ``runs``) are jobs of their own (:func:`run_job`).
 
   Returns:
     The experiment documents, in the order given.
@@ -296,8 +297,6 @@ def run(paper: str, out: Path, *, quick: bool, only: Optional[Sequence[str]] = N
   check_items(paper, items, quick=quick)
   modules = select(paper, only)
   out = Path(out).resolve()   # the workers of a cluster see the same absolute path
-  # in the paper's order; an experiment that reuses another's runs (its USES) starts after it,
-  # so that it finds them rather than computing them again beside it (in the same folders)
   store = jobs.Store(out / STORE)
   parallel = workers > 1 or scheduler is not None or client is not None
   work, runs = [], []
@@ -316,6 +315,8 @@ def run(paper: str, out: Path, *, quick: bool, only: Optional[Sequence[str]] = N
       runs.append(jobs.Job(p.name, run_job, (m.NAME, *where, p),
                            jobs.key_of("run", p.name, p.raw, p.gd),
                            priority=-i + 0.5 + (len(planned) - j) / (2 * len(planned))))
+    # in the paper's order; an experiment that reuses another's runs (its USES) starts after
+    # it, so that it finds them rather than computing them again beside it (in the same folders)
     work.append(jobs.Job(m.NAME, experiment_job,
                          (m.__name__, *where, [p.name for p in planned]),
                          key, priority=-i,
