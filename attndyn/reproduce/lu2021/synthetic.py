@@ -180,11 +180,8 @@ SOURCES = {
 
 
 def validate(s: Settings) -> None:
-  """Every classifier's run config is valid (called before anything runs)."""
-  for c in s.classifiers:
-    _run_config(c, s)
-    if s.invariant.seeds[c] >= 1:
-      _run_config(c, s, invariant=True)
+  """Every run config is valid (called before anything runs)."""
+  runs(s)
 
 
 def _run_config(classifier: str, s: Settings, *, invariant: bool = False) -> dict:
@@ -234,9 +231,9 @@ def _initial_words(cfg, seeds) -> dict:
                                                      jnp.dtype(cfg.precision)))
 
 
-def _train_classifier(ctx, classifier: str, s: Settings, data) -> dict:
-  """One classifier's GD and ODE runs on the engine, plus what the claims read from them."""
-  planned = {p.name: p for p in runs(s)}   # the configs the runner may have computed ahead
+def _train_classifier(ctx, classifier: str, s: Settings, data, planned: dict) -> dict:
+  """One classifier's GD and ODE runs on the engine (``planned``: :func:`runs` by name, which
+  the runner may have computed ahead), plus what the claims read from them."""
   name = f"{NAME}-{classifier}"
   result = engine.run(ctx, name, planned[name].raw, figures=s.run_figures)
   cfg = result.config
@@ -423,19 +420,19 @@ def _ode_figure(runs: dict, s: Settings, path) -> str:
 
 
 def run(ctx, s) -> Outcome:
-  validate(s)
+  planned = {p.name: p for p in runs(s)}   # every config checked before anything runs
   task = {k: v for k, v in _run_config(s.classifiers[0], s)["task"].items() if k != "kind"}
   task_cfg, data = common.topic_data(task)
   n_topic, m = task_cfg.n_topic_words, task_cfg.n_nontopic
-  runs = {}
+  trained = {}
   for c in s.classifiers:
-    runs[c] = _train_classifier(ctx, c, s, data)
+    trained[c] = _train_classifier(ctx, c, s, data, planned)
 
   claims, notes = [], []
   quick = ctx.quick
-  steps = runs[s.classifiers[0]]["steps"][-1] if runs else 0
+  steps = trained[s.classifiers[0]]["steps"][-1] if trained else 0
   converged = steps >= PAPER_STEPS
-  for c, r in runs.items():
+  for c, r in trained.items():
     name = common.NAMES[c]
     obs = r["obs"]
     acc = 100.0 * obs["test_acc"][:, -1]
@@ -502,8 +499,8 @@ def run(ctx, s) -> Outcome:
                  f"{r['result'].gd_path.get('path')} ({r['result'].gd_path.get('reason')}); "
                  f"seconds per stage: " + ", ".join(
                      f"{k} {v:.1f}" for k, v in r["result"].seconds.items()))
-  if all(c in runs for c in CLASSIFIERS):
-    mean_score = {c: runs[c]["obs"]["score"][:, -1].mean(-1) for c in CLASSIFIERS}
+  if all(c in trained for c in CLASSIFIERS):
+    mean_score = {c: trained[c]["obs"]["score"][:, -1].mean(-1) for c in CLASSIFIERS}
     ordered = (mean_score["fc"] > mean_score["tc"]) & (mean_score["tc"] > mean_score["tl"])
     claims.append(rep.claim(
         f"{NAME}.capacity_order",
@@ -516,23 +513,23 @@ def run(ctx, s) -> Outcome:
 
   figures = []
   panels = {
-      "non-topic word scores": {common.NAMES[c]: r["end"]["score"][:, n_topic:] for c, r in runs.items()},
-      "topic word scores": {common.NAMES[c]: r["end"]["score"][:, :n_topic] for c, r in runs.items()},
-      "non-topic word ‖v‖": {common.NAMES[c]: r["end"]["norm"][:, n_topic:] for c, r in runs.items()},
-      "topic word ‖v‖": {common.NAMES[c]: r["end"]["norm"][:, :n_topic] for c, r in runs.items()},
+      "non-topic word scores": {common.NAMES[c]: r["end"]["score"][:, n_topic:] for c, r in trained.items()},
+      "topic word scores": {common.NAMES[c]: r["end"]["score"][:, :n_topic] for c, r in trained.items()},
+      "non-topic word ‖v‖": {common.NAMES[c]: r["end"]["norm"][:, n_topic:] for c, r in trained.items()},
+      "topic word ‖v‖": {common.NAMES[c]: r["end"]["norm"][:, :n_topic] for c, r in trained.items()},
   }
-  n_seeds = len(next(iter(runs.values()))["result"].points) if runs else 0
+  n_seeds = len(next(iter(trained.values()))["result"].points) if trained else 0
   figs.distribution_panels(panels, ctx.path("fig1_assumption1.png"),
                            title=f"Fig 1: trained models, {n_seeds} runs (95% CI over runs)")
   figures.append("fig1_assumption1.png")
   w = s.sen_word
   figs.sen_panels({common.NAMES[c]: (r["obs"]["score"][..., w], r["obs"]["emb_norm"][..., w], m)
-                   for c, r in runs.items()}, ctx.path("fig2_sen.png"),
+                   for c, r in trained.items()}, ctx.path("fig2_sen.png"),
                   title=f"Fig 2: SEN of topic word {w}, all {n_seeds} runs vs Corollary 1")
   figures.append("fig2_sen.png")
-  _ode_figure(runs, s, ctx.path("gd_vs_ode.png"))
+  _ode_figure(trained, s, ctx.path("gd_vs_ode.png"))
   figures.append("gd_vs_ode.png")
-  for c, r in runs.items():
+  for c, r in trained.items():
     figures.extend(engine.figure_path(r["name"], f) for f in ("attndyn.dynamics.png", "invariant.png")
                    if (engine.run_dir(ctx, r["name"]) / f).is_file())
   notes.append(f"Task: J={task_cfg.n_topics}×{task_cfg.words_per_topic} topic words, "
