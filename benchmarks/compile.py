@@ -35,6 +35,9 @@ In the child, ``jax.monitoring`` listeners count what JAX reports:
 inside another's trace would otherwise count twice); ``compute_s = wall_s - compile_s``.
 ``programs_by_name`` counts the programs per traced function's name: a name compiled
 more often than expected is a program compiled again for new shapes, dtypes or weak types.
+``programs_by_job`` and ``backend_compile_s_by_job`` count them (and XLA's seconds) per job
+that compiled them (an experiment of the main job, a bucket of the atlas; both run their jobs
+in this thread): where a cold run's compiling goes.
 Points per call: ``dynamics.run_sweep`` is wrapped in the child (nothing in attndyn changes)
 to record, per sweep, its points and the points of each compiled call (``chunk_size`` rounded
 to the devices; ``dynamics.sweep.chunk_length``); the atlas also reports, from its settings,
@@ -131,7 +134,10 @@ def child(what: str, out: str, result: str, tiny: bool, profile: str = None) -> 
   spans = []
   by_name = collections.Counter()
   seconds_by_name = collections.Counter()
+  by_job = collections.Counter()
+  seconds_by_job = collections.Counter()
   events = collections.Counter()
+  from attndyn import jobs
 
   def on_duration(event, seconds, **kw):
     for short, name in EVENTS.items():
@@ -141,6 +147,10 @@ def child(what: str, out: str, result: str, tiny: bool, profile: str = None) -> 
         if short == "backend_compile":
           by_name[str(kw.get("fun_name", "?"))] += 1
           seconds_by_name[str(kw.get("fun_name", "?"))] += seconds
+          # the job compiling it (an experiment, a bucket), run in this thread (--workers 1)
+          job = getattr(jobs._local, "name", None) or "(outside a job)"
+          by_job[job] += 1
+          seconds_by_job[job] += seconds
 
   def on_span(event, start, end, **_):
     if event in EVENTS.values():
@@ -212,7 +222,9 @@ def child(what: str, out: str, result: str, tiny: bool, profile: str = None) -> 
          "modules_imported": len(sys.modules) - modules_before,
          "profiled": bool(profile),
          "programs_by_name": dict(by_name.most_common()),
-         "compile_s_by_name": {k: round(v, 3) for k, v in seconds_by_name.most_common()}}
+         "compile_s_by_name": {k: round(v, 3) for k, v in seconds_by_name.most_common()},
+         "programs_by_job": dict(by_job.most_common()),
+         "backend_compile_s_by_job": {k: round(v, 3) for k, v in seconds_by_job.most_common()}}
   if what == "atlas" and code == 0:
     doc["atlas"] = _atlas_points(Path(out))
   Path(result).write_text(json.dumps(doc, indent=1) + "\n")

@@ -37,6 +37,11 @@ def test_tiny_atlas_counted():
   assert r["sweeps"] == 1 and r["sweep_calls"] == 1
   assert r["points_per_call"] == r["atlas"]["gd_points_per_call"]["mean"] == 8
   assert r["programs_by_name"].get("jit(traced_once)") == 1
+  # per job: the sweep's program was compiled by the atlas's one bucket job, and every
+  # program is counted once, by the job running (or outside any)
+  assert sum(r["programs_by_job"].values()) == r["programs"]
+  assert r["programs_by_job"].get("bucket-0000", 0) >= 1
+  assert set(r["programs_by_job"]) <= {"bucket-0000", "(outside a job)"}
   assert "| atlas (tiny) | 0 |" in bench.table([r])
 
 
