@@ -85,6 +85,14 @@ factored form: a sentence whose words all score more than ~87 (float32;
 that step is then non-finite and reported in ``failed_at`` (the generic path,
 which shifts per sentence, would go on).
 
+Recording: at every recorded step the state is converted to ordinary parameters (seeds
+first) and ``record`` runs per seed under ``vmap``, unless the record has a
+``seeds_last(rows, rows0)`` form (:func:`analysis.topic_observables` does): that reads every
+seed of the tile at once from :class:`WordRows` (each vocabulary word's ``ν_w``, ``s_w``,
+with the seed axis last) and never forms ordinary parameters. The topic observables gather
+each sentence's ``d``-channel embeddings twice a record (its context and Theorem 1's);
+per seed that cost more than the steps between records.
+
 Failures: a step whose forward pass is non-finite (checked through
 ``Σ_i pre_i·δ_i`` and the classifier gradients) is not applied, and the run
 stays frozen from then on with ``failed_at`` set to that step, as in the
@@ -107,6 +115,7 @@ from attndyn.dynamics.fast_lu.plan import HEAVY_COUNT as HEAVY_COUNT
 from attndyn.dynamics.fast_lu.plan import WordPlan as WordPlan
 from attndyn.dynamics.fast_lu.plan import plan_words as plan_words
 from attndyn.dynamics.fast_lu.step import GATHER_COST as GATHER_COST
+from attndyn.dynamics.fast_lu.step import WordRows as WordRows
 from attndyn.dynamics.fast_lu.step import projected_forward_pays as projected_forward_pays
 from attndyn.dynamics.fast_lu.train import COMPILER_OPTIONS as COMPILER_OPTIONS
 from attndyn.dynamics.fast_lu.train import SEED_TILE as SEED_TILE
@@ -114,7 +123,7 @@ from attndyn.dynamics.fast_lu.train import default_seed_tile as default_seed_til
 from attndyn.dynamics.fast_lu.train import make_fast_sweep_train as make_fast_sweep_train
 from attndyn.dynamics.fast_lu.train import make_fast_train as make_fast_train
 
-__all__ = ["FastPathCheck", "fast_path_applies", "HEAVY_COUNT", "WordPlan", "plan_words",
-           "GATHER_COST", "projected_forward_pays", "COMPILER_OPTIONS", "SEED_TILE",
+__all__ = ["FastPathCheck", "fast_path_applies", "HEAVY_COUNT", "WordPlan", "WordRows",
+           "plan_words", "GATHER_COST", "projected_forward_pays", "COMPILER_OPTIONS", "SEED_TILE",
            "default_seed_tile",
            "make_fast_sweep_train", "make_fast_train"]

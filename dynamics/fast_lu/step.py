@@ -9,7 +9,7 @@ import numpy as np
 from attndyn.dynamics.fast_lu.plan import WordPlan
 from attndyn.dynamics.fast_lu.xla_cpu import (_columns, _finite_per_seed, _gather_sum, _materialize,
                                       _rows, _seeds_first, _seeds_last, _sum_many_rows,
-                                      _sum_rows, _tree_sum)
+                                      _sum_rows, _tree_sum, _weighted_row_sum)
 
 __all__ = ["GATHER_COST", "projected_forward_pays", "frozen_first_layer"]
 
@@ -306,21 +306,52 @@ def _to_state(plan: WordPlan, params0, dtype, frozen: bool = False,
 
 
 class _Unpack(NamedTuple):
-  """What :func:`_to_params` needs besides the state, computed once per seed tile.
+  """What :func:`_to_params` and :func:`_to_rows` need besides the state, computed once per
+  seed tile.
 
   Attributes:
     order: ``[V]`` row of each vocabulary word in ``[active rows, inactive words]``.
     rest_emb: ``[V − V_a, d, S]`` embeddings of the words absent from the data.
-    score0: ``[V_a(+1), S]`` the initial scores (``s − s(0)`` is exactly 0 for unmoved words).
+    score0: ``[V_a, S]`` the initial scores (``s − s(0)`` is exactly 0 for unmoved words).
     params0: the initial parameters (leaves ``[S, ...]``).
     active_emb: ``[V_a, d, S]`` the initial embeddings of the words in the data (``ν(0)``
       of a state in ``W``'s coordinates).
+    row_of: ``order`` on the host (NumPy), for :class:`WordRows`.
+    rest_score0: ``[V − V_a, S]`` the initial scores of the words absent from the data.
+    query_norm0: ``[S]`` ``‖q(0)‖``.
   """
   order: Any
   rest_emb: Any
   score0: Any
   params0: Any
   active_emb: Any
+  row_of: Any
+  rest_score0: Any
+  query_norm0: Any
+
+
+class WordRows(NamedTuple):
+  """Every vocabulary word's parameters with the seed axis last: what the fast path hands a
+  record's seeds-last form (``record.seeds_last(rows, rows0)``; see
+  :func:`dynamics.fast_lu.make_fast_sweep_train`) instead of ordinary parameters.
+
+  Attributes:
+    row_of: ``[V]`` (NumPy, static) the row of each vocabulary word in the arrays below.
+    embeddings: ``[V, d, S]`` the embeddings ``ν_w``.
+    scores: ``[V, S]`` the scores ``s_w = qᵀκ_w``.
+    query_norm: ``[S]`` ``‖q‖``.
+    classifier: the classifier's parameters, every leaf's seed axis last.
+    weighted_sum: ``weighted_sum(weights [n, L, S], table [V, c, S], rows [n, L]) -> [n, c,
+      S]``, ``Σ_l weights[:, l] ⊙ table[rows[:, l]]`` for a NumPy ``rows`` (e.g. ``row_of``
+      of a batch's tokens): each sentence's weighted sum of its words' rows, in the form
+      XLA:CPU runs fast (one fused gather per position, the result stored).
+  """
+  row_of: Any
+  embeddings: Any
+  scores: Any
+  query_norm: Any
+  classifier: Any
+  weighted_sum: Any
 
 
 def _unpacker(plan: WordPlan, params0) -> _Unpack:
@@ -330,8 +361,41 @@ def _unpacker(plan: WordPlan, params0) -> _Unpack:
   order[np.concatenate([plan.words, rest]).astype(np.int64)] = np.arange(n_vocab)
   emb0 = params0["embeddings"]
   score0 = jnp.einsum("svk,sk->vs", params0["keys"][:, plan.words], params0["query"])
+  rest_score0 = jnp.einsum("svk,sk->vs", params0["keys"][:, rest], params0["query"])
   return _Unpack(jnp.asarray(order), jnp.transpose(emb0[:, rest], (1, 2, 0)), score0, params0,
-                 jnp.transpose(emb0[:, plan.words], (1, 2, 0)))
+                 jnp.transpose(emb0[:, plan.words], (1, 2, 0)), order, rest_score0,
+                 jnp.linalg.norm(params0["query"], axis=-1))
+
+
+def _active_embeddings(plan: WordPlan, state: _State, un: _Unpack):
+  """``[V_a, d, S]`` the current embeddings of the words in the data (the embeddings train):
+  ``ν_w = x_w / e_w``, or ``ν_w(0) + W c_w`` in ``W``'s coordinates."""
+  n_active = len(plan.words)
+  if state.base is None:
+    return state.x[:n_active] / state.weight[:n_active, None]
+  return un.active_emb + _combine(_first_layer(state.cls), state.x[:n_active])
+
+
+def _to_rows(plan: WordPlan, state: _State, un: _Unpack, trainable: dict) -> WordRows:
+  """Seeds-last fast state -> :class:`WordRows`: the words in the data, then the others,
+  which keep their initial embedding and key (with a trainable query ``q = β q(0)`` their
+  scores are ``β s_w(0)``)."""
+  n_active = len(plan.words)
+  emb = _active_embeddings(plan, state, un) if trainable["embeddings"] else un.active_emb
+  rest_score, query_norm = un.rest_score0, un.query_norm0
+  if state.qscale is not None:
+    rest_score, query_norm = rest_score * state.qscale, query_norm * jnp.abs(state.qscale)
+  return WordRows(un.row_of, jnp.concatenate([emb, un.rest_emb], 0),
+                  jnp.concatenate([state.score[:n_active], rest_score], 0), query_norm,
+                  state.cls, functools.partial(_weighted_row_sum, state.step >= 0))
+
+
+def _initial_rows(un: _Unpack) -> WordRows:
+  """:class:`WordRows` of the initial parameters."""
+  return WordRows(un.row_of, jnp.concatenate([un.active_emb, un.rest_emb], 0),
+                  jnp.concatenate([un.score0, un.rest_score0], 0), un.query_norm0,
+                  jax.tree.map(_seeds_last, un.params0["classifier"]),
+                  functools.partial(_weighted_row_sum, jnp.asarray(True)))
 
 
 def _to_params(plan: WordPlan, state: _State, un: _Unpack, trainable: dict):
@@ -348,11 +412,7 @@ def _to_params(plan: WordPlan, state: _State, un: _Unpack, trainable: dict):
   keys0, query = un.params0["keys"], un.params0["query"]
   emb = un.params0["embeddings"]
   if trainable["embeddings"]:
-    if state.base is None:
-      active = state.x[:n_active] / state.weight[:n_active, None]            # ν = x / e
-    else:                                                                   # ν = ν(0) + W c
-      w, coords = _first_layer(state.cls), state.x[:n_active]               # [d, K, S]
-      active = un.active_emb + _combine(w, coords)
+    active = _active_embeddings(plan, state, un)
     rows = jnp.concatenate([active, un.rest_emb], 0)[un.order]              # [V, d, S]
     emb = jnp.transpose(rows, (2, 0, 1))
   keys = keys0

@@ -7,8 +7,9 @@ import numpy as np
 
 from attndyn.dynamics.fast_lu.applies import _loss_mismatch, fast_path_applies
 from attndyn.dynamics.fast_lu.plan import HEAVY_COUNT, _plan_for
-from attndyn.dynamics.fast_lu.step import (_Layout, _make_step, _to_params, _to_state, _unpacker,
-                                   frozen_first_layer, projected_forward_pays)
+from attndyn.dynamics.fast_lu.step import (_Layout, _initial_rows, _make_step, _to_params,
+                                           _to_rows, _to_state, _unpacker, frozen_first_layer,
+                                           projected_forward_pays)
 from attndyn.dynamics.train import TrainConfig, check_train_args
 from attndyn.dynamics.trajectory import Trajectory, checked_record
 from attndyn.tasks.batch import Batch
@@ -108,7 +109,11 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
     model_cfg: the Lu model's configuration (its classifier kind and sizes).
     batch: the training set, concrete (shared by every seed).
     record: ``record(params, params0) -> pytree``, called per seed on ordinary
-      parameter pytrees at step 0 and every ``cfg.record_every`` steps.
+      parameter pytrees at step 0 and every ``cfg.record_every`` steps. A record with a
+      ``seeds_last(rows, rows0)`` attribute is read through that instead, once for all the
+      tile's seeds: ``rows`` and ``rows0`` the current and initial :class:`WordRows`, and it
+      returns what ``jax.vmap(record)`` would (leaves ``[S, ...]``), without converting the
+      state to ordinary parameters (:func:`analysis.topic_observables` has one).
     cfg: training configuration (full-batch ``gd``).
     trainable: parameter group -> trainable (default ``model_cfg.trainable()``). With a
       trainable query, ``params0``'s keys must be zero (``key_std = 0``), so that every key
@@ -134,6 +139,7 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
     ConfigError: if :func:`fast_path_applies` says no, or the data is traced.
   """
   trainable = model_cfg.trainable() if trainable is None else dict(trainable)
+  seeds_last = getattr(record, "seeds_last", None)
   record = checked_record(record)
   verdict = fast_path_applies(model_cfg, cfg, trainable, batch)
   if not verdict:
@@ -160,8 +166,13 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
                           length=cfg.record_every, unroll=unroll)[0]
 
     def look(state):
-      params = _to_params(plan, state, unpack, trainable)
-      return params, jax.vmap(record)(params, params0)
+      """The parameters (when asked for, or for ``record``) and the observables."""
+      params = None
+      if record_params or seeds_last is None:
+        params = _to_params(plan, state, unpack, trainable)
+      if seeds_last is None:
+        return params, jax.vmap(record)(params, params0)
+      return params, seeds_last(_to_rows(plan, state, unpack, trainable), rows0)
 
     def block(carry, r):
       # Observe the current state, then advance to the next recorded step (not
@@ -184,8 +195,9 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
     state0 = _to_state(plan, params0, dtype, frozen_first_layer(projected, trainable),
                        query=bool(trainable.get("query", False)))
     unpack = _unpacker(plan, params0)
+    rows0 = None if seeds_last is None else _initial_rows(unpack)
     obs0 = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype),
-                        jax.eval_shape(lambda p: jax.vmap(record)(p, params0), params0))
+                        jax.eval_shape(lambda s_: look(s_)[1], state0))
     (state, _), (obs, params_t) = jax.lax.scan(block, (state0, obs0), jnp.arange(cfg.n_records))
     final = _to_params(plan, state, unpack, trainable)
     seeds_first = lambda x: jnp.moveaxis(x, 0, 1)                     # [T, S, ...] -> [S, T, ...]

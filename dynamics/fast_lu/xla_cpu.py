@@ -94,6 +94,20 @@ def _gather_sum(table, columns):
   return _tree_sum([_rows(table, c) for c in columns])
 
 
+def _weighted_row_sum(pred, weights, table, index):
+  """``Σ_l weights[:, l] ⊙ table[index[:, l]]``: ``[n, c, S]`` for ``weights [n, L, S]``,
+  ``table [R, c, S]`` and a NumPy ``index [n, L]``, one row gather per column, in its own
+  fused kernels and stored (:func:`_materialize` on ``pred``, traced and true): its
+  consumers (a product with a classifier, a mean over sentences) would otherwise recompute
+  the gathers for every element they read."""
+  columns = _columns(index)
+
+  def total(w, t):
+    return _tree_sum([w[:, k, None] * _rows(t, c) for k, c in enumerate(columns)])
+
+  return _materialize(pred, total, weights, table)
+
+
 def _finite_per_seed(x):
   """``[S]``: whether every entry of a seeds-last array ``x [..., S]`` is finite."""
   return jnp.all(jnp.isfinite(x.reshape(-1, x.shape[-1])), axis=0)
