@@ -43,11 +43,14 @@ from typing import Callable, Mapping, Optional
 import diffrax
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from attndyn.dynamics.ode import (check_adjoint, controller_for, failure_time, make_solver, ode_stats,
                           stopped_lr)
 from attndyn.dynamics.reduced_ode import (Collective, NonTopic, ReducedState, check_solve_inputs,
                                   full_params, nontopic_constants, seed_velocity)
+from attndyn.dynamics.fast_lu.step import WordRows
+from attndyn.dynamics.fast_lu.xla_cpu import _weighted_row_sum
 from attndyn.dynamics.trajectory import Trajectory, checked_record
 from attndyn.models.lu import word_scores
 from attndyn.tasks.batch import Batch
@@ -110,6 +113,7 @@ def reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
   Raises:
     ConfigError: as :func:`dynamics.reduced_sen_ode`.
   """
+  seeds_last = getattr(record, "seeds_last", None)
   record = checked_record(record)
   ts, t0, t1, topic_words, trainable = check_solve_inputs(
       form, trainable, ts, batch, topic_word, topic_words, saveat=saveat, params0=params0)
@@ -141,13 +145,53 @@ def reduced_sen_ode_sweep(params0: dict, batch: Batch, topic_word: jax.Array,
       args=(consts, params0, lr), saveat=diffrax.SaveAt(ts=ts), stepsize_controller=controller,
       adjoint=check_adjoint(adjoint), max_steps=max_steps, throw=False)
 
-  def trajectory(states, p0, word_share):  # one seed: states [K, ...]
-    observables = jax.lax.map(
-        lambda y: record(full_params(y, p0, topic_words, word_share), p0), states)
+  word_share = consts.collective.word_share if extended else None
+  if seeds_last is None:
+    observables = jax.vmap(  # per seed: states [K, ...]
+        lambda states, p0, share: jax.lax.map(
+            lambda y: record(full_params(y, p0, topic_words, share), p0), states),
+        (1, 0, 0 if extended else None))(sol.ys, params0, word_share)
+  else:
+    observables = _records_seeds_last(seeds_last, sol.ys, params0, topic_words, word_share)
+
+  def trajectory(observables, states, p0, word_share):  # one seed: states [K, ...]
     final = full_params(jax.tree.map(lambda x: x[-1], states), p0, topic_words, word_share)
     return Trajectory(t=ts, observables=observables, final_params=final,
                       failed_at=failure_time(ts, observables, sol.result), params=None,
                       ode=ode_stats(sol, ts, observables))
 
-  word_share = consts.collective.word_share if extended else None
-  return jax.vmap(trajectory, (1, 0, 0 if extended else None))(sol.ys, params0, word_share)
+  return jax.vmap(trajectory, (0, 1, 0, 0 if extended else None))(
+      observables, sol.ys, params0, word_share)
+
+
+def _records_seeds_last(seeds_last, ys, params0, topic_words, word_share):
+  """``record.seeds_last`` (:func:`analysis.topic_observables`) at every saved state, all
+  seeds at once: ``[S, K, ...]`` from ``ys`` (leaves ``[K, S, ...]``).
+
+  The rows are :func:`full_params`' (the topic words' embeddings and scores from the state,
+  the others' moved by the extended dynamics' push), laid out as the fast path's
+  :class:`dynamics.fast_lu.WordRows` with the seed axis last; the record then reads every
+  seed's sentences at once instead of gathering each seed's ``[n, L, d]`` embeddings twice a
+  saved time.
+  """
+  last = lambda x: jnp.moveaxis(x, 0, -1)
+  emb0 = last(params0["embeddings"])                                       # [V, d, S]
+  rows0 = WordRows(np.arange(emb0.shape[0]), emb0, last(jax.vmap(word_scores)(params0)),
+                   jnp.linalg.norm(params0["query"], axis=-1),
+                   jax.tree.map(last, params0["classifier"]),
+                   functools.partial(_weighted_row_sum, jnp.asarray(True)))
+
+  def at(k, y):                                                            # y leaves [S, ...]
+    emb = rows0.embeddings
+    if y.push is not None:                                                 # Δν_w = Σ_t C_wt E_t
+      emb = emb + jnp.einsum("svt,std->vds", word_share, y.push).astype(emb.dtype)
+    emb = emb.at[topic_words].set(jnp.moveaxis(y.nu, 0, -1).astype(emb.dtype))
+    cls = rows0.classifier if y.classifier is None else jax.tree.map(last, y.classifier)
+    rows = rows0._replace(embeddings=emb, scores=rows0.scores.at[topic_words].set(y.s.T),
+                          classifier=cls,
+                          weighted_sum=functools.partial(_weighted_row_sum, k >= 0))
+    return seeds_last(rows, rows0)
+
+  n_saved = jax.tree.leaves(ys)[0].shape[0]
+  out = jax.lax.map(lambda a: at(*a), (jnp.arange(n_saved), ys))          # [K, S, ...]
+  return jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), out)

@@ -8,6 +8,7 @@ fast path twice, reading the record one way and the other, and compares every re
 observable: in float64 the two agree to summation order (1e-9; they evaluate the same
 formulas on the same states).
 """
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -90,3 +91,29 @@ def test_only_the_lu_softmax_model_has_a_seeds_last_record(data):
                                                    n_classes=TASK.n_topics,
                                                    normaliser="sparsemax"))
   assert not hasattr(analysis.topic_observables(other, data), "seeds_last")
+
+
+@pytest.mark.parametrize("classifier,extended", [("tc", False), ("tl", False), ("fc", True)])
+def test_reduced_ode_sweep_records_seeds_last_as_per_seed(data, classifier, extended):
+  """Lemma 2's reduced ODE over seeds (``dynamics.reduced_sen_ode_sweep``) reads the same
+  record through ``seeds_last`` at every saved time: the topic words' rows from the state,
+  the non-topic words' from the start (moved by the push in the extended dynamics)."""
+  cfg_model = models.LuModelConfig(n_words=TASK.n_words, n_classes=TASK.n_topics, embed_dim=6,
+                                   key_dim=5, classifier=classifier, hidden_dim=4,
+                                   embed_std=0.3)
+  params0 = jax.vmap(lambda k: models.lu.init(k, cfg_model, jnp.float64))(
+      jax.random.split(jax.random.PRNGKey(2), 3))
+  record = analysis.topic_observables(models.lu.apply, data)
+  per_seed = lambda params, params0: record(params, params0)
+  out = [jax.jit(lambda p, r=r: dynamics.reduced_sen_ode_sweep(
+      p, data.train, data.train_topic_word, np.arange(TASK.n_topic_words), r,
+      lr=jnp.asarray([0.5, 1.0, 1.5]), ts=jnp.linspace(0.0, 60.0, 7),
+      trainable=cfg_model.trainable(), stepsize_controller=diffrax.ConstantStepSize(),
+      dt0=0.5, extended=extended))(params0)
+      for r in (record, per_seed)]
+  # The same solve twice, only the record differs; fixed steps, so that the two programs'
+  # rounding (XLA fuses each differently) cannot move an adaptive controller's steps.
+  _assert_same_observables(*out)
+  assert float(jnp.max(jnp.abs(out[0].observables["score"]))) > 0.5
+  if extended:                                                 # the non-topic words moved
+    assert float(jnp.max(out[0].observables["nontopic_max_abs_norm_change"])) > 0.0
