@@ -187,7 +187,8 @@ def _records_seeds_last(seeds_last, ys, params0, topic_words, word_share):
       emb = emb + jnp.einsum("svt,std->vds", word_share, y.push).astype(emb.dtype)
     emb = emb.at[topic_words].set(jnp.moveaxis(y.nu, 0, -1).astype(emb.dtype))
     cls = rows0.classifier if y.classifier is None else jax.tree.map(last, y.classifier)
-    rows = rows0._replace(embeddings=emb, scores=rows0.scores.at[topic_words].set(y.s.T),
+    scores = rows0.scores.at[topic_words].set(y.s.T.astype(rows0.scores.dtype))
+    rows = rows0._replace(embeddings=emb, scores=scores,
                           classifier=cls,
                           weighted_sum=functools.partial(_weighted_row_sum, k >= 0))
     return seeds_last(rows, rows0)
