@@ -9,6 +9,7 @@ import numpy as np
 from attndyn.analysis.theorem1 import invariant, psi_mean
 from attndyn.analysis.sen import sen_norm
 from attndyn.models import lu
+from attndyn.models.attention import softmax_attention
 from attndyn.models.classifiers import apply_classifier
 from attndyn.models.lu import init_seeds, word_scores
 from attndyn.models.objective import accuracy, cross_entropy
@@ -87,11 +88,9 @@ def topic_observables(apply_fn: Callable, dataset: TopicDataset) -> Callable:
 
 
 def _attention(scores, rows, mask):
-  """Softmax attention over each sentence's words: ``[n, L, S]`` for ``scores [V, S]`` and
-  (host) ``rows [n, L]`` the words' rows, ``mask [n, L]``."""
-  s = jnp.where(mask[:, :, None], scores[rows], -jnp.inf)
-  e = jnp.where(mask[:, :, None], jnp.exp(s - jnp.max(s, axis=1, keepdims=True)), 0.0)
-  return e / jnp.sum(e, axis=1, keepdims=True)
+  """The model's softmax attention over each sentence's words: ``[n, L, S]`` for ``scores
+  [V, S]`` and (host) ``rows [n, L]`` the words' rows, ``mask [n, L]``."""
+  return softmax_attention(scores[rows], mask[:, :, None], axis=1)
 
 
 def topic_observables_seeds_last(dataset: TopicDataset, rows, rows0) -> dict:

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 __all__ = ["softmax_attention", "attend"]
 
 
-def softmax_attention(scores: jax.Array, mask: jax.Array) -> jax.Array:
+def softmax_attention(scores: jax.Array, mask: jax.Array, axis: int = -1) -> jax.Array:
   """Attention weights ``a_w = exp(s_w) / Z(χ)`` over the words of each sentence.
 
   Masked positions get score ``-inf`` (weight exactly 0).
@@ -14,13 +14,14 @@ def softmax_attention(scores: jax.Array, mask: jax.Array) -> jax.Array:
 
   Args:
     scores: ``[..., L]`` scores ``s_w = qᵀκ_w`` of the words of each sentence.
-    mask: ``[..., L]`` bool, True for real words.
+    mask: ``[..., L]`` bool, True for real words (broadcast against ``scores``).
+    axis: the words' axis (``L``), the last by default.
 
   Returns:
     ``[..., L]`` weights summing to 1 over the real words.
   """
   scores = jnp.where(mask, scores, -jnp.inf)
-  return jax.nn.softmax(scores, axis=-1, where=mask)
+  return jax.nn.softmax(scores, axis=axis, where=mask)
 
 
 def attend(values: jax.Array, weights: jax.Array) -> jax.Array:
