@@ -101,8 +101,8 @@ def topic_observables_seeds_last(dataset: TopicDataset, rows, rows0) -> dict:
 
   A second form of the same observables, for speed: ``jax.vmap(record)`` on ordinary
   parameters gathers each seed's ``[n, L, d]`` embeddings twice a record (the forward pass
-  and Theorem 1's context) and makes recording cost more than the training steps between
-  records; here the gathers take every seed's row at once. Equal to ``record`` up to
+  and Theorem 1's context), which made recording a large share of a fast-path run
+  (``python -m benchmarks.record``); here the gathers take every seed's row at once. Equal to ``record`` up to
   summation order (tests/test_fast_record.py, float64). Returns the dict ``jax.vmap(record)``
   returns (leaves ``[S, ...]``).
   """

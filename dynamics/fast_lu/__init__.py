@@ -91,7 +91,7 @@ first) and ``record`` runs per seed under ``vmap``, unless the record has a
 seed of the tile at once from :class:`WordRows` (each vocabulary word's ``ν_w``, ``s_w``,
 with the seed axis last) and never forms ordinary parameters. The topic observables gather
 each sentence's ``d``-channel embeddings twice a record (its context and Theorem 1's);
-per seed that cost more than the steps between records.
+per seed that was a large share of a run (``python -m benchmarks.record``).
 
 Failures: a step whose forward pass is non-finite (checked through
 ``Σ_i pre_i·δ_i`` and the classifier gradients) is not applied, and the run
