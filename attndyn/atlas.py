@@ -122,7 +122,8 @@ class Settings:
     base: the base bucket; axes: what each axis takes; crosses: pairs of axes crossed.
     precision: of GD and the ODEs.
     tc_only: axes varied for Attn-TC only.
-    autodiff_thin: off the fast path, every n-th σ and lr (autodiff costs far more per point).
+    autodiff_thin: every n-th σ and lr for the sparse normalisers' buckets (sparsemax on the
+      fast path, 1.5-entmax by autodiff; each costs more per point than softmax's fast path).
     ode_rtol: the reduced ODE's relative tolerance.
     ode_classifiers: classifiers whose buckets solve Lemma 2's reduced ODE.
     extended_classifiers: those (of ode_classifiers) that also solve the extended one.
@@ -150,10 +151,11 @@ class Settings:
   chunk: Literal["bucket", "lr"] = "bucket"
 
 
-# Full grid: 60 fast-path buckets (a trainable query included) × 16 σ × 12 lr and 6 autodiff
-# buckets (sparsemax, 1.5-entmax) × 4 σ × 3 lr = 11,592 configurations. Each bucket compiles its
-# own programs, so the grid has few buckets with many vmapped points each; autodiff GD costs far
-# more per point, so its buckets take every `autodiff_thin`-th σ and lr.
+# Full grid: 60 softmax buckets (a trainable query included) × 16 σ × 12 lr and 6 buckets of
+# the sparse normalisers (sparsemax, 1.5-entmax) × 4 σ × 3 lr = 11,592 configurations. Each
+# bucket compiles its own programs, so the grid has few buckets with many vmapped points each;
+# the sparse normalisers cost more per point (1.5-entmax's autodiff GD far more), so their
+# buckets take every `autodiff_thin`-th σ and lr.
 FULL = Settings(
     # lr = τ/n from 0.25 up, not the paper's 0.1: the runs of lr 0.1 would take 5000 steps,
     # 2.5× these 2000 (docs/atlas.md compares the two lr).
@@ -287,15 +289,19 @@ def fast_path(bucket: Bucket):
 
 def solves_ode(s: Settings, bucket: Bucket) -> bool:
   """Whether the bucket solves Lemma 2's reduced ODE beside GD: it is on the fast path, its
-  query is fixed (Lemma 2's) and its classifier is in ``ode_classifiers``."""
-  return (bool(fast_path(bucket)) and not bucket.values["train_query"]
-          and bucket.values["classifier"] in s.ode_classifiers)
+  attention is softmax and its query fixed (Lemma 2's) and its classifier is in
+  ``ode_classifiers``."""
+  return (bool(fast_path(bucket)) and bucket.values["normaliser"] == "softmax"
+          and not bucket.values["train_query"] and bucket.values["classifier"] in s.ode_classifiers)
 
 
 def continuous(s: Settings, bucket: Bucket = None) -> tuple:
   """``(sigmas, run_lengths)`` of a bucket: every value, or every ``autodiff_thin``-th for a
-  bucket off the fast path."""
-  step = 1 if bucket is None or fast_path(bucket) else s.autodiff_thin
+  bucket of a sparse normaliser (sparsemax's GD runs on the fast path, at a higher cost per
+  point than softmax's; 1.5-entmax's by autodiff) or otherwise off the fast path."""
+  thin = bucket is not None and (bucket.values["normaliser"] != "softmax"
+                                 or not fast_path(bucket))
+  step = s.autodiff_thin if thin else 1
   return list(s.sigma[::step]), list(s.run_lengths[::step])
 
 
@@ -609,7 +615,8 @@ def _settings_text(s: Settings, n_buckets: int) -> str:
   lrs = learning_rates(s)
   n = sum(n_configurations(s, b) for b in buckets(s))
   return (f"{n_buckets} buckets of up to {len(s.sigma)} σ × {len(lrs)} lr "
-          f"(every {s.autodiff_thin}-th σ and lr off the fast path), {n} configurations in "
+          f"(every {s.autodiff_thin}-th σ and lr for sparsemax and 1.5-entmax), {n} "
+          f"configurations in "
           f"the grid, {s.seeds} seeds each; "
           f"flow time τ = lr·steps = {s.tau:g} for every lr ({min(lrs):.3g} … {max(lrs):.3g}), "
           f"σ (embedding std) {min(s.sigma):g} … {max(s.sigma):g}; "

@@ -433,3 +433,85 @@ def test_default_seed_tile_is_cache_sized_on_cpu_and_memory_sized_on_an_accelera
     tile = default_seed_tile(n, 10**6, gpu(10**12))
     tiles = -(-n // tile)
     assert tile <= most and 0 <= tiles * tile - n < tiles
+
+
+# ---------------------------------------------------------------------------- sparsemax
+
+
+@pytest.mark.parametrize("classifier,freeze,padded", [
+    ("tc", (), True), ("fc", ("keys",), False), ("tl", ("embeddings",), False), ("tl", (), True),
+    ("tc", ("classifier",), False)])
+def test_sparsemax_matches_autodiff_float64_exactly(data, classifier, freeze, padded):
+  """Sparsemax attention on the fast path (dynamics.fast_lu.sparse) is the same GD as autodiff
+  through models.normalisers.sparsemax: every observable and the final parameters in float64,
+  with supports that change along the run (keys start off zero, so the scores spread) and
+  masked positions."""
+  batch = _padded(data) if padded else data.train
+  model_cfg = _model_cfg(classifier, normaliser="sparsemax", key_std=1.0, freeze=freeze)
+  model = models.lu_attention(model_cfg, jnp.float64)
+  record = _record(model.apply, data._replace(train=batch))
+  cfg = dynamics.TrainConfig(lr=0.5, steps=200, record_every=50)
+  generic = dynamics.make_train(models.make_loss(model.apply), batch, record, cfg,
+                                model_cfg.trainable())
+  fast = dynamics.make_fast_sweep_train(model_cfg, batch, record, cfg)
+  params0, keys = _seeds(model)
+  lr = jnp.full((3,), 0.5)
+  want, got = jax.jit(jax.vmap(generic))(params0, keys, lr), jax.jit(fast)(params0, lr)
+  _assert_agree(want, got, TOL[jnp.float64])
+  weights = [model.apply(jax.tree.map(lambda x: x[0], p), batch).attention
+             for p in (params0, got.final_params)]
+  zero = [float(jnp.mean((w == 0) & batch.mask) / jnp.mean(batch.mask)) for w in weights]
+  assert 0.2 < min(zero) and max(zero) < 0.95, zero            # sparse, never one-hot only
+  if "keys" not in freeze:   # the scores moved, and with them the supports
+    support = [(w > 0) & batch.mask for w in weights]
+    assert bool(jnp.any(support[0] != support[1]))
+    assert float(jnp.max(jnp.abs(got.observables["score"][:, -1]
+                                 - got.observables["score"][:, 0]))) > 0.5
+
+
+@given(st.integers(1, 12), st.integers(1, 5), st.integers(0, 2**31 - 1), st.booleans())
+def test_michelot_threshold_equals_the_models(length, rows, seed, dyadic):
+  """The fast path's sparsemax threshold (Michelot's iteration, leading axis) equals the model's
+  (ranks) up to the order of one sum, with the same support: ties and rows without a real
+  entry included."""
+  rng = np.random.default_rng(seed)
+  scores = (rng.integers(-8, 9, (rows, length)) / 4.0 if dyadic
+            else rng.normal(0.0, rng.choice([0.01, 1.0, 10.0]), (rows, length)))
+  mask = rng.random((rows, length)) < 0.8
+  want, _ = models.normalisers.sparsemax_threshold(jnp.asarray(scores), jnp.asarray(mask))
+  got = fast_lu.sparse.sparsemax_threshold_leading(jnp.asarray(scores.T), jnp.asarray(mask.T))
+  np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-14, atol=1e-15)
+  support = lambda tau: mask & (scores > np.asarray(tau)[:, None])
+  np.testing.assert_array_equal(support(got), support(want))
+
+
+def test_sparsemax_fast_path_applies_with_a_fixed_query_and_its_own_loss(data):
+  gd = dynamics.TrainConfig()
+  check = dynamics.fast_path_applies(_model_cfg("tc", normaliser="sparsemax"), gd, batch=data.train)
+  assert check and "sparsemax attention" in check.reason
+  for model_cfg, word in ((_model_cfg("tc", normaliser="sparsemax", train_query=True), "query"),
+                          (_model_cfg("tc", normaliser="entmax15"), "entmax15")):
+    check = dynamics.fast_path_applies(model_cfg, gd, batch=data.train)
+    assert not check and word in check.reason, check
+  # The softmax model's loss with a sparsemax config is another loss: refused, not trained.
+  sparse_cfg = _model_cfg("tc", normaliser="sparsemax")
+  check = dynamics.fast_path_applies(sparse_cfg, gd, batch=data.train,
+                                     loss_fn=models.make_loss(models.lu.apply))
+  assert not check and "softmax attention" in check.reason
+  with pytest.raises(ValueError, match="softmax attention"):
+    dynamics.make_fast_train(models.make_loss(models.lu.apply), data.train, lambda p, p0: {},
+                             gd, sparse_cfg.trainable(), model_cfg=sparse_cfg)
+
+
+def test_occurrences_list_every_position_of_every_row(data):
+  """Each state row's occurrences (dynamics.fast_lu.sparse) are exactly the flat positions of
+  ``row_tokens`` holding it, padded with the zero row ``n L``."""
+  plan = fast_lu.plan_words(_padded(data).tokens, _padded(data).mask)
+  flat = plan.row_tokens.reshape(-1)
+  seen = np.zeros(flat.size, int)
+  for start, occ in fast_lu.sparse.plan_occurrences(plan).buckets:
+    for k, row in enumerate(occ):
+      real = row[row < flat.size]
+      assert np.all(flat[real] == start + k) and np.all(row[len(real):] == flat.size)
+      seen[real] += 1
+  assert np.array_equal(seen, (flat < len(plan.words)).astype(int))

@@ -100,10 +100,16 @@ generic path. The generic path also checks the updated parameters; here a
 parameter that overflows shows up one step later, through the next forward
 pass (so ``failed_at`` can be one step later in that corner case).
 
+Sparsemax attention (``model.normaliser = "sparsemax"``, a fixed query): the weights do not
+factor per word, so :mod:`~dynamics.fast_lu.sparse` keeps ``ν_w`` itself (weight 1), forms each
+sentence's threshold from its gathered scores, and sums per-occurrence values over each word's
+occurrences in the backward pass; the classifier's part (steps 3 and 5) is shared.
+
 Files: :mod:`~dynamics.fast_lu.applies` (when it applies),
 :mod:`~dynamics.fast_lu.plan` (the host-side word plan), :mod:`~dynamics.fast_lu.xla_cpu`
 (seeds-last helpers and XLA:CPU workarounds), :mod:`~dynamics.fast_lu.step` (the algebra above:
-one step, and the fast state), :mod:`~dynamics.fast_lu.train` (the trainers).
+one step, and the fast state), :mod:`~dynamics.fast_lu.sparse` (the step with sparsemax
+attention), :mod:`~dynamics.fast_lu.train` (the trainers).
 
 References:
   Lu, Mao & Nayak, "On the Dynamics of Training Attention Models", ICLR 2021.
@@ -117,6 +123,7 @@ from attndyn.dynamics.fast_lu.plan import plan_words as plan_words
 from attndyn.dynamics.fast_lu.step import GATHER_COST as GATHER_COST
 from attndyn.dynamics.fast_lu.step import WordRows as WordRows
 from attndyn.dynamics.fast_lu.step import projected_forward_pays as projected_forward_pays
+from attndyn.dynamics.fast_lu import sparse as sparse
 from attndyn.dynamics.fast_lu.train import COMPILER_OPTIONS as COMPILER_OPTIONS
 from attndyn.dynamics.fast_lu.train import SEED_TILE as SEED_TILE
 from attndyn.dynamics.fast_lu.train import default_seed_tile as default_seed_tile

@@ -42,6 +42,10 @@ def _loss_mismatch(loss_fn, model_cfg) -> Optional[str]:
   """
   if type(loss_fn) is LuCrossEntropy:
     apply_fn = loss_fn.apply_fn
+    normaliser = getattr(model_cfg, "normaliser", "softmax")
+    if apply_fn in (lu.apply, lu_linear.apply_linear) and normaliser != "softmax":
+      return (f"loss_fn is the cross-entropy of the model with softmax attention, while the "
+              f"model's normaliser is {normaliser!r} (pass loss_fn='lu' for the model's own)")
     if apply_fn is lu.apply:
       return None
     if apply_fn is lu_linear.apply_linear:
@@ -76,10 +80,11 @@ def fast_path_applies(model_cfg, train_cfg: TrainConfig, trainable: Optional[dic
                       batch: Optional[Batch] = None, *, loss_fn: Any = "lu") -> FastPathCheck:
   """Decide whether the exact fast path can replace :func:`dynamics.make_train`.
 
-  It applies to the Lu model (:class:`models.LuModelConfig`) trained on its own
-  cross-entropy (``models.make_loss(models.lu.apply)``) with a fixed query, or a
+  It applies to the Lu model (:class:`models.LuModelConfig`) with softmax attention trained
+  on its own cross-entropy (``models.make_loss(models.lu.apply)``) with a fixed query, or a
   trainable one when the keys start at zero (``key_std = 0``: every key then stays on
-  the query's line, and GD scales the query),
+  the query's line, and GD scales the query); with sparsemax attention and a fixed query
+  (:mod:`dynamics.fast_lu.sparse`; its loss is the model's own, ``loss_fn="lu"``),
   any of the FC/TC/TL classifiers, any frozen subset of embeddings/keys/classifier,
   and full-batch gradient descent on one dataset shared by every seed. Any
   other loss function is refused: the fast path never calls it, so it cannot
@@ -109,9 +114,9 @@ def fast_path_applies(model_cfg, train_cfg: TrainConfig, trainable: Optional[dic
     if mismatch:
       return FastPathCheck(False, mismatch)
   normaliser = getattr(model_cfg, "normaliser", "softmax")
-  if normaliser != "softmax":
+  if normaliser not in ("softmax", "sparsemax"):
     return FastPathCheck(False, f"the attention normaliser is {normaliser!r} (the fast path "
-                                "factors the softmax)")
+                                "has softmax and sparsemax)")
   if not (isinstance(train_cfg.optimizer, str) and train_cfg.optimizer in ("gd", "sgd")):
     return FastPathCheck(False, f"optimizer {optimizer_name(train_cfg.optimizer)} is not plain "
                                 "gradient descent")
@@ -119,6 +124,9 @@ def fast_path_applies(model_cfg, train_cfg: TrainConfig, trainable: Optional[dic
     return FastPathCheck(False, f"minibatches of {train_cfg.batch_size} (the fast path is full-batch)")
   query = bool(trainable.get("query", False))
   key_std = getattr(model_cfg, "key_std", None)
+  if query and normaliser != "softmax":
+    return FastPathCheck(False, f"the query is trained with {normaliser} attention (the fast "
+                                "path trains a query with softmax attention only)")
   if query and not (is_concrete_number(key_std) and key_std == 0):
     start = (f"key_std = {key_std!r}, not 0" if is_concrete_number(key_std)
              else "key_std is not a number here: swept or traced")
@@ -128,4 +136,4 @@ def fast_path_applies(model_cfg, train_cfg: TrainConfig, trainable: Optional[dic
     return FastPathCheck(False, "the training data is traced (differs between sweep points)")
   how = "trained query from zero keys" if query else "fixed query"
   return FastPathCheck(True, f"{how}, full-batch GD, {model_cfg.classifier} classifier, "
-                             "shared data")
+                             f"{normaliser} attention, shared data")

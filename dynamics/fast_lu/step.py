@@ -99,6 +99,40 @@ def _combine(w, c):
   return _tree_sum([w[None, :, k] * c[:, k, None] for k in range(w.shape[1])])
 
 
+def _outer_sum(u, v, rows, summed):
+  """``Σ_r u_r v_rᵀ``: ``[a, b, S]`` for ``u [rows, a, S]``, ``v [rows, b, S]``."""
+  return summed(lambda i0, i1: u[i0:i1, :, None] * v[i0:i1, None, :], rows)
+
+
+def _classifier_backward(lay: _Layout, onehot, trainable: dict, cls: dict, pre):
+  """The classifier from its first layer's output ``pre = Wᵀν̄ [n, K, S]`` to the mean
+  cross-entropy, and back: ``δ = ∂L/∂pre [n, K, S]`` (``(π − y)/n`` for FC/TC,
+  ``1[h > 0] ⊙ U₂(π − y)/n`` for TL) and the gradients of the classifier's parameters
+  after ``W`` (TL's ``b1``, ``U2``, ``b2``; none for FC/TC), sums over sentences.
+  ``onehot [n, J, 1]`` the labels. Shared by the softmax and the sparsemax steps."""
+  n, kk, n_cls = lay.n, lay.k, lay.n_classes
+  logits, hidden = pre, None
+  if lay.kind == "tl":
+    hpre = pre + cls["b1"][None]
+    hidden = jnp.maximum(hpre, 0)
+    logits = (_tree_sum([cls["U2"][None, k] * hidden[:, k, None] for k in range(kk)])
+              + cls["b2"][None])
+  top = functools.reduce(jnp.maximum, [logits[:, j] for j in range(n_cls)])
+  ex = jnp.exp(logits - top[:, None])
+  prob = ex / _tree_sum([ex[:, j] for j in range(n_cls)])[:, None]
+  dl = (prob - onehot) * (1.0 / n)                                      # [n, J, S]
+  if lay.kind != "tl":
+    return dl, {}
+  back = _tree_sum([cls["U2"][None, :, j] * dl[:, j, None] for j in range(n_cls)])
+  delta = jnp.where(hpre > 0, back, 0)                                  # [n, H, S]
+  grads = {}
+  if trainable["classifier"]:
+    grads = {"b1": _sum_rows(lambda a, b: delta[a:b], n),
+             "U2": _outer_sum(hidden, dl, n, _sum_rows),
+             "b2": _sum_rows(lambda a, b: dl[a:b], n)}
+  return delta, grads
+
+
 def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dtype,
                projected: bool):
   """``step(state, lr [S], qq0 [S]) -> state``: one exact full-batch GD step (``qq0 = ‖q(0)‖²``).
@@ -115,7 +149,6 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
   starts = [start for start, _ in plan.buckets]
   n_rows = len(plan.words) + int(plan.dummy)
   onehot = jnp.asarray(labels_onehot, dtype)[:, :, None]         # [n, J, 1]
-  inv_n = 1.0 / n
   first_layer = "U1" if lay.kind == "tl" else "U"
   frozen = frozen_first_layer(projected, trainable)
   query = bool(trainable.get("query", False))
@@ -149,19 +182,6 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
     p = base + _tree_sum([coords[:, k, None] * gram[None, k] for k in range(kk)])
     return es[:, None] * p
 
-  def outer_sum(u, v, rows, summed):
-    """``Σ_r u_r v_rᵀ``: ``[a, b, S]`` for ``u [rows, a, S]``, ``v [rows, b, S]``."""
-    return summed(lambda i0, i1: u[i0:i1, :, None] * v[i0:i1, None, :], rows)
-
-  def classifier_head(cls, pre):
-    """Logits ``[n, J, S]`` from ``pre [n, K, S]``, and the TL hidden layer."""
-    if lay.kind != "tl":
-      return pre, None
-    hpre = pre + cls["b1"][None]
-    h = jnp.maximum(hpre, 0)
-    logits = _tree_sum([cls["U2"][None, k] * h[:, k, None] for k in range(kk)]) + cls["b2"][None]
-    return logits, (hpre, h)
-
   def sentences(pred, cls, z, sums, failed_at):
     """Per-sentence pass: ``y = [δ, pre·δ]/Z [n, K+1, S]``, the classifier grads
     that are sums over sentences, ``ok [S]``."""
@@ -169,27 +189,11 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
     avg = sums * inv_z[:, None]                                        # [n, K or d, S]
     # Stored, or XLA:CPU recomputes Wᵀν̄ within the softmax for every logit and its max.
     pre = avg if projected else _materialize(pred, _project, cls[first_layer], avg)  # [n,K,S]
-    logits, hidden = classifier_head(cls, pre)
-    top = functools.reduce(jnp.maximum, [logits[:, j] for j in range(n_cls)])
-    ex = jnp.exp(logits - top[:, None])
-    prob = ex / _tree_sum([ex[:, j] for j in range(n_cls)])[:, None]
-    dl = (prob - onehot) * inv_n                                       # [n, J, S]
-    if lay.kind == "tl":
-      hpre, h = hidden
-      back = _tree_sum([cls["U2"][None, :, j] * dl[:, j, None] for j in range(n_cls)])
-      delta = jnp.where(hpre > 0, back, 0)                             # [n, H, S]
-    else:
-      delta = dl
+    delta, grads = _classifier_backward(lay, onehot, trainable, cls, pre)
     pd = _tree_sum([pre[:, k] * delta[:, k] for k in range(kk)])       # [n, S]
     y = jnp.concatenate([delta * inv_z[:, None], (pd * inv_z)[:, None]], 1)  # [n, K+1, S]
-    grads = {}
-    if trainable["classifier"]:
-      if lay.kind == "tl":
-        grads = {"b1": _sum_rows(lambda a, b: delta[a:b], n),
-                 "U2": outer_sum(hidden[1], dl, n, _sum_rows),
-                 "b2": _sum_rows(lambda a, b: dl[a:b], n)}
-      if not projected:                                                # avg = ν̄
-        grads[first_layer] = outer_sum(avg, delta, n, _sum_rows)
+    if trainable["classifier"] and not projected:                      # avg = ν̄
+      grads[first_layer] = _outer_sum(avg, delta, n, _sum_rows)
     ok = jnp.isfinite(_sum_rows(lambda a, b: pd[a:b], n))              # [S]
     for g in grads.values():
       ok &= _finite_per_seed(g)
@@ -215,7 +219,7 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
     if projected and trainable["classifier"]:
       # ∂L/∂W = Σ_i ν̄_i δ_iᵀ = Σ_w x_w R_w^(:K)ᵀ, since ν̄_i = Σ_w C_iw x_w / Z_i.
       # Stored (_materialize): both the update and the finiteness check read it.
-      first = _materialize(pred, lambda x, r: outer_sum(x, r[:, :kk], x.shape[0], _sum_many_rows),
+      first = _materialize(pred, lambda x, r: _outer_sum(x, r[:, :kk], x.shape[0], _sum_many_rows),
                            x, r)
       grads = dict(grads, **{first_layer: first})
       ok &= _finite_per_seed(first)

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attndyn.dynamics.fast_lu.applies import _loss_mismatch, fast_path_applies
+from attndyn.dynamics.fast_lu import sparse
 from attndyn.dynamics.fast_lu.plan import HEAVY_COUNT, _plan_for
 from attndyn.dynamics.fast_lu.step import (_Layout, _initial_rows, _make_step, _to_params,
                                            _to_rows, _to_state, _unpacker, frozen_first_layer,
@@ -128,7 +129,8 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
     unroll: steps unrolled per iteration of the inner ``lax.scan``.
     project: gather ``Wᵀx_w`` in the forward pass (True) or ``x_w`` (False);
       default: whichever :func:`projected_forward_pays` says is cheaper. Both
-      give the same trajectory.
+      give the same trajectory. With sparsemax attention (:mod:`dynamics.fast_lu.sparse`)
+      the forward pass always gathers ``Wᵀν_w``.
 
   Returns:
     ``train_batch(params0, lr=None)``: ``params0`` leaves ``[S, ...]``; ``lr``
@@ -149,6 +151,7 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
   labels = np.asarray(batch.labels)
   n_cls = model_cfg.n_classes
   lay = _layout(plan, model_cfg)
+  sparsemax = getattr(model_cfg, "normaliser", "softmax") == "sparsemax"
   projected = projected_forward_pays(plan, lay, trainable) if project is None else bool(project)
   onehot = np.eye(n_cls)[labels]
   t = cfg.record_steps().astype(jax.dtypes.canonicalize_dtype(jnp.float64))
@@ -157,7 +160,8 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
     records = cfg.run_records(lr)                                      # [S]
     last = jnp.max(records)      # the tile's compute stops with its longest run
     dtype = params0["embeddings"].dtype
-    step = _make_step(plan, lay, onehot, trainable, dtype, projected)
+    step = (sparse.make_step(plan, lay, onehot, trainable, dtype) if sparsemax
+            else _make_step(plan, lay, onehot, trainable, dtype, projected))
     qq = jnp.sum(params0["query"] ** 2, axis=-1)                      # [S]
     lr = lr.astype(dtype)
 
@@ -192,8 +196,9 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
       state = new
       return (state, obs), (obs, params if record_params else None)
 
-    state0 = _to_state(plan, params0, dtype, frozen_first_layer(projected, trainable),
-                       query=bool(trainable.get("query", False)))
+    state0 = (sparse.to_state(plan, params0, dtype) if sparsemax
+              else _to_state(plan, params0, dtype, frozen_first_layer(projected, trainable),
+                             query=bool(trainable.get("query", False))))
     unpack = _unpacker(plan, params0)
     rows0 = None if seeds_last is None else _initial_rows(unpack)
     obs0 = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype),
