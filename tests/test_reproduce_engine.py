@@ -102,8 +102,8 @@ def test_deep_update_changes_only_what_it_names():
 
 
 def test_the_engine_trains_any_normaliser(tiny_data):
-  """`attndyn run` with sparsemax: GD on the generic path with sparsemax attention (not the
-  softmax fast path), equal to a plain make_train of the sparsemax model."""
+  """`attndyn run` with sparsemax: GD with sparsemax attention (on the fast path's sparsemax
+  step, never its softmax one), equal to a plain make_train of the sparsemax model."""
   import jax
   from attndyn import dynamics
   from attndyn import models
@@ -118,7 +118,7 @@ def test_the_engine_trains_any_normaliser(tiny_data):
   cfg = config.RunConfig.from_dict(raw)
   with pipeline.precision_scope("float64"):
     result = pipeline.run(cfg, progress=False)
-    assert result.gd_path["path"] == "generic" and "sparsemax" in result.gd_path["reason"]
+    assert result.gd_path["path"] == "fast" and "sparsemax attention" in result.gd_path["reason"]
     apply = models.lu.apply_for(cfg.model)
     params0 = models.lu.init(jax.random.PRNGKey(0), cfg.model, jax.numpy.float64)
     direct = dynamics.make_train(models.make_loss(apply), data.train,

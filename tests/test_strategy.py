@@ -33,7 +33,7 @@ def test_softmax_fixed_query_runs_on_the_fast_path_and_solves_the_reduced_ode_pe
 
 
 @pytest.mark.parametrize("model, train, kw, why", [
-    (dict(normaliser="sparsemax"), {}, {}, "normaliser is 'sparsemax'"),
+    (dict(normaliser="entmax15"), {}, {}, "normaliser is 'entmax15'"),
     ({}, dict(optimizer="adam"), {}, "not plain gradient descent"),
     ({}, {}, dict(loss_fn=lambda params, batch: (0.0, None)), "a custom loss"),
     ({}, {}, dict(n_datasets=2), "several data seeds"),
