@@ -1,6 +1,6 @@
 """What to record during a topic-task run: the ``record`` function passed to dynamics."""
 import functools
-from typing import Callable
+from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -12,6 +12,7 @@ from attndyn.models import lu
 from attndyn.models.attention import softmax_attention
 from attndyn.models.classifiers import apply_classifier
 from attndyn.models.lu import init_seeds, word_scores
+from attndyn.models.normalisers import normalise
 from attndyn.models.objective import accuracy, cross_entropy
 from attndyn.tasks.topic import TopicDataset
 
@@ -51,10 +52,12 @@ def topic_observables(apply_fn: Callable, dataset: TopicDataset) -> Callable:
     ``nontopic_max_abs_score_change``, ``nontopic_max_abs_norm_change``:
     ``max_w |s_w − s_w(0)|`` and ``max_w |‖v_w‖ − ‖v_w(0)‖|`` over non-topic words.
 
-  For the Lu model with softmax attention (``apply_fn`` is ``models.lu.apply``) the record
-  also has ``record.seeds_last(rows, rows0)``: the same observables of every seed at once
-  from the fast path's per-word view (:func:`topic_observables_seeds_last`), which that
-  path reads instead of converting its state to parameters at every record.
+  For the Lu model's own forward pass (``apply_fn`` is ``models.lu.apply``, softmax
+  attention, or ``models.lu.apply_for``'s ``functools.partial`` of it with sparsemax or
+  1.5-entmax) the record also has ``record.seeds_last(rows, rows0)``: the same observables
+  of every seed at once from the fast path's per-word view
+  (:func:`topic_observables_seeds_last`), which that path reads instead of converting its
+  state to parameters at every record.
   """
   n_topic = dataset.n_topic_words
   m = dataset.train.tokens.shape[-1] - 1
@@ -82,18 +85,41 @@ def topic_observables(apply_fn: Callable, dataset: TopicDataset) -> Callable:
         "nontopic_max_abs_norm_change": jnp.max(jnp.abs(norms - norms0)[n_topic:]),
     }
 
-  if apply_fn is lu.apply:
-    record.seeds_last = functools.partial(topic_observables_seeds_last, dataset)
+  normaliser = _lu_normaliser(apply_fn)
+  if normaliser in SEEDS_LAST_NORMALISERS:
+    record.seeds_last = functools.partial(topic_observables_seeds_last, dataset,
+                                          normaliser=normaliser)
   return record
 
 
-def _attention(scores, rows, mask):
-  """The model's softmax attention over each sentence's words: ``[n, L, S]`` for ``scores
-  [V, S]`` and (host) ``rows [n, L]`` the words' rows, ``mask [n, L]``."""
-  return softmax_attention(scores[rows], mask[:, :, None], axis=1)
+# The normalisers whose attention topic_observables_seeds_last forms (over the seeds-last
+# layout: each sentence's words on an axis of their own).
+SEEDS_LAST_NORMALISERS = ("softmax", "sparsemax", "entmax15")
 
 
-def topic_observables_seeds_last(dataset: TopicDataset, rows, rows0) -> dict:
+def _lu_normaliser(apply_fn: Callable) -> Optional[str]:
+  """The normaliser of ``apply_fn`` when it is the Lu model's own forward pass
+  (``models.lu.apply``: softmax; ``functools.partial(models.lu.apply, normaliser=...)``, as
+  ``models.lu.apply_for`` makes), else ``None``: another function is not known to be it."""
+  if apply_fn is lu.apply:
+    return "softmax"
+  if (type(apply_fn) is functools.partial and apply_fn.func is lu.apply and not apply_fn.args
+      and set(apply_fn.keywords) == {"normaliser"}):
+    return apply_fn.keywords["normaliser"]
+  return None
+
+
+def _attention(scores, rows, mask, normaliser: str = "softmax"):
+  """The model's attention over each sentence's words: ``[n, L, S]`` for ``scores [V, S]``
+  and (host) ``rows [n, L]`` the words' rows, ``mask [n, L]``."""
+  if normaliser == "softmax":
+    return softmax_attention(scores[rows], mask[:, :, None], axis=1)
+  weights = normalise(normaliser, jnp.moveaxis(scores[rows], 1, -1), mask[:, None, :])
+  return jnp.moveaxis(weights, -1, 1)
+
+
+def topic_observables_seeds_last(dataset: TopicDataset, rows, rows0, *,
+                                 normaliser: str = "softmax") -> dict:
   """:func:`topic_observables`' ``record`` of every seed at once, from per-word parameters
   with the seed axis last (the fast path's :class:`dynamics.fast_lu.WordRows`: ``row_of
   [V]`` on the host, ``embeddings [V, d, S]``, ``scores [V, S]``, ``query_norm [S]``,
@@ -103,7 +129,8 @@ def topic_observables_seeds_last(dataset: TopicDataset, rows, rows0) -> dict:
   parameters gathers each seed's ``[n, L, d]`` embeddings twice a record (the forward pass
   and Theorem 1's context), which made recording a large share of a fast-path run
   (``python -m benchmarks.record``); here the gathers take every seed's row at once. Equal to ``record`` up to
-  summation order (tests/test_fast_record.py, float64). Returns the dict ``jax.vmap(record)``
+  summation order (tests/test_fast_record.py, float64). ``normaliser``: the model's
+  attention (one of :data:`SEEDS_LAST_NORMALISERS`). Returns the dict ``jax.vmap(record)``
   returns (leaves ``[S, ...]``).
   """
   n_topic = dataset.n_topic_words
@@ -122,10 +149,11 @@ def topic_observables_seeds_last(dataset: TopicDataset, rows, rows0) -> dict:
   per_seed = lambda f, x, labels: jax.vmap(f, in_axes=(-1, None))(x, labels)
 
   context = rows.weighted_sum                             # (weights, table, rows) -> [n, c, S]
-  attention = _attention(scores, train_rows, train_mask)                           # [n, L, S]
+  attention = _attention(scores, train_rows, train_mask, normaliser)               # [n, L, S]
   logits = logits_of(rows.classifier, context(attention, emb, train_rows))
   test_logits = logits_of(rows.classifier,
-                          context(_attention(scores, test_rows, test_mask), emb, test_rows))
+                          context(_attention(scores, test_rows, test_mask, normaliser), emb,
+                                  test_rows))
   # Theorem 1's context: each sentence without its topic word (theorem1.nontopic_context).
   rest = (train_mask & ~is_topic_pos)[:, :, None]
   s_rest = jnp.where(rest, scores[train_rows], -jnp.inf)

@@ -236,7 +236,9 @@ def lu_attention(cfg: LuModelConfig, dtype=jnp.float32) -> Model:
 
 
 def apply_for(cfg: LuModelConfig) -> Callable:
-  """``apply`` with the configured normaliser: ``apply(params, batch) -> LuOutput``."""
+  """``apply`` with the configured normaliser: ``apply(params, batch) -> LuOutput`` (``apply``
+  itself for softmax, else ``functools.partial(apply, normaliser=...)``, which
+  :func:`analysis.topic_observables` reads its normaliser from)."""
   if cfg.normaliser == "softmax":
     return apply
-  return lambda params, batch: apply(params, batch, cfg.normaliser)
+  return functools.partial(apply, normaliser=cfg.normaliser)

@@ -8,6 +8,8 @@ fast path twice, reading the record one way and the other, and compares every re
 observable: in float64 the two agree to summation order (1e-9; they evaluate the same
 formulas on the same states).
 """
+import functools
+
 import diffrax
 import jax
 import jax.numpy as jnp
@@ -43,7 +45,7 @@ def _both(data, classifier, *, steps=120, record_every=20, seed_tile=2, **kw):
   cfg_model = models.LuModelConfig(n_words=TASK.n_words, n_classes=TASK.n_topics, embed_dim=6,
                                    key_dim=5, classifier=classifier, hidden_dim=4,
                                    embed_std=0.3, **kw)
-  record = analysis.topic_observables(models.lu.apply, data)
+  record = analysis.topic_observables(models.lu.apply_for(cfg_model), data)
   assert record.seeds_last is not None
   per_seed = lambda params, params0: record(params, params0)   # no seeds_last: vmapped record
   cfg = dynamics.TrainConfig(lr=0.5, steps=steps, record_every=record_every)
@@ -70,11 +72,14 @@ def _assert_same_observables(a, b):
 @pytest.mark.parametrize("classifier,kw,padded", [
     ("tc", {}, False), ("fc", {}, True), ("tl", {}, True),
     ("tc", {"freeze": ("keys",)}, False), ("tl", {"freeze": ("embeddings",)}, False),
-    ("fc", {"fc_init": "randn_unit_diag"}, False), ("tc", {"train_query": True}, True)])
+    ("fc", {"fc_init": "randn_unit_diag"}, False), ("tc", {"train_query": True}, True),
+    ("tc", {"normaliser": "sparsemax", "key_std": 1.0}, True),
+    ("tl", {"normaliser": "sparsemax", "key_std": 1.0}, False)])
 def test_seeds_last_record_equals_the_per_seed_record(data, classifier, kw, padded):
   """FC (its state in ``U``'s coordinates), TC and TL; frozen keys or embeddings; masked
   positions; a trainable query (which also scales the scores of words absent from the
-  training set); 3 seeds in tiles of 2 (a padded tile)."""
+  training set); sparsemax attention (dynamics.fast_lu.sparse: the record's attention is
+  sparsemax's); 3 seeds in tiles of 2 (a padded tile)."""
   fast, slow = _both(_padded(data) if padded else data, classifier, **kw)
   _assert_same_observables(fast, slow)
   obs, frozen = fast.observables, kw.get("freeze", ())
@@ -84,13 +89,19 @@ def test_seeds_last_record_equals_the_per_seed_record(data, classifier, kw, padd
     assert float(jnp.max(obs["nontopic_max_abs_norm_change"])) > 0.0
 
 
-def test_only_the_lu_softmax_model_has_a_seeds_last_record(data):
-  """Another ``apply`` (here sparsemax attention) keeps the per-seed record only."""
-  assert hasattr(analysis.topic_observables(models.lu.apply, data), "seeds_last")
-  other = models.lu.apply_for(models.LuModelConfig(n_words=TASK.n_words,
-                                                   n_classes=TASK.n_topics,
-                                                   normaliser="sparsemax"))
-  assert not hasattr(analysis.topic_observables(other, data), "seeds_last")
+def test_only_the_lu_models_own_forward_pass_has_a_seeds_last_record(data):
+  """``models.lu.apply`` and ``apply_for``'s partial of it (sparsemax, 1.5-entmax) have a
+  seeds-last record; any other ``apply`` (a wrapper of it, a structured normaliser, a
+  partial with more arguments) keeps the per-seed record only."""
+  config = lambda normaliser: models.LuModelConfig(n_words=TASK.n_words, n_classes=TASK.n_topics,
+                                                   normaliser=normaliser)
+  for normaliser in ("softmax", "sparsemax", "entmax15"):
+    record = analysis.topic_observables(models.lu.apply_for(config(normaliser)), data)
+    assert record.seeds_last.keywords == {"normaliser": normaliser}
+  others = (lambda p, b: models.lu.apply(p, b), models.lu.apply_for(config("fusedmax")),
+            functools.partial(models.lu.apply, normaliser="sparsemax", extra=1))
+  for other in others:
+    assert not hasattr(analysis.topic_observables(other, data), "seeds_last")
 
 
 @pytest.mark.parametrize("classifier,extended", [("tc", False), ("tl", False), ("fc", True)])
