@@ -1,11 +1,13 @@
 """The XLA options and seed tile the code chooses, each timed against the alternative.
 
-``python -m benchmarks.xla_options [--seeds 64] [--reps 3] [--steps 500] [--out FILE.json]``
+``python -m benchmarks.xla_options [--seeds 64] [--reps 3] [--steps 500] [--out FILE.json]
+[--only dataset fast tile flow reduced]``
 
 The programs whose compilation the code tunes, on Lu et al.'s text preset
 (:mod:`benchmarks.workload`): the topic-dataset generator
 (``tasks.TOPIC_COMPILER_OPTIONS``), the exact fast path
-(``dynamics.fast_lu.COMPILER_OPTIONS`` and ``SEED_TILE``), and Lemma 2's
+(``dynamics.fast_lu.COMPILER_OPTIONS`` and ``SEED_TILE``), the gradient flow with a linear
+classifier (TC, ``dynamics.ode.LINEAR_COMPILER_OPTIONS``) and Lemma 2's
 reduced ODE for a linear classifier (TC, ``LINEAR_COMPILER_OPTIONS``) and for
 TL (``COMPILER_OPTIONS``). Each is lowered and compiled afresh with the code's
 choice and with the alternative (XLA's defaults; for the tile, all seeds in one
@@ -108,7 +110,11 @@ def main(argv=None) -> int:
   ap.add_argument("--steps", type=int, default=500, help="GD steps and ODE time span")
   ap.add_argument("--reps", type=int, default=3, help="compiles and runs per variant (median)")
   ap.add_argument("--out", type=Path, default=None, help="also write the rows to this JSON file")
+  ap.add_argument("--only", nargs="+", default=None,
+                  choices=("dataset", "fast", "tile", "reduced", "flow"),
+                  help="time only these programs (default: all)")
   args = ap.parse_args(argv)
+  want = lambda name: args.only is None or name in args.only
   rows = []
   print(f"{'program':34} {'chosen':22} {'compile s':>10} {'alt':>8} {'ratio':>6} "
         f"{'run s':>8} {'alt':>8} {'ratio':>6}", flush=True)
@@ -124,22 +130,37 @@ def main(argv=None) -> int:
   n_topic = w.task.n_topic_words
 
   # The topic-dataset generator.
-  add(compare("topic dataset", functools.partial(tasks.make_topic_dataset, cfg=w.task),
-              (jax.random.PRNGKey(0),), tasks.TOPIC_COMPILER_OPTIONS, {}, args.reps,
-              "-O1, loop emitters"))
+  if want("dataset"):
+    add(compare("topic dataset", functools.partial(tasks.make_topic_dataset, cfg=w.task),
+                (jax.random.PRNGKey(0),), tasks.TOPIC_COMPILER_OPTIONS, {}, args.reps,
+                "-O1, loop emitters"))
   # The fast path (TC), all seeds in one call.
   cfg = dynamics.TrainConfig(lr=w.lr, steps=args.steps, record_every=args.steps // 10)
   record = analysis.topic_observables(models.lu.apply, w.data)
   train = fast_lu.make_fast_sweep_train(w.model_cfg, w.data.train, record, cfg,
                                         w.model_cfg.trainable())
-  add(compare("fast path GD (TC)", lambda p: train(p), (w.params0,),
-              fast_lu.COMPILER_OPTIONS, {}, args.reps, "-O1"))
-  add(seed_tile(w, args.steps, args.reps))
-  # Lemma 2's reduced ODE, all seeds as one solve: TC (linear velocity) and TL.
+  if want("fast"):
+    add(compare("fast path GD (TC)", lambda p: train(p), (w.params0,),
+                fast_lu.COMPILER_OPTIONS, {}, args.reps, "-O1"))
+  if want("tile"):
+    add(seed_tile(w, args.steps, args.reps))
   ts = cfg.record_steps()
+  # The gradient flow of the full model with a linear classifier (TC), a solve per seed
+  # (vmapped, as `attndyn run` solves it), on 4 of the seeds: it is the slow one per point.
+  if want("flow"):
+    flow_params = jax.tree.map(lambda x: x[:4], w.params0)
+    loss = models.make_loss(models.lu.apply)
+    flow = jax.vmap(lambda p: dynamics.gradient_flow(
+        loss, p, w.data.train, record, lr=w.lr, ts=ts, trainable=w.model_cfg.trainable(),
+        rtol=1e-4, atol=1e-7))
+    add(compare("gradient flow (TC, 4 seeds)", flow, (flow_params,),
+                dynamics.ode.LINEAR_COMPILER_OPTIONS, {}, args.reps, "-O1, loop emitters"))
+  # Lemma 2's reduced ODE, all seeds as one solve: TC (linear velocity) and TL.
   for classifier, chosen, what in (("tc", reduced_ode.LINEAR_COMPILER_OPTIONS,
                                     "-O1, loop emitters"),
                                    ("tl", reduced_ode.COMPILER_OPTIONS, "-O1")):
+    if not want("reduced"):
+      break
     wc = w if classifier == "tc" else make_workload(args.seeds, classifier="tl")
     rec = analysis.topic_observables(models.lu.apply, wc.data)
     ode = lambda p, wc=wc, rec=rec: dynamics.reduced_sen_ode_sweep(

@@ -21,7 +21,7 @@ from attndyn.dynamics.trajectory import FAILURE_REASONS, ODEStats, Trajectory, c
 from attndyn.tasks.batch import Batch
 from attndyn.tasks.errors import ConfigError, check
 
-__all__ = ["RTOL", "ATOL", "SOLVERS", "make_solver", "time_grid", "saved_times", "controller_for",
+__all__ = ["RTOL", "ATOL", "LINEAR_COMPILER_OPTIONS", "SOLVERS", "make_solver", "time_grid", "saved_times", "controller_for",
            "check_adjoint", "stopped_lr", "stopping_controller", "failure_time", "first_failure",
            "ode_stats", "split_trainable", "gradient_flow"]
 
@@ -29,6 +29,15 @@ __all__ = ["RTOL", "ATOL", "SOLVERS", "make_solver", "time_grid", "saved_times",
 # flow, the reduced ODEs (dynamics.reduced_ode, dynamics.reduced_ode_sweep) and the CLI's [ode].
 RTOL = 1e-6
 ATOL = 1e-9
+
+# XLA options for compiling the gradient flow with a linear classifier (FC/TC): LLVM at -O1 and
+# XLA:CPU's loop emitters instead of its MLIR fusion emitters (dynamics.xla_options drops an
+# option XLA lacks), as for the reduced ODE's linear velocity: most of the program is
+# diffrax's step, controller and save logic, small kernels whose MLIR pipeline is most of the
+# compile, and the run is no slower (`python -m benchmarks.xla_options --only flow` times both
+# ways). Not for TL, whose long solves run slower than the compile they save.
+LINEAR_COMPILER_OPTIONS = {"xla_backend_optimization_level": 1,
+                           "xla_cpu_use_fusion_emitters": False}
 
 # Adaptive explicit Runge–Kutta solvers with an embedded error estimate.
 SOLVERS = {

@@ -17,6 +17,7 @@ import jax
 
 from attndyn.dynamics.fast_lu import COMPILER_OPTIONS as FAST_COMPILER_OPTIONS
 from attndyn.dynamics.fast_lu import FastPathCheck, fast_path_applies
+from attndyn.dynamics.ode import LINEAR_COMPILER_OPTIONS as FLOW_LINEAR_COMPILER_OPTIONS
 from attndyn.dynamics.reduced_ode import COMPILER_OPTIONS as REDUCED_COMPILER_OPTIONS
 from attndyn.dynamics.reduced_ode import LINEAR_COMPILER_OPTIONS as REDUCED_LINEAR_COMPILER_OPTIONS
 from attndyn.models.classifiers import LINEAR_CLASSIFIERS
@@ -137,12 +138,14 @@ def ode_stage(kind: str, classifier: str, shared_data: bool,
   is done (the seeds' step counts differ several-fold), and a vmapped vector field costs no
   less than the points' own (the reduced ODE of the atlas's quick TL base bucket:
   ``python -m benchmarks.atlas --compare``). The reduced ODE's XLA options depend on whether
-  the classifier is linear (:data:`dynamics.reduced_ode.LINEAR_COMPILER_OPTIONS`); the
-  gradient flow keeps XLA's defaults.
+  the classifier is linear (:data:`dynamics.reduced_ode.LINEAR_COMPILER_OPTIONS`); so do the
+  gradient flow's (:data:`dynamics.ode.LINEAR_COMPILER_OPTIONS` for FC/TC, XLA's defaults
+  for TL).
   """
   serial = classifier == "tl"
   if kind not in REDUCED_KINDS:
-    return StagePlan("point", "the gradient flow: a solve per point", serial)
+    flow_options = FLOW_LINEAR_COMPILER_OPTIONS if classifier in LINEAR_CLASSIFIERS else None
+    return StagePlan("point", "the gradient flow: a solve per point", serial, flow_options)
   options = (REDUCED_LINEAR_COMPILER_OPTIONS if classifier in LINEAR_CLASSIFIERS
              else REDUCED_COMPILER_OPTIONS)
   if serial:
