@@ -28,7 +28,7 @@ def test_softmax_fixed_query_runs_on_the_fast_path_and_solves_the_reduced_ode_pe
   assert (plan.odes["reduced"].path, plan.odes["reduced"].serial) == ("sweep", False)
   assert plan.odes["reduced"].compiler_options is dynamics.reduced_ode.LINEAR_COMPILER_OPTIONS
   assert (plan.odes["gradient_flow"].path, plan.odes["gradient_flow"].serial) == ("point", False)
-  assert plan.odes["gradient_flow"].compiler_options is None
+  assert plan.odes["gradient_flow"].compiler_options is dynamics.ode.LINEAR_COMPILER_OPTIONS
   assert (plan.lrs_together, plan.chunk_size) == (False, 4)
 
 
@@ -66,6 +66,7 @@ def test_tl_solves_each_point_on_its_own_and_several_datasets_each_point_too():
   assert tl.gd.path == "fast"
   assert [(o.path, o.serial) for o in tl.odes.values()] == [("point", True), ("point", True)]
   assert tl.odes["reduced"].compiler_options is dynamics.reduced_ode.COMPILER_OPTIONS
+  assert tl.odes["gradient_flow"].compiler_options is None          # TL: XLA's defaults
   fc = strategy.plan(_model(classifier="fc"), _train(), ode_kinds=("extended",), n_datasets=3)
   assert (fc.odes["extended"].path, fc.odes["extended"].serial) == ("point", False)
 
