@@ -1,6 +1,6 @@
 """What to record during a topic-task run: the ``record`` function passed to dynamics."""
 import functools
-from typing import Callable, Optional
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -85,7 +85,7 @@ def topic_observables(apply_fn: Callable, dataset: TopicDataset) -> Callable:
         "nontopic_max_abs_norm_change": jnp.max(jnp.abs(norms - norms0)[n_topic:]),
     }
 
-  normaliser = _lu_normaliser(apply_fn)
+  normaliser = lu.normaliser_of(apply_fn)
   if normaliser in SEEDS_LAST_NORMALISERS:
     record.seeds_last = functools.partial(topic_observables_seeds_last, dataset,
                                           normaliser=normaliser)
@@ -95,18 +95,6 @@ def topic_observables(apply_fn: Callable, dataset: TopicDataset) -> Callable:
 # The normalisers whose attention topic_observables_seeds_last forms (over the seeds-last
 # layout: each sentence's words on an axis of their own).
 SEEDS_LAST_NORMALISERS = ("softmax", "sparsemax", "entmax15")
-
-
-def _lu_normaliser(apply_fn: Callable) -> Optional[str]:
-  """The normaliser of ``apply_fn`` when it is the Lu model's own forward pass
-  (``models.lu.apply``: softmax; ``functools.partial(models.lu.apply, normaliser=...)``, as
-  ``models.lu.apply_for`` makes), else ``None``: another function is not known to be it."""
-  if apply_fn is lu.apply:
-    return "softmax"
-  if (type(apply_fn) is functools.partial and apply_fn.func is lu.apply and not apply_fn.args
-      and set(apply_fn.keywords) == {"normaliser"}):
-    return apply_fn.keywords["normaliser"]
-  return None
 
 
 def _attention(scores, rows, mask, normaliser: str = "softmax"):

@@ -76,7 +76,8 @@ def make_auto_train(loss_fn: Callable, batch: Batch, record: Callable, cfg: Trai
   Both paths give the same trajectory to float rounding where the fast path
   applies (``tests/test_fast_path.py``). It applies only to the Lu model
   trained on its own cross-entropy, an object of exactly the class
-  :class:`models.LuCrossEntropy` made by ``models.make_loss(models.lu.apply)`` (a
+  :class:`models.LuCrossEntropy` made by ``models.make_loss(models.lu.apply)``, or of
+  ``models.lu.apply_for(model_cfg)`` with sparsemax attention (a
   subclass, ``functools.partial`` or ``functools.wraps`` wrapper of it is another loss),
   with a fixed query and full-batch gradient descent on a concrete dataset
   (:func:`dynamics.fast_path_applies`); a custom loss or model always trains

@@ -235,6 +235,18 @@ def lu_attention(cfg: LuModelConfig, dtype=jnp.float32) -> Model:
   return Model(init=lambda key: init(key, cfg, dtype), apply=apply_for(cfg), config=cfg)
 
 
+def normaliser_of(apply_fn: Callable) -> Optional[str]:
+  """The normaliser of ``apply_fn`` when it is this model's own forward pass (:func:`apply`:
+  ``"softmax"``; ``functools.partial(apply, normaliser=...)``, as :func:`apply_for` makes it),
+  else ``None``: another function is not known to be it, whatever it computes."""
+  if apply_fn is apply:
+    return "softmax"
+  if (type(apply_fn) is functools.partial and apply_fn.func is apply and not apply_fn.args
+      and set(apply_fn.keywords) == {"normaliser"}):
+    return apply_fn.keywords["normaliser"]
+  return None
+
+
 def apply_for(cfg: LuModelConfig) -> Callable:
   """``apply`` with the configured normaliser: ``apply(params, batch) -> LuOutput`` (``apply``
   itself for softmax, else ``functools.partial(apply, normaliser=...)``, which

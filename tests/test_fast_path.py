@@ -501,6 +501,24 @@ def test_sparsemax_fast_path_applies_with_a_fixed_query_and_its_own_loss(data):
   with pytest.raises(ValueError, match="softmax attention"):
     dynamics.make_fast_train(models.make_loss(models.lu.apply), data.train, lambda p, p0: {},
                              gd, sparse_cfg.trainable(), model_cfg=sparse_cfg)
+  # Its own loss (models.lu.apply_for's partial) is accepted: make_auto_train checks one fast
+  # step against autodiff and trains on the fast path, as autodiff would.
+  model = models.lu_attention(sparse_cfg, jnp.float64)
+  own = models.make_loss(model.apply)
+  assert dynamics.fast_path_applies(sparse_cfg, gd, batch=data.train, loss_fn=own)
+  cfg = dynamics.TrainConfig(lr=0.5, steps=40, record_every=20)
+  record = _record(model.apply, data)
+  auto = dynamics.make_auto_train(own, data.train, record, cfg, sparse_cfg.trainable(),
+                                  model_cfg=sparse_cfg)
+  assert auto.path == "fast", auto.reason
+  params0 = model.init(jax.random.PRNGKey(1))
+  plain = dynamics.make_train(own, data.train, record, cfg, sparse_cfg.trainable())
+  _assert_agree(jax.jit(plain)(params0, jax.random.PRNGKey(0)),
+                jax.jit(auto.train)(params0, jax.random.PRNGKey(0)), TOL[jnp.float64])
+  # Another normaliser's loss with this config is refused whatever the path could do.
+  other = models.make_loss(models.lu.apply_for(_model_cfg("tc", normaliser="entmax15")))
+  check = dynamics.fast_path_applies(sparse_cfg, gd, batch=data.train, loss_fn=other)
+  assert not check and "entmax15 attention" in check.reason
 
 
 def test_occurrences_list_every_position_of_every_row(data):

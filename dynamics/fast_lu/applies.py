@@ -35,18 +35,20 @@ def _loss_mismatch(loss_fn, model_cfg) -> Optional[str]:
 
   Chosen by type, never by an attribute: only an object of exactly the class
   :class:`models.LuCrossEntropy` (what ``models.make_loss`` returns) whose ``apply_fn`` is a
-  Lu forward pass known to be the same function (``models.lu.apply``;
-  ``models.lu_linear.apply_linear`` for the linear classifiers) is accepted. A subclass, a
+  Lu forward pass known to be the same function, with the model's normaliser
+  (``models.lu.apply`` or ``models.lu.apply_for``'s partial of it, :func:`models.lu.normaliser_of`;
+  ``models.lu_linear.apply_linear`` for the linear classifiers with softmax) is accepted. A subclass, a
   ``functools.partial`` or a ``functools.wraps`` wrapper (which copies ``apply_fn`` onto a
   function that may add terms) is another loss, even when it computes the same values.
   """
   if type(loss_fn) is LuCrossEntropy:
     apply_fn = loss_fn.apply_fn
     normaliser = getattr(model_cfg, "normaliser", "softmax")
-    if apply_fn in (lu.apply, lu_linear.apply_linear) and normaliser != "softmax":
-      return (f"loss_fn is the cross-entropy of the model with softmax attention, while the "
-              f"model's normaliser is {normaliser!r} (pass loss_fn='lu' for the model's own)")
-    if apply_fn is lu.apply:
+    own = "softmax" if apply_fn is lu_linear.apply_linear else lu.normaliser_of(apply_fn)
+    if own is not None and own != normaliser:
+      return (f"loss_fn is the cross-entropy of the model with {own} attention, while the "
+              f"model's normaliser is {normaliser!r}")
+    if own is not None and apply_fn is not lu_linear.apply_linear:
       return None
     if apply_fn is lu_linear.apply_linear:
       classifier = getattr(model_cfg, "classifier", None)

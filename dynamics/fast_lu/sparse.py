@@ -119,7 +119,6 @@ def make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dtyp
   length = len(positions)
   real = np.asarray(plan.row_tokens) < n_active                  # [n, L]
   occurrences = [(start, _columns(occ)) for start, occ in plan_occurrences(plan).buckets]
-  n_rows = n_active + int(plan.dummy)
   onehot = jnp.asarray(labels_onehot, dtype)[:, :, None]         # [n, J, 1]
   first_layer = "U1" if lay.kind == "tl" else "U"
 

@@ -141,7 +141,7 @@ def _make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dty
   over words (see :func:`projected_forward_pays`); otherwise it gathers
   ``[e_w, x_w]`` and ``∂L/∂W`` is a sum over sentences.
   """
-  n, d, kk, n_cls = lay.n, lay.d, lay.k, lay.n_classes
+  n, d, kk = lay.n, lay.d, lay.k
   n_heavy = plan.n_heavy
   heavy_counts = jnp.asarray(plan.heavy_counts, dtype)           # [H, n]
   positions = _columns(plan.row_tokens)                          # L × [n, 1]
