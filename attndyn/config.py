@@ -175,9 +175,9 @@ class RunConfig:
       and time. Every number of the config must fit it (at most 3.4e38 in size
       for float32).
     gd_path: how gradient descent is computed: ``auto`` (the exact fast path
-      of :mod:`dynamics.fast_lu` wherever it applies — softmax attention, a
-      fixed query or a trained one from zero keys, full-batch GD, one dataset
-      shared by all seeds — autodiff
+      of :mod:`dynamics.fast_lu` wherever it applies — softmax attention with a
+      fixed query or a trained one from zero keys, or sparsemax attention with a
+      fixed query; full-batch GD, one dataset shared by all seeds — autodiff
       elsewhere), ``generic`` (always autodiff) or ``fast`` (the fast path, an
       error where it does not apply). Both paths give the same trajectory to
       float rounding (``tests/test_fast_path.py``); ``run_info.json`` records
