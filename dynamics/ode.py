@@ -21,9 +21,9 @@ from attndyn.dynamics.trajectory import FAILURE_REASONS, ODEStats, Trajectory, c
 from attndyn.tasks.batch import Batch
 from attndyn.tasks.errors import ConfigError, check
 
-__all__ = ["RTOL", "ATOL", "LINEAR_COMPILER_OPTIONS", "SOLVERS", "make_solver", "time_grid", "saved_times", "controller_for",
-           "check_adjoint", "stopped_lr", "stopping_controller", "failure_time", "first_failure",
-           "ode_stats", "split_trainable", "gradient_flow"]
+__all__ = ["RTOL", "ATOL", "LINEAR_COMPILER_OPTIONS", "SOLVERS", "make_solver", "time_grid",
+           "saved_times", "controller_for", "check_adjoint", "stopped_lr", "stopping_controller",
+           "failure_time", "first_failure", "ode_stats", "split_trainable", "gradient_flow"]
 
 # Default tolerances of the adaptive step-size controller for every ODE solve: the gradient
 # flow, the reduced ODEs (dynamics.reduced_ode, dynamics.reduced_ode_sweep) and the CLI's [ode].

@@ -533,3 +533,24 @@ def test_occurrences_list_every_position_of_every_row(data):
       assert np.all(flat[real] == start + k) and np.all(row[len(real):] == flat.size)
       seen[real] += 1
   assert np.array_equal(seen, (flat < len(plan.words)).astype(int))
+
+
+def test_sparsemax_failed_runs_are_flagged_and_frozen(data):
+  """A diverging sparsemax run is flagged and frozen on the fast path, as by autodiff; the
+  others are untouched by it (float32)."""
+  model_cfg = _model_cfg("tc", normaliser="sparsemax", key_std=1.0)
+  model = models.lu_attention(model_cfg)
+  record = _record(model.apply, data)
+  cfg = dynamics.TrainConfig(lr=0.5, steps=60, record_every=20)
+  generic = dynamics.make_train(models.make_loss(model.apply), data.train, record, cfg,
+                                model_cfg.trainable())
+  fast = dynamics.make_fast_sweep_train(model_cfg, data.train, record, cfg)
+  params0, keys = _seeds(model)
+  lr = jnp.array([1e30, 0.5, 1e30], jnp.float32)
+  want, got = jax.jit(jax.vmap(generic))(params0, keys, lr), jax.jit(fast)(params0, lr)
+  diverged = np.array([True, False, True])
+  assert np.all((np.asarray(want.failed_at) >= 0) == diverged)
+  assert np.all((np.asarray(got.failed_at) >= 0) == diverged)
+  assert np.all(np.isfinite(np.asarray(got.observables["score"])))
+  _assert_close(jax.tree.map(lambda x: x[1], want.observables),
+                jax.tree.map(lambda x: x[1], got.observables), TOL[jnp.float32])

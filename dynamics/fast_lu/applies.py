@@ -86,7 +86,8 @@ def fast_path_applies(model_cfg, train_cfg: TrainConfig, trainable: Optional[dic
   on its own cross-entropy (``models.make_loss(models.lu.apply)``) with a fixed query, or a
   trainable one when the keys start at zero (``key_std = 0``: every key then stays on
   the query's line, and GD scales the query); with sparsemax attention and a fixed query
-  (:mod:`dynamics.fast_lu.sparse`; its loss is the model's own, ``loss_fn="lu"``),
+  (:mod:`dynamics.fast_lu.sparse`; its own loss is ``models.make_loss(models.lu.apply_for(
+  model_cfg))``),
   any of the FC/TC/TL classifiers, any frozen subset of embeddings/keys/classifier,
   and full-batch gradient descent on one dataset shared by every seed. Any
   other loss function is refused: the fast path never calls it, so it cannot

@@ -1,6 +1,6 @@
 """The exact GD step of the Lu model with sparsemax attention, on the fast path's seeds-last state.
 
-Softmax factors (module docstring, step 2): a word's weight in sentence ``i`` is ``e_w/Z_i``,
+Softmax factors (:mod:`dynamics.fast_lu`'s docstring, step 2): a word's weight in sentence ``i`` is ``e_w/Z_i``,
 a per-word number over a per-sentence one, so the backward pass sums per-sentence values
 over each word's sentences and scales them per word. Sparsemax does not: the weight of the
 word at position ``l`` of sentence ``i`` is ``p_il = [s_il − τ_i]_+`` with the sentence's
@@ -15,12 +15,14 @@ in the projected softmax step), ``pre_i = Σ_l p_il P_{w_il}`` and ``δ_i = ∂L
 * ``R_w = Σ_{(i,l): w_il = w} [p_il δ_i, ∂L/∂s_il]`` (``K + 1`` channels): gathers of the
   per-occurrence table over each word's occurrences (:class:`Occurrences`);
 * ``∂L/∂ν_w = W R_w^{(:K)}``, ``∂L/∂s_w = R_w^{(K)}`` (then ``κ_w`` moves along the fixed
-  query as in step 1), and ``∂L/∂W = Σ_i ν̄_i δ_iᵀ = Σ_w ν_w R_w^{(:K)ᵀ}``, a sum over words.
+  query as in that docstring's step 1), and ``∂L/∂W = Σ_i ν̄_i δ_iᵀ = Σ_w ν_w R_w^{(:K)ᵀ}``, a sum over words.
 
 The state is the softmax path's (:class:`step._State`) with ``x = ν`` and weight 1, so its
 conversions to parameters and records are shared. A fixed query only (the trainable query's
 closed form is the softmax path's). At a tie (``s_il = τ_i``) sparsemax is not
-differentiable; both paths take the support ``p > 0``.
+differentiable; both paths take the support ``p > 0``. A step whose backward sums or
+classifier gradients are not finite is not applied, and the run stays frozen from there with
+``failed_at`` set, as in the softmax step. Scores need no shift here (no ``exp``).
 """
 from typing import NamedTuple
 
