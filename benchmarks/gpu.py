@@ -287,6 +287,19 @@ def _environment() -> dict:
           "missing_dependencies": [n for n in names if importlib.util.find_spec(n) is None]}
 
 
+def _group_gone(pgid: int, wait: float = 10.0) -> None:
+  """Kill what is left of process group ``pgid`` and wait, up to ``wait`` seconds, until none of
+  it is left: reaping the step's own process does not wait for processes it started, which a
+  SIGKILL ends a moment later (or at once, while they are stopped)."""
+  deadline = time.monotonic() + wait
+  while time.monotonic() < deadline:
+    try:
+      os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):   # no process of the group is left
+      return
+    time.sleep(0.05)
+
+
 def _limited(cmd: list, limit: float, grace: float, log: Path) -> dict:
   """Run ``cmd`` in its own process group with its output in ``log``; after ``limit`` seconds
   (``grace`` of them after a SIGTERM) the group is killed, and so it is when this process is
@@ -310,6 +323,7 @@ def _limited(cmd: list, limit: float, grace: float, log: Path) -> dict:
       if not isinstance(err, subprocess.TimeoutExpired):
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        _group_gone(proc.pid)
         raise
       status = "timeout"
       if grace > 0:
@@ -321,6 +335,7 @@ def _limited(cmd: list, limit: float, grace: float, log: Path) -> dict:
       if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+      _group_gone(proc.pid)
   rc = proc.returncode
   tail = log.read_text(encoding="utf-8", errors="replace")[-1500:]
   return {"status": status or ("ok" if rc == 0 else "failed"), "rc": rc,
