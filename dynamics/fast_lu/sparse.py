@@ -17,8 +17,9 @@ in the projected softmax step), ``pre_i = Σ_l p_il P_{w_il}`` and ``δ_i = ∂L
 * ``∂L/∂ν_w = W R_w^{(:K)}``, ``∂L/∂s_w = R_w^{(K)}`` (then ``κ_w`` moves along the fixed
   query as in that docstring's step 1), and ``∂L/∂W = Σ_i ν̄_i δ_iᵀ = Σ_w ν_w R_w^{(:K)ᵀ}``, a sum over words.
 
-The state is the softmax path's (:class:`step._State`) with ``x = ν`` and weight 1, so its
-conversions to parameters and records are shared. A fixed query only (the trainable query's
+The state is the softmax path's (:class:`step._State`) with ``x = ν`` and weight 1
+(``step._to_state(..., weighted=False)``), so its conversions to parameters and records are
+shared. A fixed query only (the trainable query's
 closed form is the softmax path's). At a tie (``s_il = τ_i``) sparsemax is not
 differentiable; both paths take the support ``p > 0``. A step whose backward sums or
 classifier gradients are not finite is not applied, and the run stays frozen from there with
@@ -34,8 +35,7 @@ from attndyn.dynamics.fast_lu.plan import WordPlan, _count_groups
 from attndyn.dynamics.fast_lu.step import (_Layout, _State, _classifier_backward, _combine,
                                            _outer_sum, _project)
 from attndyn.dynamics.fast_lu.xla_cpu import (_columns, _finite_per_seed, _gather_sum,
-                                              _materialize, _rows, _seeds_last, _sum_many_rows,
-                                              _tree_sum)
+                                              _materialize, _rows, _sum_many_rows, _tree_sum)
 
 __all__ = ["Occurrences", "plan_occurrences", "sparsemax_threshold_leading"]
 
@@ -95,21 +95,6 @@ def sparsemax_threshold_leading(scores, mask):
     return kept, threshold(kept), jnp.any(kept != support)
 
   return jax.lax.while_loop(lambda c: c[2], shrink, (mask, threshold(mask), jnp.asarray(True)))[1]
-
-
-def to_state(plan: WordPlan, params0, dtype) -> _State:
-  """Seeds-first parameters -> the sparsemax step's state: ``x = ν`` with weight 1 (so
-  ``step._to_params``' ``ν = x / e`` is exact), the padding row's score ``−10³⁰``."""
-  words = plan.words
-  emb = jnp.transpose(params0["embeddings"][:, words], (1, 2, 0))    # [V_a, d, S]
-  score = jnp.einsum("svk,sk->vs", params0["keys"][:, words], params0["query"])
-  n_seeds = emb.shape[-1]
-  if plan.dummy:
-    emb = jnp.concatenate([emb, jnp.zeros((1,) + emb.shape[1:], emb.dtype)], 0)
-    score = jnp.concatenate([score, jnp.full((1, n_seeds), -1e30, score.dtype)], 0)
-  cls = jax.tree.map(_seeds_last, params0["classifier"])
-  return _State(emb, score, jnp.ones_like(score), jnp.zeros((n_seeds,), score.dtype), cls,
-                jnp.zeros((), jnp.int32), -jnp.ones((n_seeds,), jnp.int32))
 
 
 def make_step(plan: WordPlan, lay: _Layout, labels_onehot, trainable: dict, dtype):

@@ -283,11 +283,13 @@ def _first_layer(cls: dict):
 
 
 def _to_state(plan: WordPlan, params0, dtype, frozen: bool = False,
-              query: bool = False) -> _State:
+              query: bool = False, weighted: bool = True) -> _State:
   """Seeds-first parameter pytree (leaves ``[S, ...]``) -> seeds-last fast state.
 
   ``frozen``: :func:`frozen_first_layer` (the state holds coordinates in ``W``'s columns);
-  ``query``: the query trains (the state holds its scale, 1 at the start)."""
+  ``query``: the query trains (the state holds its scale, 1 at the start); ``weighted=False``:
+  the sparsemax step's state (:mod:`dynamics.fast_lu.sparse`), ``x = ν`` with weight 1 and no
+  shift (so :func:`_to_params`' ``ν = x / e`` is exact)."""
   words = plan.words
   emb = jnp.transpose(params0["embeddings"][:, words], (1, 2, 0))    # [V_a, d, S]
   score = jnp.einsum("svk,sk->vs", params0["keys"][:, words], params0["query"])
@@ -296,10 +298,13 @@ def _to_state(plan: WordPlan, params0, dtype, frozen: bool = False,
     # The padding word: embedding 0, score −10³⁰ (weight 0; finite, so 0·s = 0).
     emb = jnp.concatenate([emb, jnp.zeros((1,) + emb.shape[1:], emb.dtype)], 0)
     score = jnp.concatenate([score, jnp.full((1, n_seeds), -1e30, score.dtype)], 0)
-  shift = jnp.max(score, axis=0)
-  weight = jnp.exp(score - shift)
   cls = jax.tree.map(_seeds_last, params0["classifier"])
   step, failed_at = jnp.zeros((), jnp.int32), -jnp.ones((n_seeds,), jnp.int32)
+  if not weighted:
+    return _State(emb, score, jnp.ones_like(score), jnp.zeros((n_seeds,), score.dtype), cls,
+                  step, failed_at)
+  shift = jnp.max(score, axis=0)
+  weight = jnp.exp(score - shift)
   qscale = jnp.ones((n_seeds,), score.dtype) if query else None
   if frozen:
     w = _first_layer(cls)                                                # [d, K, S]

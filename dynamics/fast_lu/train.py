@@ -196,9 +196,9 @@ def make_fast_sweep_train(model_cfg, batch: Batch, record: Callable, cfg: TrainC
       state = new
       return (state, obs), (obs, params if record_params else None)
 
-    state0 = (sparse.to_state(plan, params0, dtype) if sparsemax
-              else _to_state(plan, params0, dtype, frozen_first_layer(projected, trainable),
-                             query=bool(trainable.get("query", False))))
+    state0 = _to_state(plan, params0, dtype,
+                       frozen_first_layer(projected, trainable) and not sparsemax,
+                       query=bool(trainable.get("query", False)), weighted=not sparsemax)
     unpack = _unpacker(plan, params0)
     rows0 = None if seeds_last is None else _initial_rows(unpack)
     obs0 = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype),
