@@ -7,7 +7,7 @@ import numpy as np
 
 from attndyn.tasks.batch import Batch
 
-__all__ = ["HEAVY_COUNT", "WordPlan", "plan_words"]
+__all__ = ["HEAVY_COUNT", "WordPlan", "plan_words", "count_group_tables"]
 
 # Words that occur more often than this go through a dense [H, n] product.
 HEAVY_COUNT = 16
@@ -115,16 +115,22 @@ def plan_words(tokens, mask, heavy_count: int = HEAVY_COUNT) -> WordPlan:
   occ_row, occ_sent = occ_row[~hit], sent[~hit]
   by = np.lexsort((occ_sent, occ_row))
   occ_row, occ_sent = occ_row[by], occ_sent[by]
-  light_counts = counts[order[n_heavy:]]
-  first = np.concatenate([[0], np.cumsum(light_counts)[:-1]]).astype(int)
-  buckets = []
-  for start, stop in _count_groups(light_counts):
-    occ = np.full((stop - start, int(light_counts[start])), n, np.int32)
+  buckets = count_group_tables(counts[order[n_heavy:]], occ_sent, n, offset=n_heavy)
+  return WordPlan(order.astype(np.int32), n_heavy, heavy_counts, row_tokens, buckets, dummy, n)
+
+
+def count_group_tables(counts: np.ndarray, values: np.ndarray, pad: int, offset: int = 0) -> tuple:
+  """Rows with decreasing ``counts``, whose ``values`` lie one row after another, as padded
+  tables per group of :func:`_count_groups`: ``((offset + start, table [k, c]), ...)``, row
+  ``start + j``'s values in ``table[j]``, padded with ``pad`` to the group's largest count."""
+  first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
+  tables = []
+  for start, stop in _count_groups(counts):
+    table = np.full((stop - start, int(counts[start])), pad, np.int32)
     for k, r in enumerate(range(start, stop)):
-      occ[k, :light_counts[r]] = occ_sent[first[r]:first[r] + light_counts[r]]
-    buckets.append((n_heavy + start, occ))
-  return WordPlan(order.astype(np.int32), n_heavy, heavy_counts, row_tokens, tuple(buckets),
-                  dummy, n)
+      table[k, :counts[r]] = values[first[r]:first[r] + counts[r]]
+    tables.append((offset + start, table))
+  return tuple(tables)
 
 
 @functools.lru_cache(maxsize=8)

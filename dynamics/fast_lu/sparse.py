@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attndyn.dynamics.fast_lu.plan import WordPlan, _count_groups
+from attndyn.dynamics.fast_lu.plan import WordPlan, count_group_tables
 from attndyn.dynamics.fast_lu.step import (_Layout, _State, _classifier_backward, _combine,
                                            _outer_sum, _project)
 from attndyn.dynamics.fast_lu.xla_cpu import (_columns, _finite_per_seed, _gather_sum,
@@ -58,14 +58,7 @@ def plan_occurrences(plan: WordPlan) -> Occurrences:
   n_rows, pad = len(plan.words), flat.size
   counts = np.bincount(flat[flat < n_rows], minlength=n_rows)   # decreasing: the plan's order
   order = np.argsort(flat, kind="stable")                       # positions by row
-  first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
-  buckets = []
-  for start, stop in _count_groups(counts):
-    occ = np.full((stop - start, int(counts[start])), pad, np.int32)
-    for k, r in enumerate(range(start, stop)):
-      occ[k, :counts[r]] = order[first[r]:first[r] + counts[r]]
-    buckets.append((start, occ))
-  return Occurrences(tuple(buckets))
+  return Occurrences(count_group_tables(counts, order, pad))
 
 
 def sparsemax_threshold_leading(scores, mask):
