@@ -57,7 +57,9 @@ class Job:
     args: its arguments (sent to the worker).
     key: :func:`key_of` what decides the result.
     weight: its share of the study's work, for progress (e.g. its configurations).
-    priority: larger runs earlier when workers are free (e.g. the costliest first).
+    priority: larger runs earlier when workers are free (e.g. the costliest first), among the
+      jobs that head equally long chains of jobs waiting for them (``after``): a job others
+      wait for goes first, since they cannot start before it ends (:func:`_ranks`).
     after: the names of jobs of the study that must finish before this one starts (it
       reuses what they leave, e.g. runs in its worker's memory); a job it names that is
       not run now (read from the store, not in the study) is not waited for.
@@ -403,7 +405,8 @@ def cluster(*, workers: int = 2, scheduler: Optional[str] = None, client=None) -
       # A job holds its core for minutes: the workers' sampling profiler (every 10 ms) and
       # system monitor would take their share of it, and nothing here reads them.
       stack.enter_context(dask.config.set({"distributed.worker.profile.enabled": False,
-                                           "distributed.admin.system-monitor.interval": "5s"}))
+                                           "distributed.admin.system-monitor.interval": "5s",
+                                           **SCHEDULER_CONFIG}))
       cores = None
       if scheduler is not None:
         _check_address(scheduler)
@@ -428,6 +431,12 @@ def cluster(*, workers: int = 2, scheduler: Optional[str] = None, client=None) -
       logger.setLevel(level)
 
 
+_READY, _WAITING = "attndyn-job", "attndyn-job-after"   # Dask task groups (:func:`_run`)
+# The local cluster's scheduler: one job at a time per worker thread (saturation 1.0, not
+# Dask's 1.1, which hands a one-thread worker a second job to queue), so the scheduler keeps
+# the rest and gives the next to whichever worker frees first, instead of one idling while a
+# job waits in another's queue. A remote scheduler takes it where it starts (docs/cluster.md).
+SCHEDULER_CONFIG = {"distributed.scheduler.worker-saturation": 1.0}
 _local = threading.local()   # the job running in this thread: its name, topic and report hook
 
 
@@ -478,6 +487,32 @@ def _in_order(pending: Sequence[Job]) -> list:
     placed.update(job.name for job in ready)
     left = [job for job in left if job.name not in placed]
   return out
+
+
+def _ranks(pending: Sequence[Job]) -> dict:
+  """Job name -> its rank in the order jobs start when workers are free (larger first).
+
+  First the jobs heading the longest chains of pending jobs that wait for them (``after``),
+  counting each job as one: what waits cannot start before they end, so on two workers a
+  long job that one short job waits for, started last, would keep that one waiting beyond
+  everything else. Among equal chains, the larger ``priority`` first; then the given order.
+  """
+  names = {job.name for job in pending}
+  waiting = {job.name: [] for job in pending}
+  for job in pending:
+    for name in job.after:
+      if name in names:
+        waiting[name].append(job.name)
+  chain = {}
+
+  def length(name):   # the jobs on the longest chain that starts with `name` (no cycles here)
+    if name not in chain:
+      chain[name] = 1 + max((length(w) for w in waiting[name]), default=0)
+    return chain[name]
+
+  order = sorted(range(len(pending)), key=lambda i: (-length(pending[i].name),
+                                                      -pending[i].priority, i))
+  return {pending[i].name: len(pending) - r for r, i in enumerate(order)}
 
 
 class Executed(NamedTuple):
@@ -597,17 +632,24 @@ def _run(pending, client, on_report, finish) -> None:
         on_report(got["job"], got["value"])
 
   names_running = {job.name for job in pending}
-  submitted = {}
+  import dask
+  tasks, ranks = {}, _ranks(pending)
+  for job in _in_order(pending):
+    # Dask starts a job once the tasks among its arguments are done (a failed one fails it).
+    # The jobs that wait for none are one task group (the key's first part), sent in one
+    # graph, so Dask's scheduler holds them as root tasks in its queue and hands them out by
+    # priority as workers free, rather than placing each on a worker as it arrives, on
+    # durations it cannot know. (It queues a group larger than twice the cluster's threads;
+    # the waiting jobs go where their inputs are.)
+    after = [tasks[name] for name in job.after if name in tasks]
+    with dask.annotate(priority=ranks[job.name]):
+      tasks[job.name] = dask.delayed(_call_after, pure=False)(
+          after, job.name, topic, job.fn, job.args,
+          dask_key_name=(_WAITING if after else _READY, f"{job.name}-{job.key}"))
   try:
-    for job in _in_order(pending):
-      # Dask starts a job once the futures among its arguments are done (a failed one fails it)
-      after = [submitted[name] for name in job.after if name in submitted]
-      future = client.submit(_call_after, after, job.name, topic, job.fn, job.args,
-                             key=f"{job.name}-{job.key}",
-                             priority=job.priority, pure=False)
-      by_future[future] = job
-      submitted[job.name] = future
-    finished = distributed.as_completed(list(by_future), loop=client.loop)
+    futures = client.compute([tasks[job.name] for job in pending])
+    by_future = dict(zip(futures, pending))
+    finished = distributed.as_completed(futures, loop=client.loop)
     while not finished.is_empty():
       batch = finished.next_batch(block=False)
       drain()

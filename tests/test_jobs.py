@@ -132,3 +132,34 @@ def test_jobs_that_wait_for_each_other_are_one_error(tmp_path):
            jobs.Job("b", _job, ("b", 0.0), "k-b", after=("a",))]
   with pytest.raises(ConfigError, match="wait for each other"):
     jobs.execute(study, jobs.Store(tmp_path / "store"))
+
+
+# -- the order jobs start in on a cluster --------------------------------------------------------
+
+def test_a_job_others_wait_for_starts_before_higher_priorities():
+  study = [jobs.Job("high", _job, (), "k1", priority=5.0),
+           jobs.Job("low", _job, (), "k2", priority=1.0),
+           jobs.Job("reuses", _job, (), "k3", priority=0.0, after=("low",)),
+           jobs.Job("mid", _job, (), "k4", priority=3.0)]
+  ranks = jobs._ranks(study)
+  assert sorted(ranks, key=ranks.get, reverse=True) == ["low", "high", "mid", "reuses"]
+
+
+def test_no_worker_idles_while_a_job_waits_in_another_workers_queue(tmp_path):
+  # One long job first, then short ones: on two one-thread workers the second takes every
+  # short job in turn while the first runs the long one. Dask's default hands each worker a
+  # second job to queue as it is submitted, so a short job would wait behind the long one.
+  import dask
+  import distributed
+  _STARTED.clear()
+  study = [jobs.Job("long", _job, ("long", 1.5), "k-long", priority=10.0)]
+  study += [jobs.Job(f"short{i}", _job, (f"short{i}", 0.05), f"k-short{i}", priority=5.0 - i)
+            for i in range(6)]
+  with dask.config.set(jobs.SCHEDULER_CONFIG):
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address="127.0.0.1:0") as cluster:
+      with distributed.Client(cluster) as client:
+        done = jobs.execute(study, jobs.Store(tmp_path / "store"), client=client)
+  assert not done.failed and len(done.results) == 7
+  ends = [_STARTED.index(("end", job.name)) for job in study]
+  assert all(end < ends[0] for end in ends[1:]), _STARTED

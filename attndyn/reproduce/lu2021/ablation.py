@@ -27,7 +27,7 @@ from attndyn.reproduce.lu2021 import common
 from attndyn.reproduce.runner import Outcome
 
 __all__ = ["NAME", "TITLE", "Settings", "FULL", "QUICK", "PAPER_STEPS", "FIG3_REF", "DIM_REF",
-           "SOURCES", "STANDARD", "DIMINUTION", "validate", "run"]
+           "SOURCES", "STANDARD", "DIMINUTION", "validate", "runs", "run"]
 
 NAME = "ablation"
 TITLE = "Fig 3: mutual enhancement (TC vs KF vs EF, σ²/d = 0.1) and a constructed mutual diminution"
@@ -104,6 +104,17 @@ def validate(s: Settings) -> None:
     _run_config(s, freeze)
 
 
+def runs(s: Settings) -> list:
+  """The standard variants' runs on the engine (:class:`engine.Planned`), which the
+  reproduction's workers compute ahead of this experiment, beside each other; the runs from
+  the diminution start are sweeps of this experiment's own."""
+  return [engine.Planned(_run_name(v), _run_config(s, freeze)) for v, freeze in STANDARD.items()]
+
+
+def _run_name(variant: str) -> str:
+  return f"{NAME}-{variant.lower()}"
+
+
 def _from_diminution_start(ctx, name: str, s: Settings, freeze: list) -> dict:
   """GD of every seed from its diminution start, frozen groups ``freeze``: observables, Eq (8).
 
@@ -125,7 +136,7 @@ def run(ctx, s) -> Outcome:
   word = s.word
   obs, eq8, steps, n = {}, {}, None, None
   for v, freeze in STANDARD.items():
-    result = engine.run(ctx, f"{NAME}-{v.lower()}", _run_config(s, freeze), figures=False)
+    result = engine.run(ctx, _run_name(v), _run_config(s, freeze), figures=False)
     obs[v] = {k: np.asarray(x) for k, x in result.gd.observables.items()}
     steps = np.asarray(result.config.train.record_steps(), np.float64)
     n, n_steps = result.config.sweep.n_points, result.config.train.steps
