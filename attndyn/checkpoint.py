@@ -5,10 +5,12 @@ the machine, written before anything runs) beside a :class:`attndyn.jobs.Store` 
 finished chunks. Chunk ``i`` of a stage (``gd``, ``reduced``, ``gradient_flow``) is the
 entry whose key digests the run's id (:func:`run_id`: its config, backend and device
 count), the stage and the chunk's sweep points (:func:`dynamics.sweep.chunk_bounds`); it
-holds one array per pytree leaf under a stable name (``observables/loss``, ...) and the
-seconds the chunk took. The key leaves out the code's revision, so a run resumes across
-an upgrade, as it always could: a chunk whose arrays are not the ones this code computes
-is computed again. Every entry is written atomically and checked on reading (the store's
+holds one array per pytree leaf under a stable name (``observables/loss``, ...), the
+seconds the chunk took, and the pytree those arrays form with a stamp of the code that
+wrote it. The key leaves out the code's revision, so a run resumes across an upgrade, as
+it always could: a chunk whose arrays are not the ones this code computes (the structure
+of the stage traced here) is computed again; one this same code wrote is read back into
+its recorded structure without tracing the stage (seconds for an ODE solve). Every entry is written atomically and checked on reading (the store's
 digest), so a kill loses at most the chunks not yet written (``sweep.checkpoint_every``
 of them), and a damaged entry, or one another run wrote (its key is another), is never
 read back. A resumed run reads the finished chunks back and runs the rest with the same
@@ -16,6 +18,7 @@ chunk size, which makes its results bit-identical to an uninterrupted run's on t
 machine.
 """
 import functools
+import importlib
 import sys
 import time
 from pathlib import Path
@@ -39,6 +42,69 @@ IGNORED, flatten, config_hash = results.IGNORED, results.flatten, results.config
 # A chunk's array names: each leaf's pytree path as ``a/b/c`` (dict keys, attribute names,
 # sequence indices).
 _leaf_name = functools.partial(jax.tree_util.keystr, simple=True, separator="/")
+
+
+def _code_stamp() -> str:
+  """What decides a stage's output structure beside the run's config (its id, in the chunk's
+  key): this code's revision (:func:`attndyn.jobs.key_of`) and the JAX it runs on."""
+  return jobs.key_of("checkpoint structure", jax.__version__)
+
+
+def _tree_json(treedef):
+  """A chunk's pytree structure as JSON: ``0`` a leaf; dicts of string keys, lists, tuples,
+  ``None`` and attndyn's NamedTuples (by module and name). ``None`` for any other node."""
+  node = treedef.node_data()
+  if node is None:
+    return 0
+  kind, data = node
+  of = [_tree_json(child) for child in treedef.children()]
+  if any(child is None for child in of):
+    return None
+  if kind is dict and all(isinstance(k, str) for k in data):
+    return {"dict": list(data), "of": of}
+  if kind in (list, tuple):
+    return {kind.__name__: of}
+  if kind is type(None):
+    return {"none": []}
+  if (issubclass(kind, tuple) and hasattr(kind, "_fields")
+      and kind.__module__.startswith("attndyn.")):
+    return {"namedtuple": f"{kind.__module__}:{kind.__qualname__}", "of": of}
+  return None
+
+
+def _skeleton(doc):
+  """The pytree :func:`_tree_json` described, with ``0`` at each leaf.
+
+  Raises:
+    ValueError: ``doc`` is not such a description, or names a type outside attndyn's
+      modules or not a NamedTuple of that many fields.
+  """
+  if doc == 0 and not isinstance(doc, bool):
+    return 0
+  if not isinstance(doc, dict) or len(doc) > 2:
+    raise ValueError("not a pytree description")
+  if "dict" in doc:
+    keys, of = doc["dict"], doc["of"]
+    if not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)
+            and len(set(keys)) == len(keys) == len(of)):
+      raise ValueError("a dict's keys do not match its children")
+    return dict(zip(keys, map(_skeleton, of)))
+  if set(doc) == {"list"} or set(doc) == {"tuple"}:
+    (kind, of), = doc.items()
+    return (list if kind == "list" else tuple)(map(_skeleton, of))
+  if set(doc) == {"none"}:
+    return None
+  module, _, name = str(doc.get("namedtuple", "")).partition(":")
+  if not module.startswith("attndyn.") or not name:
+    raise ValueError("a node type outside attndyn")
+  kind = importlib.import_module(module)
+  for part in name.split("."):
+    kind = getattr(kind, part)
+  of = doc["of"]
+  if not (isinstance(kind, type) and issubclass(kind, tuple) and hasattr(kind, "_fields")
+          and len(kind._fields) == len(of)):
+    raise ValueError(f"{name} is not a NamedTuple of {len(of)} fields")
+  return kind(*map(_skeleton, of))
 
 
 def differences(old: dict, new: dict) -> list:
@@ -229,10 +295,11 @@ class Checkpoints:
       got = self.store.get(job) if job.key in self.store else None
       if got is None:
         break
-      if not done:
-        paths, treedef = jax.tree_util.tree_flatten_with_path(like())
-        names = [_leaf_name(p) for p, _ in paths]
       arrays = got["arrays"]
+      if not done:
+        paths, treedef = jax.tree_util.tree_flatten_with_path(
+            self._written_structure(got) or like())
+        names = [_leaf_name(p) for p, _ in paths]
       problem = (self._mismatch(arrays, names, [leaf for _, leaf in paths], stop - start)
                  or self._wrong_times(arrays, times))
       if problem:
@@ -247,6 +314,26 @@ class Checkpoints:
       self.loaded_seconds[stage] = (float(sum(seconds)) if all(
           isinstance(x, (int, float)) for x in seconds) else None)
     return done
+
+  @staticmethod
+  def _written_structure(got: dict):
+    """The chunk's output structure (``jax.ShapeDtypeStruct`` leaves, one point) as its writer
+    recorded it, when that was this code (:func:`_code_stamp`): the same code and run (the
+    chunk's key) give the same structure, so ``like``, which traces the stage's whole
+    program (seconds for an ODE solve), is not needed. ``None`` otherwise."""
+    written = got.get("structure")
+    if not isinstance(written, dict) or written.get("code") != _code_stamp():
+      return None
+    try:
+      paths, treedef = jax.tree_util.tree_flatten_with_path(_skeleton(written.get("tree")))
+    except (ValueError, TypeError, KeyError, ImportError, AttributeError):
+      return None
+    arrays = got["arrays"]
+    names = [_leaf_name(p) for p, _ in paths]
+    if set(names) != set(arrays) or len(names) != len(arrays):
+      return None
+    return jax.tree_util.tree_unflatten(treedef, [
+        jax.ShapeDtypeStruct((1,) + arrays[n].shape[1:], arrays[n].dtype) for n in names])
 
   @staticmethod
   def _mismatch(arrays: dict, names: list, leaves: list, size: int) -> str:
@@ -284,9 +371,13 @@ class Checkpoints:
     the time it took to compute, so a resumed run can report the computing time of the
     chunks it reads back."""
     if self.writer:
-      paths, _ = jax.tree_util.tree_flatten_with_path(out)
+      paths, treedef = jax.tree_util.tree_flatten_with_path(out)
       arrays = {_leaf_name(p): np.asarray(leaf) for p, leaf in paths}
-      self.store.put(self.entry(stage, index, bounds), {"arrays": arrays, "seconds": seconds})
+      entry = {"arrays": arrays, "seconds": seconds}
+      tree = _tree_json(treedef)
+      if tree is not None:   # read back without tracing the stage, by this same code
+        entry["structure"] = {"code": _code_stamp(), "tree": tree}
+      self.store.put(self.entry(stage, index, bounds), entry)
 
 
 class Saver:

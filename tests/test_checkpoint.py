@@ -74,7 +74,8 @@ def _recomputed(tmp_path, cfg, whole):
   return resumed.computed.get("gd", 0)
 
 
-def test_chunks_of_other_bounds_or_outputs_are_not_read_but_computed_again(tmp_path, capsys):
+def test_chunks_of_other_bounds_or_outputs_are_not_read_but_computed_again(tmp_path, capsys,
+                                                                          monkeypatch):
   cfg = _cfg()
   store = checkpoint.Checkpoints.create(tmp_path, cfg.to_dict(), 2, every=1)
   whole = pipeline._stage("gd", _fn, pipeline.sweep_inputs(cfg), cfg, 2, False, None, store)
@@ -84,13 +85,59 @@ def test_chunks_of_other_bounds_or_outputs_are_not_read_but_computed_again(tmp_p
   assert resumed.completed("gd", dynamics.chunk_bounds(5, 3), like) == []    # other keys
   assert len(resumed.completed("gd", dynamics.chunk_bounds(5, 2), like)) == 3
   capsys.readouterr()
-  other = jax.vmap(lambda inp: {"x": _fn(inp), "y": inp["seed"]})   # another code's outputs
+  # another code (the chunks' structure was recorded by this one), whose outputs differ
+  monkeypatch.setattr(checkpoint, "_code_stamp", lambda: "another code")
+  other = jax.vmap(lambda inp: {"x": _fn(inp), "y": inp["seed"]})
   assert resumed.completed("gd", dynamics.chunk_bounds(5, 2),
                            lambda: jax.eval_shape(other, one)) == []
   err = capsys.readouterr().err
   assert "checkpoint gd chunk 0 (" in err and "does not fit this run (its arrays are" in err
   assert "it and the chunks after it are computed again" in err
   assert _recomputed(tmp_path, cfg, whole) == 0
+
+
+def test_chunks_this_code_wrote_are_read_back_without_tracing_the_stage(tmp_path,
+                                                                        monkeypatch):
+  # The structure the writer recorded (the same code and run give the same one) stands in for
+  # `like`, which traces the stage's whole program; another code's chunks still call it.
+  cfg = _cfg()
+  store = checkpoint.Checkpoints.create(tmp_path, cfg.to_dict(), 2, every=1)
+  whole = pipeline._stage("gd", _fn, pipeline.sweep_inputs(cfg), cfg, 2, False, None, store)
+  calls = []
+  like = lambda: calls.append(1) or jax.eval_shape(jax.vmap(_fn),
+                                                   {"seed": jnp.zeros((1,), jnp.uint32)})
+  resumed = checkpoint.Checkpoints.resume(tmp_path)
+  done = resumed.completed("gd", dynamics.chunk_bounds(5, 2), like)
+  assert len(done) == 3 and calls == []
+  again = jax.tree.map(lambda *xs: np.concatenate(xs), *done)
+  assert jax.tree.structure(again) == jax.tree.structure(whole)
+  for a, b in zip(jax.tree.leaves(again), jax.tree.leaves(whole)):
+    assert a.dtype == b.dtype and a.tobytes() == np.asarray(b).tobytes()
+  monkeypatch.setattr(checkpoint, "_code_stamp", lambda: "another code")
+  assert len(resumed.completed("gd", dynamics.chunk_bounds(5, 2), like)) == 3 and calls == [1]
+
+
+@pytest.mark.parametrize("doc", [
+    {"namedtuple": "collections:OrderedDict", "of": []},            # outside attndyn
+    {"namedtuple": "attndyn.dynamics.trajectory:Trajectory", "of": [0]},   # fields differ
+    {"namedtuple": "attndyn.checkpoint:Checkpoints", "of": []},     # not a NamedTuple
+    {"dict": ["a", "a"], "of": [0, 0]}, {"dict": ["a"], "of": []}, {"set": [0]}, True, "x",
+])
+def test_a_recorded_structure_names_only_attndyn_namedtuples_or_is_not_used(doc):
+  with pytest.raises((ValueError, KeyError, TypeError)):
+    checkpoint._skeleton(doc)
+
+
+def test_every_stage_output_structure_is_recorded_and_rebuilt():
+  # dicts, None, NamedTuples within NamedTuples (an ODE's stats), lists and tuples
+  tree = dynamics.Trajectory(t=np.zeros(3), observables={"b": [np.zeros(1), (np.zeros(2),)],
+                                                         "a": np.zeros(1)},
+                             final_params={"U": np.zeros(2)}, failed_at=np.zeros(()),
+                             params=None,
+                             ode=dynamics.ODEStats(*[np.zeros(1)] * len(dynamics.ODEStats._fields)))
+  doc = checkpoint._tree_json(jax.tree.structure(tree))
+  assert jax.tree.structure(checkpoint._skeleton(doc)) == jax.tree.structure(tree)
+  assert checkpoint._tree_json(jax.tree.structure({1: np.zeros(1)})) is None   # a key not a str
 
 
 @pytest.mark.parametrize("name, damage, message", [

@@ -179,8 +179,9 @@ def test_a_plain_sweep_is_checkpointed_per_chunk_and_resumes_to_the_same_outputs
   assert stamps() == now
 
 
-def test_a_trajectory_sweep_equals_the_vmapped_trainer_and_resumes_from_its_checkpoints(tmp_path):
-  """engine.trajectory_sweep: a trainer's Trajectory per point, stacked, unset fields kept unset."""
+def test_a_sweep_of_a_trainer_equals_it_vmapped_and_resumes_from_its_checkpoints(tmp_path):
+  """engine.sweep of a trainer: its Trajectory per point, stacked, unset fields kept unset,
+  also when every chunk is read back (the structure its writer recorded, not a trace)."""
   import jax.numpy as jnp
   import optax
 
@@ -204,10 +205,10 @@ def test_a_trajectory_sweep_equals_the_vmapped_trainer_and_resumes_from_its_chec
   inputs = {"w0": np.asarray([0.0, 0.5, -1.0], np.float32)}
   want = jax.jit(jax.vmap(one))(inputs)
   ctx = runner.Context(out=tmp_path, quick=True, verbose=False, experiment="demo")
-  got = engine.trajectory_sweep(ctx, "demo-traj", one, inputs, {"k": 1}, chunk_size=1)
+  got = engine.sweep(ctx, "demo-traj", one, inputs, {"k": 1}, chunk_size=1)
   resumed = runner.Context(out=tmp_path, quick=True, verbose=False, experiment="demo",
                            resume=True)
-  again = engine.trajectory_sweep(resumed, "demo-traj", one, inputs, {"k": 1}, chunk_size=1)
+  again = engine.sweep(resumed, "demo-traj", one, inputs, {"k": 1}, chunk_size=1)
   for traj in (got, again):
     assert isinstance(traj, dynamics.Trajectory) and traj.params is None and traj.ode is None
     for a, b in zip(jax.tree.leaves(traj), jax.tree.leaves(want)):

@@ -43,7 +43,7 @@ from attndyn import dynamics
 from attndyn import atomic, checkpoint, chunking, config, jobs, lock, outputs, pipeline
 from attndyn.tasks.errors import ConfigError
 
-__all__ = ["RUNS_DIR", "Planned", "deep_update", "validate", "run", "sweep", "trajectory_sweep",
+__all__ = ["RUNS_DIR", "Planned", "deep_update", "validate", "run", "sweep",
            "segment_checkpoint", "run_dir", "figure_path", "stage_error"]
 
 RUNS_DIR = "runs"
@@ -186,7 +186,8 @@ def sweep(ctx, name: str, fn: Callable, inputs: Any, settings: dict, *,
     what: what a point is, for the log (``seeds``).
 
   Returns:
-    ``fn``'s outputs stacked over the points, as NumPy arrays.
+    ``fn``'s outputs stacked over the points, as NumPy arrays (a trainer's
+    :class:`dynamics.Trajectory`, its ``None`` fields ``None``).
   """
   out = run_dir(ctx, name)
   atomic.make_dirs(out)
@@ -214,27 +215,6 @@ def sweep(ctx, name: str, fn: Callable, inputs: Any, settings: dict, *,
     finally:
       save.flush()
   return result
-
-
-def trajectory_sweep(ctx, name: str, fn: Callable, inputs: Any, settings: dict, *,
-                     chunk_size: Optional[int] = None, what: str = "runs") -> dynamics.Trajectory:
-  """:func:`sweep` of a trainer: ``fn(point) -> Trajectory``, stacked over the points.
-
-  For the experiments that train with :func:`dynamics.epochs.make_epoch_train` (the
-  transformer taggers, their adversaries and probes): the same checkpoints per chunk,
-  ``--resume`` and prompt interrupts as every other sweep. Returns the
-  :class:`dynamics.Trajectory` with NumPy leaves (its ``None`` fields stay ``None``).
-  """
-  fields = {}
-
-  def as_dict(point):
-    traj = fn(point)
-    fields.update({k: v is None for k, v in traj._asdict().items()})
-    return {k: v for k, v in traj._asdict().items() if v is not None}
-
-  # sweep traces as_dict either way: to read finished chunks back or to compile the rest
-  out = sweep(ctx, name, as_dict, inputs, settings, chunk_size=chunk_size, what=what)
-  return dynamics.Trajectory(**{k: None if unset else out[k] for k, unset in fields.items()})
 
 
 @contextlib.contextmanager

@@ -125,9 +125,9 @@ def train_normaliser(ctx, s, data, train_b, dev_b, norm: str) -> dict:
   pred_dev = ts.predictor(cfg, dev_b)
   one = make_tagger_train(cfg, train_b, lambda p, aux: {"dev": pred_dev(p)}, epochs=s.epochs,
                           batch_size=s.batch_size, optimizer=optax.adam(s.lr))
-  traj = engine.trajectory_sweep(ctx, f"{NAME}-{norm}", lambda p: one(p["seed"]),
-                                 {"seed": common.seeds(s.seeds)}, settings.as_json(s),
-                                 what="seeds")
+  traj = engine.sweep(ctx, f"{NAME}-{norm}", lambda p: one(p["seed"]),
+                      {"seed": common.seeds(s.seeds)}, settings.as_json(s),
+                      what="seeds")
   obs = ts.host(traj.observables)
   return {"cfg": cfg, "params": traj.final_params, "failed_at": np.asarray(traj.failed_at),
           "dev_f1": ts.f1_per_epoch(obs["eval"]["dev"], dev_b, data.tags),

@@ -119,8 +119,8 @@ def run(ctx, s) -> Outcome:
                            batch_size=tag_s.batch_size, optimizer=optax.adam(tag_s.lr))
   ctx.log(f"{NAME}: λ ∈ {list(s.lambdas)} x {s.epochs} epochs (one vmapped call)")
   key = jax.random.PRNGKey(1000 + s.seed)
-  traj = engine.trajectory_sweep(ctx, NAME, lambda p: train(p0, key, p["lambda"]),
-                                 {"lambda": lams}, both, what="adversaries")
+  traj = engine.sweep(ctx, NAME, lambda p: train(p0, key, p["lambda"]),
+                      {"lambda": lams}, both, what="adversaries")
   ev = ts.host(traj.observables["eval"])
   f1 = ts.f1_per_epoch(ev["test"], test_b, data.tags)[:, -1]            # [Λ], last epoch
   last = {k: np.asarray(ev[k])[:, -1] for k in ("jsd", "kl_adv_orig", "kl_orig_adv", "tvd")}
@@ -199,9 +199,9 @@ def run(ctx, s) -> Outcome:
   pkey = jax.random.PRNGKey(s.probe_seed)
   params0 = tt.init(jax.random.fold_in(pkey, 1), cfg)
   ctx.log(f"{NAME}: probes {names} x {s.probe_epochs} epochs (one vmapped call)")
-  ptraj = engine.trajectory_sweep(ctx, f"{NAME}-probes",
-                                  lambda p: probe_train(params0, pkey, (p["params"], p["uniform"])),
-                                  {"params": stacked, "uniform": uniform}, both, what="probes")
+  ptraj = engine.sweep(ctx, f"{NAME}-probes",
+                       lambda p: probe_train(params0, pkey, (p["params"], p["uniform"])),
+                       {"params": stacked, "uniform": uniform}, both, what="probes")
   pev = ts.host(ptraj.observables["eval"])
   pdev = ts.f1_per_epoch(pev["dev"], dev_b, data.tags)
   ptest = ts.f1_per_epoch(pev["test"], test_b, data.tags)

@@ -138,9 +138,9 @@ def train_originals(ctx, s: Settings) -> dict:
 
   ctx.log(f"{NAME}: {s.seeds} seeds x {s.epochs} epochs, {data.sizes}, "
           f"{cfg.features}, block {cfg.block}, d_model {cfg.d_model}")
-  traj = engine.trajectory_sweep(ctx, NAME, lambda p: one(p["seed"]),
-                                 {"seed": common.seeds(s.seeds)}, settings.as_json(s),
-                                 chunk_size=s.chunk or None, what="seeds")
+  traj = engine.sweep(ctx, NAME, lambda p: one(p["seed"]),
+                      {"seed": common.seeds(s.seeds)}, settings.as_json(s),
+                      chunk_size=s.chunk or None, what="seeds")
   obs = ts.host(traj.observables)
   dev_f1 = ts.f1_per_epoch(obs["eval"]["dev"], dev_b, data.tags)       # [S, E]
   test_f1 = ts.f1_per_epoch(obs["eval"]["test"], test_b, data.tags)
