@@ -52,7 +52,10 @@ def _code_stamp() -> str:
 
 def _tree_json(treedef):
   """A chunk's pytree structure as JSON: ``0`` a leaf; dicts of string keys, lists, tuples,
-  ``None`` and attndyn's NamedTuples (by module and name). ``None`` for any other node."""
+  ``None`` and attndyn's NamedTuples (by module and name). ``None`` for any other node.
+
+  JSON, not ``PyTreeDef.serialize_using_proto``: JAX's own encoding refuses NamedTuples (a
+  :class:`dynamics.Trajectory` is one), and the store keeps no pickles."""
   node = treedef.node_data()
   if node is None:
     return 0
