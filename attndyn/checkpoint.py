@@ -10,7 +10,8 @@ seconds the chunk took, and the pytree those arrays form with a stamp of the cod
 wrote it. The key leaves out the code's revision, so a run resumes across an upgrade, as
 it always could: a chunk whose arrays are not the ones this code computes (the structure
 of the stage traced here) is computed again; one this same code wrote is read back into
-its recorded structure without tracing the stage (seconds for an ODE solve). Every entry is written atomically and checked on reading (the store's
+its recorded structure without tracing the stage (seconds for an ODE solve). Every entry
+is written atomically and checked on reading (the store's
 digest), so a kill loses at most the chunks not yet written (``sweep.checkpoint_every``
 of them), and a damaged entry, or one another run wrote (its key is another), is never
 read back. A resumed run reads the finished chunks back and runs the rest with the same
