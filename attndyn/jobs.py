@@ -496,6 +496,7 @@ def _ranks(pending: Sequence[Job]) -> dict:
   counting each job as one: what waits cannot start before they end, so on two workers a
   long job that one short job waits for, started last, would keep that one waiting beyond
   everything else. Among equal chains, the larger ``priority`` first; then the given order.
+  ``pending`` holds no jobs that wait for each other (:func:`_in_order` refuses them).
   """
   names = {job.name for job in pending}
   waiting = {job.name: [] for job in pending}
@@ -505,7 +506,7 @@ def _ranks(pending: Sequence[Job]) -> dict:
         waiting[name].append(job.name)
   chain = {}
 
-  def length(name):   # the jobs on the longest chain that starts with `name` (no cycles here)
+  def length(name):   # the jobs on the longest chain that starts with `name`
     if name not in chain:
       chain[name] = 1 + max((length(w) for w in waiting[name]), default=0)
     return chain[name]
@@ -633,20 +634,21 @@ def _run(pending, client, on_report, finish) -> None:
 
   names_running = {job.name for job in pending}
   import dask
-  tasks, ranks = {}, _ranks(pending)
-  for job in _in_order(pending):
-    # Dask starts a job once the tasks among its arguments are done (a failed one fails it).
-    # The jobs that wait for none are one task group (the key's first part), sent in one
-    # graph, so Dask's scheduler holds them as root tasks in its queue and hands them out by
-    # priority as workers free, rather than placing each on a worker as it arrives, on
-    # durations it cannot know. (It queues a group larger than twice the cluster's threads;
-    # the waiting jobs go where their inputs are.)
-    after = [tasks[name] for name in job.after if name in tasks]
-    with dask.annotate(priority=ranks[job.name]):
-      tasks[job.name] = dask.delayed(_call_after, pure=False)(
-          after, job.name, topic, job.fn, job.args,
-          dask_key_name=(_WAITING if after else _READY, f"{job.name}-{job.key}"))
   try:
+    order = _in_order(pending)   # first: it refuses jobs that wait for each other
+    tasks, ranks = {}, _ranks(pending)
+    for job in order:
+      # Dask starts a job once the tasks among its arguments are done (a failed one fails
+      # it). The jobs that wait for none are one task group (the key's first part), sent in
+      # one graph, so Dask's scheduler holds them as root tasks in its queue and hands them
+      # out by priority as workers free, rather than placing each on a worker as it arrives,
+      # on durations it cannot know. (It queues a group larger than twice the cluster's
+      # threads; the waiting jobs go where their inputs are.)
+      after = [tasks[name] for name in job.after if name in tasks]
+      with dask.annotate(priority=ranks[job.name]):
+        tasks[job.name] = dask.delayed(_call_after, pure=False)(
+            after, job.name, topic, job.fn, job.args,
+            dask_key_name=(_WAITING if after else _READY, f"{job.name}-{job.key}"))
     futures = client.compute([tasks[job.name] for job in pending])
     by_future = dict(zip(futures, pending))
     finished = distributed.as_completed(futures, loop=client.loop)

@@ -127,11 +127,16 @@ def test_a_job_named_but_not_run_now_is_not_waited_for(tmp_path):
 
 
 def test_jobs_that_wait_for_each_other_are_one_error(tmp_path):
+  import distributed
+
   from attndyn.tasks.errors import ConfigError
   study = [jobs.Job("a", _job, ("a", 0.0), "k-a", after=("b",)),
            jobs.Job("b", _job, ("b", 0.0), "k-b", after=("a",))]
   with pytest.raises(ConfigError, match="wait for each other"):
     jobs.execute(study, jobs.Store(tmp_path / "store"))
+  with distributed.Client(processes=False, n_workers=1, dashboard_address="127.0.0.1:0") as client:
+    with pytest.raises(ConfigError, match="wait for each other"):   # on a cluster too
+      jobs.execute(study, jobs.Store(tmp_path / "store"), client=client)
 
 
 # -- the order jobs start in on a cluster --------------------------------------------------------
