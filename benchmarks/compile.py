@@ -1,7 +1,8 @@
 """Compile counted: programs compiled, compile seconds, points per call and compute seconds of the
 README's main job and of the quick atlas, each from a cold compile cache.
 
-``python -m benchmarks.compile --out FILE.json [--what main|atlas|both] [--tiny]``
+``python -m benchmarks.compile --out FILE.json [--what main|atlas|both] [--warm] [--opt-level N]
+[--tiny]``
 
 Each workload runs in a fresh Python process (this file run as a script, ``--child``) whose
 compile cache (:mod:`attndyn.compile_cache`) is a new, empty folder of its own
@@ -42,17 +43,34 @@ Points per call: ``dynamics.run_sweep`` is wrapped in the child (nothing in attn
 to record, per sweep, its points and the points of each compiled call (``chunk_size`` rounded
 to the devices; ``dynamics.sweep.chunk_length``); the atlas also reports, from its settings,
 the points one bucket's compiled GD program serves (σ × lr × seeds) and one call of it computes
-(σ × seeds: one chunk holds one lr's points).
+(σ × seeds: one chunk holds one lr's points). ``sweep_calls_timed`` has, per sweep in the order
+run, the job running it, its wall seconds and the seconds of each phase above spent inside it
+(``trace_s``, ``lower_s``, ``backend_compile_s``): a sweep's compile against its run.
+
+``--opt-level N`` compiles every program the code compiles with its own XLA options (each
+sweep's, the topic dataset's: those passed through :func:`dynamics.xla_options.supported`,
+replaced in the child) at XLA's backend optimisation level ``N`` instead of the code's choice:
+whether a lower level, which compiles faster and runs slower, would pay for the short sweeps
+of a workload (compare ``sweep_calls_timed`` of two files).
 
 ``python -m benchmarks.compile --compare A.json B.json`` runs nothing: per workload of both
 files, it prints the counts that differ (programs, traces, lowerings, sweeps, calls, points per
 call, subprocesses, modules imported) and every traced function's name whose count of programs
 differs: two versions of attndyn compared by what does not depend on the load.
 
+``--warm`` runs each workload a second time, in another fresh process, with the compile cache
+the first run filled (``warm`` in its record: wall, compile and compute seconds, programs and
+those loaded from the cache): what the same command costs when XLA compiles almost nothing, so
+``1 - warm wall / cold wall`` is the share of the cold run's wall time that compiling cost. A
+warm run still traces and lowers every program (the cache is looked up by the lowered module),
+and compiles again those that took less than
+:data:`attndyn.compile_cache.MIN_COMPILE_SECONDS`, which JAX does not write: the warm wall time
+is a floor that no reduction of XLA's compiling alone goes below.
+
 ``--tiny`` runs the same code on tiny settings (the main job's ``theorem2`` alone with a few
-steps; the atlas's one tiny Attn-TC bucket), for a test. Writes ``FILE.json`` (one object per
-workload) and prints a markdown table. Wall and compute seconds depend on the machine and its
-load; the counts of programs do not.
+steps; the atlas's one tiny Attn-TC bucket with its reduced ODE), for a test. Writes
+``FILE.json`` (one object per workload) and prints a markdown table. Wall and compute seconds
+depend on the machine and its load; the counts of programs do not.
 """
 import argparse
 import collections
@@ -77,7 +95,7 @@ TINY_MAIN = ["--only", "theorem2", "--set", "theorem2.run.train.steps=20",
              "--set", "theorem2.checkpoints=[10, 20]", "--set", "theorem2.run.sweep.seeds=2"]
 TINY_ATLAS = ['classifiers=["tc"]', "axes={}", "crosses=[]", "seeds=2", "sigma=[0.001, 0.1]",
               "tau=5.0", "steps=10", "record_every=5", "run_lengths=[10, 5]",
-              "ode_classifiers=[]",
+              'ode_classifiers=["tc"]',
               "base={n_nontopic=3, vocab_size=20, n_topics=2, words_per_topic=2, embed_dim=4, "
               "n_train=16, n_test=8, normaliser=\"softmax\", train_query=false}"]
 
@@ -125,11 +143,13 @@ def _spread(values) -> dict:
       if values else {}
 
 
-def child(what: str, out: str, result: str, tiny: bool, profile: str = None) -> int:
+def child(what: str, out: str, result: str, tiny: bool, profile: str = None,
+          opt_level: int = None) -> int:
   """Runs workload ``what`` in this process with the listeners installed; writes ``result``
   (and, with ``profile``, cProfile's statistics of the command to that file)."""
   import jax.monitoring
   durations = collections.defaultdict(float)
+  running = collections.Counter()   # the phases' seconds so far (a sweep's: its difference)
   counts = collections.Counter()
   spans = []
   by_name = collections.Counter()
@@ -137,12 +157,20 @@ def child(what: str, out: str, result: str, tiny: bool, profile: str = None) -> 
   by_job = collections.Counter()
   seconds_by_job = collections.Counter()
   events = collections.Counter()
+  # The command's own setup first, as `attndyn`'s main makes it before anything imports
+  # diffrax: the cache, and EQX_ON_ERROR=nan before equinox is imported (the wrapper of
+  # run_sweep below imports attndyn.dynamics, hence diffrax, before the command starts). With
+  # equinox imported first, its runtime checks are host callbacks in every ODE program, which
+  # the command's programs do not hold and JAX never writes to the cache.
+  from attndyn import compile_cache
+  compile_cache.enable()
   from attndyn import jobs
 
   def on_duration(event, seconds, **kw):
     for short, name in EVENTS.items():
       if event == name:
         durations[short] += seconds
+        running[short] += seconds
         counts[short] += 1
         if short == "backend_compile":
           by_name[str(kw.get("fun_name", "?"))] += 1
@@ -165,6 +193,12 @@ def child(what: str, out: str, result: str, tiny: bool, profile: str = None) -> 
   jax.monitoring.register_event_listener(on_event)
 
   from attndyn import cli, dynamics
+  if opt_level is not None:
+    # every program compiled with the code's own XLA options (the sweeps', the topic dataset's)
+    from attndyn.dynamics import xla_options
+    supported = xla_options.supported
+    xla_options.supported = lambda options: {**(supported(options) or {}),
+                                             "xla_backend_optimization_level": opt_level}
   sweep_module = sys.modules[dynamics.run_sweep.__module__]
   original = sweep_module.run_sweep
   sweeps = []
@@ -173,9 +207,16 @@ def child(what: str, out: str, result: str, tiny: bool, profile: str = None) -> 
     total = jax.tree.leaves(inputs)[0].shape[0]
     n_dev = len(jax.devices() if devices is None else devices)
     chunk = sweep_module.chunk_length(total, chunk_size, n_dev)
-    sweeps.append({"points": int(total), "points_per_call": int(chunk),
-                   "calls": len(sweep_module.chunk_bounds(total, chunk_size, n_dev))})
-    return original(fn, inputs, chunk_size=chunk_size, devices=devices, **kw)
+    record = {"job": getattr(jobs._local, "name", None) or "(outside a job)",
+              "points": int(total), "points_per_call": int(chunk),
+              "calls": len(sweep_module.chunk_bounds(total, chunk_size, n_dev))}
+    sweeps.append(record)
+    before, t0 = dict(running), time.perf_counter()
+    out = original(fn, inputs, chunk_size=chunk_size, devices=devices, **kw)
+    record["wall_s"] = round(time.perf_counter() - t0, 3)
+    for short in EVENTS:
+      record[f"{short}_s"] = round(running[short] - before.get(short, 0.0), 3)
+    return out
 
   sweep_module.run_sweep = counted
   dynamics.run_sweep = counted
@@ -208,6 +249,9 @@ def child(what: str, out: str, result: str, tiny: bool, profile: str = None) -> 
   compile_s = _union(spans)
   calls = sum(s["calls"] for s in sweeps)
   doc = {"workload": what, "tiny": tiny, "command": "attndyn " + " ".join(argv),
+         "opt_level": opt_level,
+         # what equinox's checks in the ODE programs were compiled as (the command's: "nan")
+         "eqx_on_error": getattr(sys.modules.get("equinox._config"), "EQX_ON_ERROR", None),
          "exit_code": code, "cache": os.environ.get("ATTNDYN_COMPILE_CACHE"),
          "programs": counts["backend_compile"],
          "programs_compiled": counts["backend_compile"] - events["cache_hits"],
@@ -218,6 +262,7 @@ def child(what: str, out: str, result: str, tiny: bool, profile: str = None) -> 
          "sweeps": len(sweeps), "sweep_calls": calls,
          "points_per_call": (sum(s["points"] for s in sweeps) / calls) if calls else None,
          "points_per_call_spread": _spread([s["points_per_call"] for s in sweeps]),
+         "sweep_calls_timed": sweeps,
          "subprocesses": dict(started.most_common()),
          "modules_imported": len(sys.modules) - modules_before,
          "profiled": bool(profile),
@@ -231,29 +276,45 @@ def child(what: str, out: str, result: str, tiny: bool, profile: str = None) -> 
   return code
 
 
-def run_workload(what: str, tiny: bool, keep: str = None, profile: str = None) -> dict:
+WARM = ("exit_code", "programs", "programs_compiled", "cache_hits", "wall_s", "compile_s",
+        "compute_s", "seconds_by_phase")   # what a record's "warm" keeps of the warm run's
+
+
+def run_workload(what: str, tiny: bool, keep: str = None, profile: str = None,
+                 warm: bool = False, opt_level: int = None) -> dict:
   """Workload ``what`` in a fresh process with an empty, private compile cache; its record.
   ``keep``: a folder to write the workload's outputs into (else a temporary one, removed);
-  ``profile``: a folder for cProfile's statistics, ``WORKLOAD.prof``."""
+  ``profile``: a folder for cProfile's statistics, ``WORKLOAD.prof``; ``warm``: then again in
+  another fresh process with the cache the first filled (the record's ``warm``); ``opt_level``:
+  XLA's backend optimisation level of the programs compiled with the code's own options."""
   scratch = Path(tempfile.mkdtemp(prefix=f"compile-{what}-"))
   try:
-    out = Path(keep) / what if keep else scratch / "out"
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
     env["ATTNDYN_COMPILE_CACHE"] = str(scratch / "cache")
     # the attndyn `python -m benchmarks.compile` imports from this checkout, unless PYTHONPATH
     # names another (the child runs this file as a script, so its folder, not the checkout's
     # root, heads its sys.path)
     env.setdefault("PYTHONPATH", str(Path(__file__).resolve().parent.parent))
-    result = scratch / "result.json"
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", what,
-                           "--out", str(out), "--result", str(result),
-                           *(["--tiny"] if tiny else []),
-                           *(["--profile", str(Path(profile) / f"{what}.prof")] if profile
-                             else [])], env=env)
-    if not result.is_file():
-      return {"workload": what, "tiny": tiny, "exit_code": proc.returncode,
-              "error": "the workload's process wrote no record"}
-    return json.loads(result.read_text())
+
+    def one(run: str, prof):
+      out = Path(keep) / f"{what}{run}" if keep else scratch / f"out{run}"
+      result = scratch / f"result{run}.json"
+      proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", what,
+                             "--out", str(out), "--result", str(result),
+                             *(["--tiny"] if tiny else []),
+                             *(["--profile", str(prof)] if prof else []),
+                             *(["--opt-level", str(opt_level)] if opt_level is not None
+                               else [])], env=env)
+      if not result.is_file():
+        return {"workload": what, "tiny": tiny, "exit_code": proc.returncode,
+                "error": f"the workload's {run.strip('-') or 'cold'} process wrote no record"}
+      return json.loads(result.read_text())
+
+    record = one("", Path(profile) / f"{what}.prof" if profile else None)
+    if warm and "error" not in record:
+      again = one("-warm", None)
+      record["warm"] = again if "error" in again else {k: again[k] for k in WARM}
+    return record
   finally:
     shutil.rmtree(scratch, ignore_errors=True)
 
@@ -271,6 +332,17 @@ def table(records: list) -> str:
                  f"{r['programs']} ({r['cache_hits']}) | {r['compile_s']:.1f} | "
                  f"{r['wall_s']:.1f} | "
                  f"{r['compute_s']:.1f} | {r['sweep_calls']} | {ppc} |")
+  for r in records:
+    w = r.get("warm")
+    if w and "error" in w:
+      lines.append(f"\n{r['workload']} warm: {w['error']} (exit {w['exit_code']})")
+    elif w:
+      lines.append(f"\n{r['workload']} warm (the cache the cold run filled): wall "
+                   f"{w['wall_s']:.1f} s, compile {w['compile_s']:.1f} s (XLA "
+                   f"{w['seconds_by_phase']['backend_compile']:.1f} s), {w['cache_hits']} of "
+                   f"{w['programs']} programs loaded; compiling cost the cold run "
+                   f"{r['wall_s'] - w['wall_s']:.1f} s of its {r['wall_s']:.1f} s wall "
+                   f"({1 - w['wall_s'] / r['wall_s']:.0%})")
   for r in records:
     if "atlas" in r:
       a = r["atlas"]
@@ -312,6 +384,12 @@ def main(argv=None) -> int:
   ap.add_argument("--out", help="the JSON file to write (one object per workload)")
   ap.add_argument("--what", choices=("main", "atlas", "both"), default="both")
   ap.add_argument("--tiny", action="store_true", help="tiny settings (a test's)")
+  ap.add_argument("--warm", action="store_true",
+                  help="run each workload again with the compile cache its cold run filled")
+  ap.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3), default=None,
+                  help="XLA's backend optimisation level of every program the code compiles "
+                       "with its own options (the sweeps', the topic dataset's) instead of "
+                       "the code's choice")
   ap.add_argument("--keep", default=None,
                   help="a folder to keep the workloads' outputs in (default: removed)")
   ap.add_argument("--profile", default=None, metavar="DIR",
@@ -324,7 +402,7 @@ def main(argv=None) -> int:
   ap.add_argument("--result", help=argparse.SUPPRESS)
   args = ap.parse_args(argv)
   if args.child:
-    return child(args.child, args.out, args.result, args.tiny, args.profile)
+    return child(args.child, args.out, args.result, args.tiny, args.profile, args.opt_level)
   if args.compare:
     a, b = (json.loads(Path(f).read_text()) for f in args.compare)
     print("\n".join(compare(a, b)))
@@ -334,10 +412,12 @@ def main(argv=None) -> int:
   whats = ("main", "atlas") if args.what == "both" else (args.what,)
   if args.profile:
     Path(args.profile).mkdir(parents=True, exist_ok=True)
-  records = [run_workload(w, args.tiny, args.keep, args.profile) for w in whats]
+  records = [run_workload(w, args.tiny, args.keep, args.profile, args.warm, args.opt_level)
+             for w in whats]
   Path(args.out).write_text(json.dumps(records, indent=1) + "\n")
   print(table(records))
-  return 0 if all(r.get("exit_code") == 0 for r in records) else 1
+  return 0 if all(r.get("exit_code") == 0 and r.get("warm", {}).get("exit_code", 0) == 0
+                  for r in records) else 1
 
 
 if __name__ == "__main__":
