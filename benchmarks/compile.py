@@ -149,7 +149,6 @@ def child(what: str, out: str, result: str, tiny: bool, profile: str = None,
   (and, with ``profile``, cProfile's statistics of the command to that file)."""
   import jax.monitoring
   durations = collections.defaultdict(float)
-  running = collections.Counter()   # the phases' seconds so far (a sweep's: its difference)
   counts = collections.Counter()
   spans = []
   by_name = collections.Counter()
@@ -170,7 +169,6 @@ def child(what: str, out: str, result: str, tiny: bool, profile: str = None,
     for short, name in EVENTS.items():
       if event == name:
         durations[short] += seconds
-        running[short] += seconds
         counts[short] += 1
         if short == "backend_compile":
           by_name[str(kw.get("fun_name", "?"))] += 1
@@ -211,11 +209,11 @@ def child(what: str, out: str, result: str, tiny: bool, profile: str = None,
               "points": int(total), "points_per_call": int(chunk),
               "calls": len(sweep_module.chunk_bounds(total, chunk_size, n_dev))}
     sweeps.append(record)
-    before, t0 = dict(running), time.perf_counter()
+    before, t0 = dict(durations), time.perf_counter()
     out = original(fn, inputs, chunk_size=chunk_size, devices=devices, **kw)
     record["wall_s"] = round(time.perf_counter() - t0, 3)
     for short in EVENTS:
-      record[f"{short}_s"] = round(running[short] - before.get(short, 0.0), 3)
+      record[f"{short}_s"] = round(durations[short] - before.get(short, 0.0), 3)
     return out
 
   sweep_module.run_sweep = counted
